@@ -1,0 +1,332 @@
+/*!
+Offline import of Hugging Face `config.json` files.
+
+Maps each supported `model_type` onto [`Arch`], including the details that
+decide exact parameter counts (biases, norm kind and count, qk-norm, tied
+embeddings, MoE and MLA layouts). Only the text decoder is counted: vision
+towers of multimodal configs (Gemma-3) and DeepSeek-V3's multi-token-prediction
+module are not part of the result, which the notes say.
+*/
+
+use serde_json::Value;
+
+use crate::error::{from_json, Error, Result};
+use crate::model::{Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow};
+
+/// `model_type` values this importer understands.
+pub const SUPPORTED: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "deepseek_v3",
+    "gpt2",
+    "gpt_neox",
+    "phi3",
+];
+
+struct Cfg<'a> {
+    v: &'a Value,
+    file: &'a str,
+}
+
+impl Cfg<'_> {
+    fn get(&self, k: &str) -> Option<&Value> {
+        self.v.get(k).filter(|x| !x.is_null())
+    }
+    fn u(&self, k: &str) -> Result<u64> {
+        match self.get(k) {
+            Some(x) => x.as_u64().ok_or_else(|| self.err(k, "must be a non-negative integer")),
+            None => Err(self.err(k, "is required for this model_type")),
+        }
+    }
+    fn u_or(&self, k: &str, d: u64) -> Result<u64> {
+        match self.get(k) {
+            Some(x) => x.as_u64().ok_or_else(|| self.err(k, "must be a non-negative integer")),
+            None => Ok(d),
+        }
+    }
+    fn b_or(&self, k: &str, d: bool) -> Result<bool> {
+        match self.get(k) {
+            Some(x) => x.as_bool().ok_or_else(|| self.err(k, "must be true or false")),
+            None => Ok(d),
+        }
+    }
+    fn err(&self, k: &str, why: &str) -> Error {
+        Error::Parse {
+            file: self.file.into(),
+            line: 1,
+            column: 1,
+            field: Some(k.into()),
+            message: why.into(),
+        }
+    }
+}
+
+fn base(c: &Cfg, hidden: &str, layers: &str, heads: &str, vocab: &str) -> Result<Arch> {
+    let d = c.u(hidden)?;
+    let n = c.u(heads)?;
+    if n == 0 {
+        return Err(c.err(heads, "must be at least 1"));
+    }
+    Ok(Arch {
+        n_layers: c.u(layers)?,
+        d_model: d,
+        d_ff: 0,
+        n_heads: n,
+        n_kv_heads: c.u_or("num_key_value_heads", n)?,
+        d_head: c.u_or("head_dim", d / n)?,
+        vocab: c.u(vocab)?,
+        tied_embeddings: c.b_or("tie_word_embeddings", false)?,
+        mlp: MlpKind::Gated,
+        norm: NormKind::Rms,
+        norms_per_layer: 2,
+        final_norm: true,
+        qk_norm: false,
+        qkv_bias: false,
+        attn_out_bias: false,
+        mlp_bias: false,
+        learned_pos_emb: 0,
+        lm_head_bias: false,
+        moe: None,
+        mla: None,
+        sliding_window: None,
+    })
+}
+
+fn window(c: &Cfg, global_every: u64) -> Result<Option<SlidingWindow>> {
+    Ok(match c.get("sliding_window") {
+        Some(w) => {
+            let w = w.as_u64().ok_or_else(|| c.err("sliding_window", "must be an integer"))?;
+            Some(SlidingWindow {
+                window: w,
+                global_every,
+            })
+        }
+        None => None,
+    })
+}
+
+/// Import a `config.json` (text) as a model spec named `name`.
+pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
+    let root: Value = from_json(src, file)?;
+    let mut v = &root;
+    let model_type = root
+        .get("model_type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::Parse {
+            file: file.into(),
+            line: 1,
+            column: 1,
+            field: Some("model_type".into()),
+            message: format!("missing; supported model types: {}", SUPPORTED.join(", ")),
+        })?
+        .to_string();
+    let mut notes = Vec::new();
+    if model_type == "gemma3" {
+        v = root.get("text_config").ok_or_else(|| Error::Parse {
+            file: file.into(),
+            line: 1,
+            column: 1,
+            field: Some("text_config".into()),
+            message: "a gemma3 config needs its text_config".into(),
+        })?;
+        notes.push("text decoder only (the vision tower is not counted)");
+    }
+    let c = Cfg { v, file };
+    let mut a = match model_type.as_str() {
+        "llama" | "mistral" | "phi3" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.d_ff = c.u("intermediate_size")?;
+            let bias = c.b_or("attention_bias", false)?;
+            a.qkv_bias = bias;
+            a.attn_out_bias = bias;
+            a.mlp_bias = c.b_or("mlp_bias", false)?;
+            if model_type != "llama" {
+                a.sliding_window = window(&c, 0)?;
+            }
+            a
+        }
+        "mixtral" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.d_ff = c.u("intermediate_size")?;
+            a.moe = Some(Moe {
+                n_experts: c.u("num_local_experts")?,
+                top_k: c.u("num_experts_per_tok")?,
+                d_ff_expert: a.d_ff,
+                n_shared_experts: 0,
+                d_ff_shared: 0,
+                first_dense_layers: 0,
+                router_bias: false,
+            });
+            a.sliding_window = window(&c, 0)?;
+            a
+        }
+        "qwen2" | "qwen3" | "qwen3_moe" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.d_ff = c.u_or("intermediate_size", 0)?;
+            if model_type == "qwen2" {
+                // Qwen2 always has q/k/v biases and none on o_proj.
+                a.qkv_bias = true;
+            } else {
+                a.qkv_bias = c.b_or("attention_bias", false)?;
+                a.attn_out_bias = a.qkv_bias;
+                a.qk_norm = true;
+            }
+            if c.b_or("use_sliding_window", false)? {
+                a.sliding_window = window(&c, 0)?;
+            }
+            if model_type == "qwen3_moe" {
+                let dense = match c.get("mlp_only_layers") {
+                    Some(Value::Array(xs)) => xs.len() as u64,
+                    _ => 0,
+                };
+                if c.u_or("decoder_sparse_step", 1)? != 1 || dense > 0 {
+                    return Err(c.err(
+                        "decoder_sparse_step",
+                        "only configs where every layer is MoE (decoder_sparse_step = 1, no mlp_only_layers) are supported",
+                    ));
+                }
+                a.moe = Some(Moe {
+                    n_experts: c.u("num_experts")?,
+                    top_k: c.u("num_experts_per_tok")?,
+                    d_ff_expert: c.u("moe_intermediate_size")?,
+                    n_shared_experts: 0,
+                    d_ff_shared: 0,
+                    first_dense_layers: 0,
+                    router_bias: false,
+                });
+            }
+            a
+        }
+        "gemma2" | "gemma3" | "gemma3_text" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.d_ff = c.u("intermediate_size")?;
+            a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
+            a.norms_per_layer = 4;
+            let bias = c.b_or("attention_bias", false)?;
+            a.qkv_bias = bias;
+            a.attn_out_bias = bias;
+            if model_type == "gemma2" {
+                a.sliding_window = window(&c, 2)?;
+            } else {
+                a.qk_norm = true;
+                let every = c.u_or("sliding_window_pattern", 6)?;
+                a.sliding_window = window(&c, every)?;
+            }
+            a
+        }
+        "deepseek_v3" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.d_ff = c.u("intermediate_size")?;
+            a.n_kv_heads = a.n_heads;
+            let mla = Mla {
+                q_lora_rank: c.u_or("q_lora_rank", 0)?,
+                kv_lora_rank: c.u("kv_lora_rank")?,
+                qk_nope_head_dim: c.u("qk_nope_head_dim")?,
+                qk_rope_head_dim: c.u("qk_rope_head_dim")?,
+                v_head_dim: c.u("v_head_dim")?,
+            };
+            a.d_head = mla.v_head_dim;
+            a.mla = Some(mla);
+            a.qkv_bias = false;
+            let router_bias = c
+                .get("topk_method")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m == "noaux_tc");
+            a.moe = Some(Moe {
+                n_experts: c.u("n_routed_experts")?,
+                top_k: c.u("num_experts_per_tok")?,
+                d_ff_expert: c.u("moe_intermediate_size")?,
+                n_shared_experts: c.u_or("n_shared_experts", 0)?,
+                d_ff_shared: 0,
+                first_dense_layers: c.u_or("first_k_dense_replace", 0)?,
+                router_bias,
+            });
+            if c.u_or("num_nextn_predict_layers", 0)? > 0 {
+                notes.push("multi-token-prediction layers are not counted (as in the published 671B)");
+            }
+            a
+        }
+        "gpt2" => {
+            let mut a = base(&c, "n_embd", "n_layer", "n_head", "vocab_size")?;
+            a.n_kv_heads = a.n_heads;
+            a.d_head = a.d_model / a.n_heads;
+            a.d_ff = c.u_or("n_inner", 4 * a.d_model)?;
+            a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
+            a.mlp = MlpKind::Plain;
+            a.norm = NormKind::Layer;
+            a.qkv_bias = true;
+            a.attn_out_bias = true;
+            a.mlp_bias = true;
+            a.learned_pos_emb = c.u("n_positions")?;
+            a
+        }
+        "gpt_neox" => {
+            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            a.n_kv_heads = a.n_heads;
+            a.d_head = a.d_model / a.n_heads;
+            a.d_ff = c.u("intermediate_size")?;
+            a.mlp = MlpKind::Plain;
+            a.norm = NormKind::Layer;
+            let bias = c.b_or("attention_bias", true)?;
+            a.qkv_bias = bias;
+            a.attn_out_bias = bias;
+            a.mlp_bias = true;
+            a
+        }
+        other => {
+            return Err(Error::UnsupportedModelType {
+                model_type: other.into(),
+                supported: SUPPORTED.iter().map(|s| s.to_string()).collect(),
+            })
+        }
+    };
+    if a.d_ff == 0 && a.moe.is_some() {
+        a.d_ff = a.d_ff_expert();
+    }
+    a.validate()?;
+    let max_seq = c.u_or("max_position_embeddings", c.u_or("n_positions", 0)?)?;
+    Ok(ModelSpec {
+        name: name.into(),
+        display_name: name.into(),
+        aliases: vec![],
+        source: format!("{file} (Hugging Face config, model_type {model_type})"),
+        max_seq_len: max_seq,
+        notes: notes.join("; "),
+        published: None,
+        arch: a,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_model_type_lists_supported() {
+        let e = import(r#"{"model_type": "bert"}"#, "c.json", "x").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("bert") && s.contains("llama") && s.contains("deepseek_v3"), "{s}");
+    }
+
+    #[test]
+    fn missing_field_named() {
+        let e = import(r#"{"model_type": "llama", "hidden_size": 64}"#, "c.json", "x").unwrap_err();
+        assert!(e.to_string().contains("num_attention_heads"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let e = import("{\n\"model_type\": \"llama\",\n oops\n}", "c.json", "x").unwrap_err();
+        match e {
+            Error::Parse { line, .. } => assert_eq!(line, 3),
+            e => panic!("{e}"),
+        }
+    }
+}

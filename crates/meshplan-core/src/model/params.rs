@@ -1,0 +1,478 @@
+/*!
+Exact parameter counts.
+
+The book's approximation (ch4) is `L·(3DF + 2D(N+K)H + D) + DV (×2 if untied)`;
+meshplan counts every matrix, bias and norm the architecture declares, so that
+catalog models reproduce the published (safetensors) totals to the parameter.
+The book's own exercise models set `norms_per_layer = 0` to match its counts.
+
+Per layer (GQA):
+* attention: `D·N·H` (Q) + `2·D·K·H` (K, V) + `N·H·D` (O) [+ `(N+2K)·H` qkv bias,
+  + `D` out bias, + `2H` qk-norm]
+* MLA (DeepSeek): `D·q_r + q_r + q_r·N·(H_nope+H_rope)` (or `D·N·(H_nope+H_rope)`
+  without query compression) `+ D·(kv_r + H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D`
+* dense MLP: `m·D·F` with m = 3 gated / 2 plain [+ biases]
+* MoE: `E·m·D·F_e + S·m·D·F_s + E·D` (router) [+ `E` routing bias]; active
+  uses k instead of E
+* norms: `norms_per_layer · D` (RMSNorm) or `· 2D` (LayerNorm)
+
+Embeddings: `V·D` in, `V·D` out unless tied, `P·D` learned positions.
+*/
+
+use serde::Serialize;
+
+use super::{Arch, MlpKind};
+use crate::trace::{Step, Tracer};
+
+/// Saturating product in u128 (for overflow checks before validation).
+fn p(xs: &[u64]) -> u128 {
+    xs.iter().fold(1u128, |a, &x| a.saturating_mul(x as u128))
+}
+
+/// Attention parameters of one layer.
+fn attention_layer(a: &Arch) -> u128 {
+    let (d, n, k, h) = (a.d_model, a.n_heads, a.n_kv_heads, a.d_head);
+    let mut t = match &a.mla {
+        None => p(&[d, n, h]) + p(&[2, d, k, h]) + p(&[n, h, d]),
+        Some(m) => {
+            let qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+            let q = if m.q_lora_rank > 0 {
+                p(&[d, m.q_lora_rank]) + m.q_lora_rank as u128 + p(&[m.q_lora_rank, n, qk])
+            } else {
+                p(&[d, n, qk])
+            };
+            let kv = p(&[d, m.kv_lora_rank + m.qk_rope_head_dim])
+                + m.kv_lora_rank as u128
+                + p(&[m.kv_lora_rank, n, m.qk_nope_head_dim + m.v_head_dim]);
+            q + kv + p(&[n, m.v_head_dim, d])
+        }
+    };
+    if a.qkv_bias {
+        t += match &a.mla {
+            None => p(&[n + 2 * k, h]),
+            Some(_) => 0,
+        };
+    }
+    if a.attn_out_bias {
+        t += d as u128;
+    }
+    if a.qk_norm {
+        t += p(&[2, h]);
+    }
+    t
+}
+
+/// One MLP of width `f` (matrices plus biases).
+fn mlp(a: &Arch, f: u64) -> u128 {
+    let m = a.mlp.matrices();
+    let mut t = p(&[m, a.d_model, f]);
+    if a.mlp_bias {
+        t += match a.mlp {
+            MlpKind::Gated => p(&[2, f]) + a.d_model as u128,
+            MlpKind::Plain => f as u128 + a.d_model as u128,
+        };
+    }
+    t
+}
+
+/// Raw counts in u128; [`ParamCounts`] converts after validation.
+#[derive(Clone, Copy, Debug, Default)]
+struct Raw {
+    embed_in: u128,
+    pos: u128,
+    embed_out: u128,
+    attn_layer: u128,
+    dense_mlp_layer: u128,
+    routed_total_layer: u128,
+    routed_active_layer: u128,
+    shared_layer: u128,
+    router_layer: u128,
+    norms_layer: u128,
+    final_norm: u128,
+    dense_layers: u128,
+    moe_layers: u128,
+}
+
+fn raw(a: &Arch) -> Raw {
+    let (d, v) = (a.d_model, a.vocab);
+    let mut r = Raw {
+        embed_in: p(&[v, d]),
+        pos: p(&[a.learned_pos_emb, d]),
+        embed_out: if a.tied_embeddings { 0 } else { p(&[v, d]) }
+            + if a.lm_head_bias { v as u128 } else { 0 },
+        attn_layer: attention_layer(a),
+        dense_mlp_layer: mlp(a, a.d_ff),
+        norms_layer: p(&[a.norms_per_layer]) * a.norm.params(d) as u128,
+        final_norm: if a.final_norm { a.norm.params(d) as u128 } else { 0 },
+        dense_layers: a.dense_layers() as u128,
+        moe_layers: a.moe_layers() as u128,
+        ..Raw::default()
+    };
+    if let Some(m) = &a.moe {
+        let one = mlp(a, a.d_ff_expert());
+        r.routed_total_layer = one.saturating_mul(m.n_experts as u128);
+        r.routed_active_layer = one.saturating_mul(m.top_k as u128);
+        r.shared_layer = mlp(a, a.d_ff_shared()).saturating_mul(m.n_shared_experts as u128);
+        r.router_layer = p(&[m.n_experts, d]) + if m.router_bias { m.n_experts as u128 } else { 0 };
+    }
+    r
+}
+
+impl Raw {
+    fn total(&self) -> u128 {
+        let per_dense = self.attn_layer + self.dense_mlp_layer + self.norms_layer;
+        let per_moe = self.attn_layer
+            + self.routed_total_layer
+            + self.shared_layer
+            + self.router_layer
+            + self.norms_layer;
+        self.embed_in
+            + self.pos
+            + self.embed_out
+            + self.final_norm
+            + per_dense.saturating_mul(self.dense_layers)
+            + per_moe.saturating_mul(self.moe_layers)
+    }
+}
+
+/// Total parameter count in u128, saturating (used by validation).
+pub(crate) fn count_u128(a: &Arch) -> u128 {
+    raw(a).total()
+}
+
+/// Parameter counts of a model, exact, with a breakdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ParamCounts {
+    /// All parameters.
+    pub total: u64,
+    /// Parameters one token uses (k of E routed experts); = total for dense models.
+    pub active: u64,
+    /// Vocabulary parameters: input embedding, output projection (untied) and
+    /// learned positions: the book's `DV` (tied) or `2DV` (untied).
+    pub embedding: u64,
+    /// Attention parameters, all layers.
+    pub attention: u64,
+    /// Dense-MLP parameters, all dense layers.
+    pub mlp_dense: u64,
+    /// Routed-expert parameters, all MoE layers.
+    pub experts_routed: u64,
+    /// Shared-expert parameters, all MoE layers.
+    pub experts_shared: u64,
+    /// Router parameters, all MoE layers.
+    pub router: u64,
+    /// Norm weights (and biases), including the final norm.
+    pub norms: u64,
+    /// Parameters of one dense layer.
+    pub per_dense_layer: u64,
+    /// Parameters of one MoE layer (0 if none).
+    pub per_moe_layer: u64,
+    /// Parameters in matrices a token multiplies through (forward FLOPs are
+    /// 2 × this per token, before attention): attention, active MLP, router,
+    /// and the V×D output projection (counted even when tied).
+    pub matmul_active: u64,
+}
+
+impl ParamCounts {
+    /// Non-embedding parameters.
+    pub fn non_embedding(&self) -> u64 {
+        self.total - self.embedding
+    }
+}
+
+/// Count the parameters of `a` (which must have passed [`Arch::validate`]).
+pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
+    let r = raw(a);
+    let c = |x: u128| x as u64;
+    let (l_dense, l_moe) = (c(r.dense_layers), c(r.moe_layers));
+    let attention = c(r.attn_layer) * a.n_layers;
+    let mlp_dense = c(r.dense_mlp_layer) * l_dense;
+    let experts_routed = c(r.routed_total_layer) * l_moe;
+    let experts_active = c(r.routed_active_layer) * l_moe;
+    let experts_shared = c(r.shared_layer) * l_moe;
+    let router = c(r.router_layer) * l_moe;
+    let norms = c(r.norms_layer) * a.n_layers + c(r.final_norm);
+    let embedding = c(r.embed_in + r.pos + r.embed_out);
+    let total = c(r.total());
+    let active = total - experts_routed + experts_active;
+    let per_dense_layer = c(r.attn_layer + r.dense_mlp_layer + r.norms_layer);
+    let per_moe_layer = if l_moe > 0 {
+        c(r.attn_layer + r.routed_total_layer + r.shared_layer + r.router_layer + r.norms_layer)
+    } else {
+        0
+    };
+    let matmul_active =
+        attention + mlp_dense + experts_active + experts_shared + router + a.vocab * a.d_model;
+
+    if T::ENABLED {
+        record(a, &r, tr, total, active, embedding, attention, mlp_dense, experts_routed);
+    }
+    ParamCounts {
+        total,
+        active,
+        embedding,
+        attention,
+        mlp_dense,
+        experts_routed,
+        experts_shared,
+        router,
+        norms,
+        per_dense_layer,
+        per_moe_layer,
+        matmul_active,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record<T: Tracer>(
+    a: &Arch,
+    r: &Raw,
+    tr: &mut T,
+    total: u64,
+    active: u64,
+    embedding: u64,
+    attention: u64,
+    mlp_dense: u64,
+    experts_routed: u64,
+) {
+    let (l, d, f, n, k, h, v) = (
+        a.n_layers as f64,
+        a.d_model as f64,
+        a.d_ff as f64,
+        a.n_heads as f64,
+        a.n_kv_heads as f64,
+        a.d_head as f64,
+        a.vocab as f64,
+    );
+    let src = "How To Scale Your Model, ch4 (Transformer Math)";
+    tr.scope(
+        || Step::new("params.total", "Total parameters", "embedding + attention + MLP + norms").source(src),
+        |tr| {
+            tr.record(|| {
+                let formula = match (a.tied_embeddings, a.learned_pos_emb > 0) {
+                    (true, false) => "V·D (tied)",
+                    (false, false) => "2·V·D",
+                    (true, true) => "V·D + P·D",
+                    (false, true) => "2·V·D + P·D",
+                };
+                let mut s = Step::new("params.embedding", "Embedding parameters", formula)
+                    .bind("V", v, "")
+                    .bind("D", d, "");
+                if a.learned_pos_emb > 0 {
+                    s = s.bind("P", a.learned_pos_emb as f64, "");
+                }
+                s.result(embedding as f64, "params")
+            });
+            tr.record(|| {
+                let mut s = match &a.mla {
+                    None => {
+                        let mut f = String::from("L·(D·N·H + 2·D·K·H + N·H·D");
+                        if a.qkv_bias {
+                            f.push_str(" + (N+2K)·H");
+                        }
+                        if a.attn_out_bias {
+                            f.push_str(" + D");
+                        }
+                        if a.qk_norm {
+                            f.push_str(" + 2·H");
+                        }
+                        f.push(')');
+                        Step::new("params.attention", "Attention parameters", &f)
+                            .bind("L", l, "")
+                            .bind("D", d, "")
+                            .bind("N", n, "")
+                            .bind("K", k, "")
+                            .bind("H", h, "")
+                    }
+                    Some(m) => Step::new(
+                        "params.attention",
+                        "Attention parameters (MLA)",
+                        "L·(D·q_r + q_r + q_r·N·(H_nope+H_rope) + D·(kv_r+H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D)",
+                    )
+                    .bind("L", l, "")
+                    .bind("D", d, "")
+                    .bind("N", n, "")
+                    .bind("q_r", m.q_lora_rank as f64, "")
+                    .bind("kv_r", m.kv_lora_rank as f64, "")
+                    .bind("H_nope", m.qk_nope_head_dim as f64, "")
+                    .bind("H_rope", m.qk_rope_head_dim as f64, "")
+                    .bind("H_v", m.v_head_dim as f64, ""),
+                };
+                s = s.result(attention as f64, "params");
+                s
+            });
+            if a.dense_layers() > 0 {
+                tr.record(|| {
+                    let m = a.mlp.matrices();
+                    let f_str = format!(
+                        "L_dense·{m}·D·F{}",
+                        if a.mlp_bias { " + biases" } else { "" }
+                    );
+                    Step::new("params.mlp", "Dense MLP parameters", &f_str)
+                        .bind("L_dense", a.dense_layers() as f64, "")
+                        .bind("D", d, "")
+                        .bind("F", f, "")
+                        .result(mlp_dense as f64, "params")
+                });
+            }
+            if let Some(m) = &a.moe {
+                tr.record(|| {
+                    Step::new(
+                        "params.experts",
+                        "Routed expert parameters",
+                        &format!("L_moe·E·{}·D·F_e", a.mlp.matrices()),
+                    )
+                    .bind("L_moe", a.moe_layers() as f64, "")
+                    .bind("E", m.n_experts as f64, "")
+                    .bind("D", d, "")
+                    .bind("F_e", a.d_ff_expert() as f64, "")
+                    .result(experts_routed as f64, "params")
+                });
+                tr.record(|| {
+                    Step::new(
+                        "params.router_shared",
+                        "Router and shared-expert parameters",
+                        "L_moe·(E·D + S·m·D·F_s)",
+                    )
+                    .bind("L_moe", a.moe_layers() as f64, "")
+                    .bind("E", m.n_experts as f64, "")
+                    .bind("S", m.n_shared_experts as f64, "")
+                    .bind("F_s", a.d_ff_shared() as f64, "")
+                    .result(
+                        ((r.router_layer + r.shared_layer) * r.moe_layers) as f64,
+                        "params",
+                    )
+                });
+            }
+            if a.norms_per_layer > 0 || a.final_norm {
+                tr.record(|| {
+                    Step::new(
+                        "params.norms",
+                        "Norm parameters",
+                        "(L·norms_per_layer + final)·D (×2 for LayerNorm)",
+                    )
+                    .bind("L", l, "")
+                    .bind("norms_per_layer", a.norms_per_layer as f64, "")
+                    .bind("D", d, "")
+                    .result(
+                        (r.norms_layer * a.n_layers as u128 + r.final_norm) as f64,
+                        "params",
+                    )
+                });
+            }
+            total
+        },
+        |t, s| s.result(*t as f64, "params"),
+    );
+    if let Some(m) = &a.moe {
+        tr.record(|| {
+            Step::new(
+                "params.active",
+                "Active parameters per token",
+                "total − L_moe·(E − k)·m·D·F_e",
+            )
+            .bind("E", m.n_experts as f64, "")
+            .bind("k", m.top_k as f64, "")
+            .bind("L_moe", a.moe_layers() as f64, "")
+            .result(active as f64, "params")
+            .source("How To Scale Your Model, ch7 Q5 (activated parameters)")
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Moe, NormKind};
+    use crate::trace::{NoTrace, Recorder};
+
+    /// Chapter 5's LLaMA-2 13B as the book counts it: no norms.
+    pub(crate) fn book_13b() -> Arch {
+        Arch {
+            n_layers: 40,
+            d_model: 5120,
+            d_ff: 13824,
+            n_heads: 40,
+            n_kv_heads: 40,
+            d_head: 128,
+            vocab: 32000,
+            tied_embeddings: false,
+            mlp: MlpKind::Gated,
+            norm: NormKind::Rms,
+            norms_per_layer: 0,
+            final_norm: false,
+            qk_norm: false,
+            qkv_bias: false,
+            attn_out_bias: false,
+            mlp_bias: false,
+            learned_pos_emb: 0,
+            lm_head_bias: false,
+            moe: None,
+            mla: None,
+            sliding_window: None,
+        }
+    }
+
+    #[test]
+    fn book_ch5_llama2_13b_exact() {
+        // (3·5120·13824 + 4·5120²)·40 + 2·5120·32000 = 13,015,449,600 (seed 000, ex. 1)
+        let c = count(&book_13b(), &mut NoTrace);
+        assert_eq!(c.total, 13_015_449_600);
+        // Book ch5 Q1 breakdown: FFW 3LDF ≈ 8.5e9, attention 4DNHL ≈ 4.2e9, vocab 2VD ≈ 0.33e9.
+        assert_eq!(c.mlp_dense, 3 * 40 * 5120 * 13824);
+        assert_eq!(c.attention, 4 * 5120 * 40 * 128 * 40);
+        assert_eq!(c.embedding, 2 * 5120 * 32000);
+        assert_eq!(c.active, c.total);
+    }
+
+    #[test]
+    fn with_norms_matches_hf_llama2_13b() {
+        // HF Llama-2-13b-hf safetensors total: 13,015,864,320 = book count + (2L+1)·D.
+        let mut a = book_13b();
+        a.norms_per_layer = 2;
+        a.final_norm = true;
+        assert_eq!(count(&a, &mut NoTrace).total, 13_015_864_320);
+    }
+
+    #[test]
+    fn ch7_model_and_moe() {
+        let mut a = Arch {
+            n_layers: 64,
+            d_model: 4096,
+            d_ff: 16384,
+            n_heads: 32,
+            n_kv_heads: 8,
+            d_head: 256,
+            vocab: 32128,
+            tied_embeddings: true,
+            ..book_13b()
+        };
+        // 64·4096·(3·16384 + 2·256·40) + 4096·32128 = 18,385,207,296 (seed 002 wrote ...246)
+        assert_eq!(count(&a, &mut NoTrace).total, 18_385_207_296);
+        a.moe = Some(Moe {
+            n_experts: 16,
+            top_k: 2,
+            d_ff_expert: 0,
+            n_shared_experts: 0,
+            d_ff_shared: 0,
+            first_dense_layers: 0,
+            router_bias: false,
+        });
+        let c = count(&a, &mut NoTrace);
+        let attn = 64 * 2 * 4096 * 40 * 256u64;
+        let emb = 4096 * 32128u64;
+        let router = 64 * 16 * 4096u64;
+        assert_eq!(c.total, 64 * 16 * 3 * 4096 * 16384 + attn + emb + router);
+        assert_eq!(c.active, 64 * 2 * 3 * 4096 * 16384 + attn + emb + router);
+        // Book: ≈212e9 total and ≈31.2e9 activated (the book ignores the 4.2M router weights).
+        assert!((c.total as f64 / 212e9 - 1.0).abs() < 0.01);
+        assert!((c.active as f64 / 31.2e9 - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn trace_matches_value() {
+        let mut r = Recorder::default();
+        let c = count(&book_13b(), &mut r);
+        assert_eq!(r.find("params.total").unwrap().value, c.total as f64);
+        assert_eq!(r.find("params.attention").unwrap().value, c.attention as f64);
+    }
+}

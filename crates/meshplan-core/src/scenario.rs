@@ -1,0 +1,457 @@
+/*!
+Scenario files: one TOML document describing a model, hardware and workload.
+
+```toml
+[model]
+name = "llama-2-13b"        # a catalog name, or inline hyperparameters below
+# n_layers = 40             # any Arch field overrides the catalog entry
+# n_kv_heads = 8
+
+[hardware]
+chip = "tpu-v5p"            # or "tpu-v5p@book" for the book's numbers
+mesh = "16x16x16"           # TPU slice, or `chips = 64` for GPUs
+
+[training]                  # read by `meshplan train`
+batch_tokens = "3M"
+seq_len = 32768
+
+[inference]                 # read by `meshplan infer`
+kv_dtype = "int8"
+
+[parallelism]               # shared by training and inference
+fsdp = 1024
+tp = 4
+```
+
+Keys mirror the CLI flags in snake_case (`--batch-tokens` ↔ `batch_tokens`);
+flags override the file. Counts accept integers or strings with a suffix
+(`"3M"`, `"128k"` = 128,000, `"128Ki"` = 131,072). Unknown keys are errors
+(with file, line and field), so typos do not pass silently.
+*/
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::catalog::Catalog;
+use crate::error::{from_toml, Error, Result};
+use crate::hardware::{Chip, ChipFile, Profile};
+use crate::model::{Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow};
+use crate::units::parse_count;
+
+/// A whole count given as an integer or a string like "3M", "128k", "128Ki".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Count(pub u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            I(i64),
+            F(f64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::I(i) if i >= 0 => Ok(Count(i as u64)),
+            Raw::I(i) => Err(serde::de::Error::custom(format!("{i} is negative; expected a count"))),
+            Raw::F(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(Count(f as u64)),
+            Raw::F(f) => Err(serde::de::Error::custom(format!("{f} is not a whole non-negative count"))),
+            Raw::S(s) => parse_count(&s).map(Count).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `[model]`: a catalog name and/or inline hyperparameters (overrides).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Catalog name.
+    pub name: Option<String>,
+    /// L.
+    pub n_layers: Option<Count>,
+    /// D.
+    pub d_model: Option<Count>,
+    /// F.
+    pub d_ff: Option<Count>,
+    /// N.
+    pub n_heads: Option<Count>,
+    /// K.
+    pub n_kv_heads: Option<Count>,
+    /// H.
+    pub d_head: Option<Count>,
+    /// V.
+    pub vocab: Option<Count>,
+    /// Tied embeddings.
+    pub tied_embeddings: Option<bool>,
+    /// "gated" | "plain".
+    pub mlp: Option<MlpKind>,
+    /// "rms" | "layer".
+    pub norm: Option<NormKind>,
+    /// Norms per layer.
+    pub norms_per_layer: Option<u64>,
+    /// Final norm.
+    pub final_norm: Option<bool>,
+    /// qk-norm.
+    pub qk_norm: Option<bool>,
+    /// q/k/v bias.
+    pub qkv_bias: Option<bool>,
+    /// out-projection bias.
+    pub attn_out_bias: Option<bool>,
+    /// MLP biases.
+    pub mlp_bias: Option<bool>,
+    /// Learned positions.
+    pub learned_pos_emb: Option<Count>,
+    /// E (0 removes MoE).
+    pub n_experts: Option<u64>,
+    /// k.
+    pub top_k: Option<u64>,
+    /// Expert width.
+    pub d_ff_expert: Option<Count>,
+    /// Shared experts.
+    pub n_shared_experts: Option<u64>,
+    /// Dense layers before the first MoE layer.
+    pub first_dense_layers: Option<u64>,
+    /// MLA table.
+    pub mla: Option<Mla>,
+    /// Sliding window table.
+    pub sliding_window: Option<SlidingWindow>,
+    /// Longest supported context.
+    pub max_seq_len: Option<Count>,
+}
+
+/// `[hardware]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareSection {
+    /// Catalog chip name (`NAME@book` for the book's numbers).
+    pub chip: Option<String>,
+    /// "vendor" (default) or "book".
+    pub profile: Option<String>,
+    /// TPU slice shape ("16x16x16") or GPU layout ("8x8" = nodes × GPUs per node).
+    pub mesh: Option<String>,
+    /// Number of chips (GPUs), when no mesh is given.
+    pub chips: Option<Count>,
+    /// An inline chip, same schema as a catalog file.
+    pub inline: Option<ChipFile>,
+}
+
+/// `[training]` (filled in by `meshplan train`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSection {
+    /// B: global batch in tokens.
+    pub batch_tokens: Option<Count>,
+    /// T: sequence length.
+    pub seq_len: Option<Count>,
+    /// Parameter dtype.
+    pub param_dtype: Option<String>,
+    /// Gradient dtype.
+    pub grad_dtype: Option<String>,
+    /// Optimizer-state dtype.
+    pub optimizer_dtype: Option<String>,
+    /// Activation dtype.
+    pub activation_dtype: Option<String>,
+    /// "adam" | "adamw" | "sgd" | "sgd-momentum" | "adafactor".
+    pub optimizer: Option<String>,
+    /// Keep an fp32 master copy of the weights.
+    pub master_weights: Option<bool>,
+    /// "none" | "full" | "after-matmuls" | "selective".
+    pub remat: Option<String>,
+    /// Model-FLOPs utilisation to quote times at.
+    pub mfu: Option<f64>,
+    /// Tokens to train on (for total time and cost).
+    pub train_tokens: Option<Count>,
+    /// Causal attention (default true).
+    pub causal: Option<bool>,
+    /// Count attention FLOPs (default true; the book's exercises ignore them).
+    pub include_attention: Option<bool>,
+}
+
+/// `[inference]` (filled in by `meshplan infer`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceSection {
+    /// Weight dtype.
+    pub weights_dtype: Option<String>,
+    /// KV-cache dtype.
+    pub kv_dtype: Option<String>,
+    /// Activation/compute dtype.
+    pub compute_dtype: Option<String>,
+    /// Concurrent sequences.
+    pub batch: Option<Count>,
+    /// Prompt length.
+    pub prompt_len: Option<Count>,
+    /// Context to support (KV length).
+    pub context: Option<Count>,
+    /// Tokens generated per request.
+    pub gen_len: Option<Count>,
+}
+
+/// `[parallelism]`, shared by training and inference.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelismSection {
+    /// Data-parallel degree.
+    pub dp: Option<u64>,
+    /// FSDP (ZeRO-3) degree.
+    pub fsdp: Option<u64>,
+    /// Tensor-parallel degree.
+    pub tp: Option<u64>,
+    /// Pipeline stages.
+    pub pp: Option<u64>,
+    /// Context-parallel degree.
+    pub cp: Option<u64>,
+    /// Expert-parallel degree.
+    pub ep: Option<u64>,
+    /// ZeRO stage 0–3 for the data-parallel axis.
+    pub zero: Option<u64>,
+    /// "gpipe" | "afab" | "1f1b" | "interleaved".
+    pub schedule: Option<String>,
+    /// Pipeline microbatches.
+    pub microbatches: Option<u64>,
+    /// Virtual stages per device (interleaved).
+    pub virtual_stages: Option<u64>,
+    /// Megatron sequence parallelism with TP.
+    pub sequence_parallel: Option<bool>,
+    /// Serving layout: "1d" | "2d-ws".
+    pub sharding: Option<String>,
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free text.
+    pub description: Option<String>,
+    /// Where the scenario comes from (book chapter, paper).
+    pub source: Option<String>,
+    /// Model.
+    #[serde(default)]
+    pub model: ModelSection,
+    /// Hardware.
+    #[serde(default)]
+    pub hardware: HardwareSection,
+    /// Training workload.
+    #[serde(default)]
+    pub training: TrainingSection,
+    /// Inference workload.
+    #[serde(default)]
+    pub inference: InferenceSection,
+    /// Parallelism.
+    #[serde(default)]
+    pub parallelism: ParallelismSection,
+}
+
+impl Scenario {
+    /// Parse scenario TOML; errors carry file, line and field.
+    pub fn parse(src: &str, file: &str) -> Result<Scenario> {
+        from_toml(src, file)
+    }
+}
+
+impl ModelSection {
+    /// Whether any hyperparameter is given inline.
+    pub fn has_overrides(&self) -> bool {
+        let probe = ModelSection {
+            name: None,
+            ..self.clone()
+        };
+        serde_json::to_value(&probe)
+            .map(|v| v.as_object().is_some_and(|o| o.values().any(|x| !x.is_null())))
+            .unwrap_or(false)
+    }
+
+    /// Resolve to a validated [`ModelSpec`]: catalog entry (if named) with
+    /// the inline fields applied on top.
+    pub fn resolve(&self, cat: &Catalog) -> Result<ModelSpec> {
+        let mut spec = match &self.name {
+            Some(n) => cat.model(n)?.clone(),
+            None => {
+                let need = |v: Option<Count>, f: &str| {
+                    v.map(|c| c.0).ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "[model] needs either `name` (a catalog model) or `{f}` (and the other hyperparameters)"
+                        ))
+                    })
+                };
+                let d_model = need(self.d_model, "d_model")?;
+                let n_heads = need(self.n_heads, "n_heads")?;
+                let arch = Arch {
+                    n_layers: need(self.n_layers, "n_layers")?,
+                    d_model,
+                    d_ff: self.d_ff.map(|c| c.0).unwrap_or(4 * d_model),
+                    n_heads,
+                    n_kv_heads: self.n_kv_heads.map(|c| c.0).unwrap_or(n_heads),
+                    d_head: self
+                        .d_head
+                        .map(|c| c.0)
+                        .unwrap_or(if n_heads > 0 { d_model / n_heads } else { 0 }),
+                    vocab: need(self.vocab, "vocab")?,
+                    tied_embeddings: false,
+                    mlp: MlpKind::Gated,
+                    norm: NormKind::Rms,
+                    norms_per_layer: 2,
+                    final_norm: true,
+                    qk_norm: false,
+                    qkv_bias: false,
+                    attn_out_bias: false,
+                    mlp_bias: false,
+                    learned_pos_emb: 0,
+                    lm_head_bias: false,
+                    moe: None,
+                    mla: None,
+                    sliding_window: None,
+                };
+                ModelSpec::custom("custom", arch)
+            }
+        };
+        let a = &mut spec.arch;
+        let set = |dst: &mut u64, v: Option<Count>| {
+            if let Some(c) = v {
+                *dst = c.0;
+            }
+        };
+        set(&mut a.n_layers, self.n_layers);
+        set(&mut a.d_model, self.d_model);
+        set(&mut a.d_ff, self.d_ff);
+        set(&mut a.n_heads, self.n_heads);
+        set(&mut a.n_kv_heads, self.n_kv_heads);
+        set(&mut a.d_head, self.d_head);
+        set(&mut a.vocab, self.vocab);
+        set(&mut a.learned_pos_emb, self.learned_pos_emb);
+        macro_rules! opt {
+            ($($f:ident),*) => {$( if let Some(v) = self.$f { a.$f = v; } )*};
+        }
+        opt!(tied_embeddings, mlp, norm, norms_per_layer, final_norm, qk_norm, qkv_bias, attn_out_bias, mlp_bias);
+        if let Some(e) = self.n_experts {
+            if e == 0 {
+                a.moe = None;
+            } else {
+                let m = a.moe.get_or_insert(Moe {
+                    n_experts: e,
+                    top_k: 1,
+                    d_ff_expert: 0,
+                    n_shared_experts: 0,
+                    d_ff_shared: 0,
+                    first_dense_layers: 0,
+                    router_bias: false,
+                });
+                m.n_experts = e;
+            }
+        }
+        if let Some(m) = a.moe.as_mut() {
+            if let Some(k) = self.top_k {
+                m.top_k = k;
+            }
+            if let Some(f) = self.d_ff_expert {
+                m.d_ff_expert = f.0;
+            }
+            if let Some(s) = self.n_shared_experts {
+                m.n_shared_experts = s;
+            }
+            if let Some(f) = self.first_dense_layers {
+                m.first_dense_layers = f;
+            }
+        } else if self.top_k.is_some() || self.d_ff_expert.is_some() {
+            return Err(Error::Invalid(
+                "[model] top_k / d_ff_expert need n_experts (E) as well".into(),
+            ));
+        }
+        if let Some(m) = &self.mla {
+            a.mla = Some(m.clone());
+        }
+        if let Some(w) = &self.sliding_window {
+            a.sliding_window = Some(w.clone());
+        }
+        if let Some(c) = self.max_seq_len {
+            spec.max_seq_len = c.0;
+        }
+        if self.name.is_some() && self.has_overrides() {
+            spec.name = format!("{} (modified)", spec.name);
+            spec.published = None;
+        }
+        spec.arch.validate()?;
+        Ok(spec)
+    }
+}
+
+impl HardwareSection {
+    /// Resolve the chip (catalog name, profile, or inline spec).
+    pub fn resolve_chip(&self, cat: &Catalog) -> Result<Chip> {
+        if let Some(f) = &self.inline {
+            return Chip::from_file(f, Profile::Vendor);
+        }
+        let name = self.chip.as_deref().ok_or_else(|| {
+            Error::Invalid("no chip given: use --hw NAME or [hardware] chip = \"NAME\"".into())
+        })?;
+        let name = match self.profile.as_deref() {
+            None | Some("vendor") => name.to_string(),
+            Some("book") if !name.ends_with("@book") => format!("{name}@book"),
+            Some("book") => name.to_string(),
+            Some(p) => {
+                return Err(Error::BadValue {
+                    what: "hardware.profile".into(),
+                    input: p.into(),
+                    expected: "\"vendor\" or \"book\"".into(),
+                })
+            }
+        };
+        cat.chip(&name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_accept_suffixes() {
+        let s = Scenario::parse("[training]\nbatch_tokens = \"3M\"\nseq_len = \"32Ki\"\n", "s.toml").unwrap();
+        assert_eq!(s.training.batch_tokens, Some(Count(3_000_000)));
+        assert_eq!(s.training.seq_len, Some(Count(32768)));
+    }
+
+    #[test]
+    fn unknown_key_has_line_and_field() {
+        let e = Scenario::parse("[model]\nname = \"x\"\n\n[training]\nbatch_tokenz = 3\n", "s.toml").unwrap_err();
+        match e {
+            Error::Parse { file, line, field, .. } => {
+                assert_eq!(file, "s.toml");
+                assert_eq!(line, 5);
+                assert!(field.unwrap().contains("training"));
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn bad_count_is_error() {
+        let e = Scenario::parse("[training]\nbatch_tokens = \"three\"\n", "s.toml").unwrap_err();
+        assert!(e.to_string().contains("s.toml:2"), "{e}");
+        let e = Scenario::parse("[training]\nbatch_tokens = -5\n", "s.toml").unwrap_err();
+        assert!(e.to_string().contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn inline_model_resolves() {
+        let s = Scenario::parse(
+            "[model]\nn_layers = 2\nd_model = 64\nn_heads = 4\nvocab = 100\nmlp = \"plain\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        let m = s.model.resolve(&Catalog::default()).unwrap();
+        assert_eq!(m.arch.d_ff, 256);
+        assert_eq!(m.arch.d_head, 16);
+    }
+
+    #[test]
+    fn impossible_model_is_error() {
+        let s = Scenario::parse(
+            "[model]\nn_layers = 2\nd_model = 64\nn_heads = 6\nn_kv_heads = 4\nvocab = 100\n",
+            "s.toml",
+        )
+        .unwrap();
+        let e = s.model.resolve(&Catalog::default()).unwrap_err();
+        assert!(e.to_string().contains("not divisible"), "{e}");
+    }
+}
