@@ -1,12 +1,93 @@
-//! Helpers shared by the subcommands: catalog loading, file reading with
-//! context, output of errors.
+//! Helpers shared by the subcommands: file reading with context, catalog and
+//! scenario loading, JSON and explanation output, error printing.
+//!
+//! This is the only place (besides the command modules) where the CLI touches
+//! the file system; `meshplan-core` parses text it is handed.
 
-#![allow(clippy::print_stderr)]
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::{render_markdown, render_text, Step};
+use meshplan_core::Catalog;
 
 /// Print an error chain to stderr as `error: …` lines.
 pub fn print_error(e: &anyhow::Error) {
     eprintln!("error: {e}");
     for c in e.chain().skip(1) {
         eprintln!("  caused by: {c}");
+    }
+}
+
+/// Read a whole text file, naming it in the error.
+pub fn read_file(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read '{}'", path.display()))
+}
+
+/// The built-in catalog, plus every `models/*.toml` and `hardware/*.toml`
+/// under `extra` (a user catalog directory) when given.
+pub fn catalog(extra: Option<&Path>) -> Result<Catalog> {
+    let mut c = Catalog::builtin().clone();
+    if let Some(dir) = extra {
+        for (sub, is_model) in [("models", true), ("hardware", false)] {
+            let d = dir.join(sub);
+            if !d.is_dir() {
+                continue;
+            }
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
+                .with_context(|| format!("cannot list '{}'", d.display()))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            files.sort();
+            for f in files {
+                let src = read_file(&f)?;
+                let name = f.display().to_string();
+                if is_model {
+                    c.add_model_toml(&src, &name)?;
+                } else {
+                    c.add_chip_toml(&src, &name)?;
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Load a scenario file, or an empty scenario when none is given.
+pub fn scenario(path: Option<&Path>) -> Result<Scenario> {
+    match path {
+        None => Ok(Scenario::default()),
+        Some(p) => {
+            let src = read_file(p)?;
+            Ok(Scenario::parse(&src, &p.display().to_string())?)
+        }
+    }
+}
+
+/// Print one JSON object (pretty) to stdout.
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Format of `--explain` output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    /// Indented plain text.
+    #[default]
+    Text,
+    /// Markdown list with LaTeX math.
+    Markdown,
+}
+
+/// Render derivation steps in the chosen format.
+pub fn render_steps(steps: &[Step], f: ExplainFormat) -> String {
+    match f {
+        ExplainFormat::Text => render_text(steps),
+        ExplainFormat::Markdown => render_markdown(steps),
     }
 }

@@ -39,13 +39,17 @@ caches, memory, and (in later modules) collectives, step times and plans.
 */
 
 pub mod catalog;
+pub mod collectives;
 pub mod error;
 pub mod hardware;
 pub mod hf;
+pub mod inference;
+pub mod mesh;
 pub mod model;
 pub mod report;
 pub mod scenario;
 pub mod trace;
+pub mod training;
 pub mod units;
 
 pub use catalog::Catalog;

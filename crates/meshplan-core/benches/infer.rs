@@ -1,0 +1,5 @@
+//! Benchmark of one `infer` evaluation (being built).
+
+fn main() {
+    divan::main();
+}

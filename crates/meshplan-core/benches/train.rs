@@ -1,0 +1,5 @@
+//! Benchmark of one `train` evaluation (being built).
+
+fn main() {
+    divan::main();
+}

@@ -1,0 +1,1 @@
+//! Collective cost model (being built; see issue 3).

@@ -1,0 +1,1 @@
+//! Inference analysis (being built; see issue 4).

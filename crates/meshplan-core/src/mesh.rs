@@ -1,0 +1,1 @@
+//! Logical-to-physical mesh mapping (being built; see issue 3).

@@ -1,0 +1,1 @@
+//! Training analysis (being built; see issue 3).
