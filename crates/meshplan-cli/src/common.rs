@@ -7,6 +7,7 @@
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
 use meshplan_core::scenario::Scenario;
@@ -57,7 +58,74 @@ pub fn catalog(extra: Option<&Path>) -> Result<Catalog> {
     Ok(c)
 }
 
+static CATALOG_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Remember the global `--catalog DIR` option (called once by `main`).
+pub fn set_catalog_dir(dir: Option<PathBuf>) {
+    let _ = CATALOG_DIR.set(dir);
+}
+
+/// The directory given with the global `--catalog DIR` option, if any.
+pub fn catalog_dir() -> Option<&'static Path> {
+    CATALOG_DIR.get().and_then(|d| d.as_deref())
+}
+
+/// The catalog every command should use: built-in plus `--catalog DIR`.
+pub fn user_catalog() -> Result<Catalog> {
+    let dir = catalog_dir();
+    if let Some(d) = dir {
+        if !d.is_dir() {
+            anyhow::bail!(
+                "--catalog '{}' is not a directory (expected DIR/models/*.toml and/or DIR/hardware/*.toml)",
+                d.display()
+            );
+        }
+    }
+    catalog(dir)
+}
+
+/// Render rows as an aligned plain-text table. The first row is the header
+/// when the table has more than two columns (a rule is drawn under it);
+/// columns listed in `right` are right-aligned.
+pub fn render_table(rows: &[Vec<String>], right: &[usize]) -> String {
+    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut w = vec![0usize; ncol];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for (ri, r) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            if i > 0 {
+                line.push_str("  ");
+            }
+            if right.contains(&i) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(c);
+            } else {
+                line.push_str(c);
+                if i + 1 < r.len() {
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if ri == 0 && ncol > 2 {
+            let total = w.iter().sum::<usize>() + 2 * ncol.saturating_sub(1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Load a scenario file, or an empty scenario when none is given.
+#[allow(dead_code)] // used by `train` and `infer`
 pub fn scenario(path: Option<&Path>) -> Result<Scenario> {
     match path {
         None => Ok(Scenario::default()),

@@ -17,6 +17,11 @@ mod common;
 #[derive(Parser, Debug)]
 #[command(name = "meshplan", version, about, long_about = None)]
 pub struct Cli {
+    /// A catalog directory to add to the built-in one: every DIR/models/*.toml
+    /// and DIR/hardware/*.toml (same format as the built-in files) is loaded,
+    /// replacing built-in entries of the same name.
+    #[arg(long, global = true, value_name = "DIR")]
+    catalog: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -37,6 +42,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    common::set_catalog_dir(cli.catalog.clone());
     let r = match cli.command {
         Command::Model(c) => cmd::model::run(c),
         Command::Hw(c) => cmd::hw::run(c),

@@ -10,7 +10,7 @@ module are not part of the result, which the notes say.
 
 use serde_json::Value;
 
-use crate::error::{from_json, Error, Result};
+use crate::error::{from_json, line_col, Error, Result};
 use crate::model::{Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow};
 
 /// `model_type` values this importer understands.
@@ -33,6 +33,10 @@ pub const SUPPORTED: &[&str] = &[
 struct Cfg<'a> {
     v: &'a Value,
     file: &'a str,
+    /// The whole file, to point errors at the offending key.
+    src: &'a str,
+    /// Byte offset where this section starts in `src` (`text_config` for Gemma-3).
+    start: usize,
 }
 
 impl Cfg<'_> {
@@ -41,48 +45,60 @@ impl Cfg<'_> {
     }
     fn u(&self, k: &str) -> Result<u64> {
         match self.get(k) {
-            Some(x) => x.as_u64().ok_or_else(|| self.err(k, "must be a non-negative integer")),
+            Some(x) => x.as_u64().ok_or_else(|| self.bad(k, x)),
             None => Err(self.err(k, "is required for this model_type")),
         }
     }
     fn u_or(&self, k: &str, d: u64) -> Result<u64> {
         match self.get(k) {
-            Some(x) => x.as_u64().ok_or_else(|| self.err(k, "must be a non-negative integer")),
+            Some(x) => x.as_u64().ok_or_else(|| self.bad(k, x)),
             None => Ok(d),
         }
     }
     fn b_or(&self, k: &str, d: bool) -> Result<bool> {
         match self.get(k) {
-            Some(x) => x.as_bool().ok_or_else(|| self.err(k, "must be true or false")),
+            Some(x) => x
+                .as_bool()
+                .ok_or_else(|| self.err(k, &format!("must be true or false, not {x}"))),
             None => Ok(d),
         }
     }
+    fn bad(&self, k: &str, x: &Value) -> Error {
+        self.err(k, &format!("must be a non-negative integer, not {x}"))
+    }
+    /// An error about key `k`, located at the key's first occurrence in the
+    /// section (line 1 when it is absent).
     fn err(&self, k: &str, why: &str) -> Error {
+        let needle = format!("\"{k}\"");
+        let (line, column) = self
+            .src
+            .get(self.start..)
+            .and_then(|rest| rest.find(&needle))
+            .map(|i| line_col(self.src, self.start + i))
+            .unwrap_or((1, 1));
         Error::Parse {
             file: self.file.into(),
-            line: 1,
-            column: 1,
+            line,
+            column,
             field: Some(k.into()),
             message: why.into(),
         }
     }
 }
 
-fn base(c: &Cfg, hidden: &str, layers: &str, heads: &str, vocab: &str) -> Result<Arch> {
-    let d = c.u(hidden)?;
-    let n = c.u(heads)?;
-    if n == 0 {
-        return Err(c.err(heads, "must be at least 1"));
-    }
-    Ok(Arch {
-        n_layers: c.u(layers)?,
+/// An `Arch` with the common defaults (gated MLP, 2 RMSNorms per layer and a
+/// final one, no biases, untied) and the given dimensions; the caller fills in
+/// F and the family's details.
+fn skeleton(n_layers: u64, d: u64, n: u64, k: u64, h: u64, vocab: u64, tied: bool) -> Arch {
+    Arch {
+        n_layers,
         d_model: d,
         d_ff: 0,
         n_heads: n,
-        n_kv_heads: c.u_or("num_key_value_heads", n)?,
-        d_head: c.u_or("head_dim", d / n)?,
-        vocab: c.u(vocab)?,
-        tied_embeddings: c.b_or("tie_word_embeddings", false)?,
+        n_kv_heads: k,
+        d_head: h,
+        vocab,
+        tied_embeddings: tied,
         mlp: MlpKind::Gated,
         norm: NormKind::Rms,
         norms_per_layer: 2,
@@ -96,18 +112,91 @@ fn base(c: &Cfg, hidden: &str, layers: &str, heads: &str, vocab: &str) -> Result
         moe: None,
         mla: None,
         sliding_window: None,
-    })
+    }
+}
+
+/// Number of attention heads under key `heads`, at least 1.
+fn heads(c: &Cfg, heads: &str) -> Result<u64> {
+    let n = c.u(heads)?;
+    if n == 0 {
+        return Err(c.err(heads, "must be at least 1"));
+    }
+    Ok(n)
+}
+
+/// The common layout, with `head_dim` defaulting to `hidden / heads` and
+/// `num_key_value_heads` to `heads`; untied unless `tie_word_embeddings`
+/// says otherwise (the default of every supported config class except
+/// GPT-2 and Gemma, which set their own).
+fn base(c: &Cfg, hidden: &str, layers: &str, heads_key: &str, vocab: &str) -> Result<Arch> {
+    let d = c.u(hidden)?;
+    let n = heads(c, heads_key)?;
+    let h = match c.get("head_dim") {
+        Some(_) => c.u("head_dim")?,
+        None => head_dim(c, d, n, heads_key)?,
+    };
+    Ok(skeleton(
+        c.u(layers)?,
+        d,
+        n,
+        c.u_or("num_key_value_heads", n)?,
+        h,
+        c.u(vocab)?,
+        c.b_or("tie_word_embeddings", false)?,
+    ))
+}
+
+/// `hidden / heads`, which must divide (transformers refuses otherwise).
+fn head_dim(c: &Cfg, d: u64, n: u64, heads: &str) -> Result<u64> {
+    if d % n != 0 {
+        return Err(c.err(
+            heads,
+            &format!("the hidden size {d} is not divisible by {n} attention heads (and no head_dim is given)"),
+        ));
+    }
+    Ok(d / n)
+}
+
+/// Newer Gemma-3 configs list `layer_types` ("sliding_attention" /
+/// "full_attention") instead of `sliding_window_pattern`; meshplan models
+/// "every p-th layer is global", so the list must have that shape.
+fn pattern_from_layer_types(c: &Cfg, t: &Value) -> Result<u64> {
+    let bad = || {
+        c.err(
+            "layer_types",
+            "must be a list of \"sliding_attention\" / \"full_attention\"",
+        )
+    };
+    let xs = t.as_array().ok_or_else(bad)?;
+    let mut full = Vec::new();
+    for (i, x) in xs.iter().enumerate() {
+        match x.as_str() {
+            Some("full_attention") => full.push(i as u64),
+            Some("sliding_attention") => {}
+            _ => return Err(bad()),
+        }
+    }
+    let len = xs.len() as u64;
+    let p = match full.first() {
+        Some(&i) => i + 1,
+        // No global layer: a period longer than the stack.
+        None => return Ok(len + 1),
+    };
+    if full.iter().copied().ne((1..=len / p).map(|j| j * p - 1)) {
+        return Err(c.err(
+            "layer_types",
+            "only patterns with every p-th layer global (as sliding_window_pattern) are supported",
+        ));
+    }
+    Ok(p)
 }
 
 fn window(c: &Cfg, global_every: u64) -> Result<Option<SlidingWindow>> {
     Ok(match c.get("sliding_window") {
-        Some(w) => {
-            let w = w.as_u64().ok_or_else(|| c.err("sliding_window", "must be an integer"))?;
-            Some(SlidingWindow {
-                window: w,
-                global_every,
-            })
-        }
+        Some(_) => Some(SlidingWindow {
+            window: c.u("sliding_window")?,
+            global_every,
+        }),
         None => None,
     })
 }
@@ -128,20 +217,36 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
         })?
         .to_string();
     let mut notes = Vec::new();
+    let mut start = 0;
     if model_type == "gemma3" {
-        v = root.get("text_config").ok_or_else(|| Error::Parse {
-            file: file.into(),
-            line: 1,
-            column: 1,
-            field: Some("text_config".into()),
-            message: "a gemma3 config needs its text_config".into(),
-        })?;
+        v = root
+            .get("text_config")
+            .filter(|t| t.is_object())
+            .ok_or_else(|| Error::Parse {
+                file: file.into(),
+                line: 1,
+                column: 1,
+                field: Some("text_config".into()),
+                message: "a gemma3 config needs its text_config object".into(),
+            })?;
+        start = src.find("\"text_config\"").unwrap_or(0);
         notes.push("text decoder only (the vision tower is not counted)");
     }
-    let c = Cfg { v, file };
+    let c = Cfg {
+        v,
+        file,
+        src,
+        start,
+    };
     let mut a = match model_type.as_str() {
         "llama" | "mistral" | "phi3" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            let mut a = base(
+                &c,
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+            )?;
             a.d_ff = c.u("intermediate_size")?;
             let bias = c.b_or("attention_bias", false)?;
             a.qkv_bias = bias;
@@ -153,7 +258,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "mixtral" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            let mut a = base(
+                &c,
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+            )?;
             a.d_ff = c.u("intermediate_size")?;
             a.moe = Some(Moe {
                 n_experts: c.u("num_local_experts")?,
@@ -168,7 +279,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "qwen2" | "qwen3" | "qwen3_moe" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            let mut a = base(
+                &c,
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+            )?;
             a.d_ff = c.u_or("intermediate_size", 0)?;
             if model_type == "qwen2" {
                 // Qwen2 always has q/k/v biases and none on o_proj.
@@ -205,26 +322,69 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "gemma2" | "gemma3" | "gemma3_text" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            // Gemma configs leave keys at their transformers defaults (the
+            // gemma-3-27b `text_config` has no vocab_size, for instance):
+            // Gemma2Config / Gemma3TextConfig defaults apply when absent.
+            let gemma3 = model_type != "gemma2";
+            let n = heads(&c, "num_attention_heads")?;
+            let mut a = skeleton(
+                c.u("num_hidden_layers")?,
+                c.u("hidden_size")?,
+                n,
+                c.u_or("num_key_value_heads", n)?,
+                c.u_or("head_dim", 256)?,
+                c.u_or("vocab_size", if gemma3 { 262_208 } else { 256_000 })?,
+                c.b_or("tie_word_embeddings", true)?,
+            );
             a.d_ff = c.u("intermediate_size")?;
-            a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
             a.norms_per_layer = 4;
             let bias = c.b_or("attention_bias", false)?;
             a.qkv_bias = bias;
             a.attn_out_bias = bias;
-            if model_type == "gemma2" {
-                a.sliding_window = window(&c, 2)?;
-            } else {
+            let w = c.u_or("sliding_window", 4096)?;
+            if gemma3 {
                 a.qk_norm = true;
-                let every = c.u_or("sliding_window_pattern", 6)?;
-                a.sliding_window = window(&c, every)?;
+                // Layer i (0-based) is local unless (i+1) % pattern == 0.
+                let every = match c.get("layer_types") {
+                    Some(t) => pattern_from_layer_types(&c, t)?,
+                    None => c.u_or("sliding_window_pattern", 6)?,
+                };
+                if every == 0 {
+                    return Err(c.err("sliding_window_pattern", "must be at least 1"));
+                }
+                a.sliding_window = Some(SlidingWindow {
+                    window: w,
+                    global_every: every,
+                });
+            } else {
+                // Gemma-2: even (0-based) layers are local, odd ones global.
+                a.sliding_window = Some(SlidingWindow {
+                    window: w,
+                    global_every: 2,
+                });
             }
             a
         }
         "deepseek_v3" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            // MLA: head widths come from the q/k/v head dims, not hidden / heads,
+            // and num_key_value_heads is irrelevant.
+            let n = heads(&c, "num_attention_heads")?;
+            let mut a = skeleton(
+                c.u("num_hidden_layers")?,
+                c.u("hidden_size")?,
+                n,
+                n,
+                1,
+                c.u("vocab_size")?,
+                c.b_or("tie_word_embeddings", false)?,
+            );
             a.d_ff = c.u("intermediate_size")?;
-            a.n_kv_heads = a.n_heads;
+            if c.u_or("moe_layer_freq", 1)? != 1 {
+                return Err(c.err(
+                    "moe_layer_freq",
+                    "only configs where every layer after first_k_dense_replace is MoE (moe_layer_freq = 1) are supported",
+                ));
+            }
             let mla = Mla {
                 q_lora_rank: c.u_or("q_lora_rank", 0)?,
                 kv_lora_rank: c.u("kv_lora_rank")?,
@@ -232,6 +392,20 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
                 qk_rope_head_dim: c.u("qk_rope_head_dim")?,
                 v_head_dim: c.u("v_head_dim")?,
             };
+            // Sums of head dims must fit before Arch::validate sees them.
+            for (k, x, y) in [
+                (
+                    "qk_rope_head_dim",
+                    mla.qk_nope_head_dim,
+                    mla.qk_rope_head_dim,
+                ),
+                ("qk_rope_head_dim", mla.kv_lora_rank, mla.qk_rope_head_dim),
+                ("v_head_dim", mla.qk_nope_head_dim, mla.v_head_dim),
+            ] {
+                if x.checked_add(y).is_none() {
+                    return Err(c.err(k, "overflows; check the hyperparameters"));
+                }
+            }
             a.d_head = mla.v_head_dim;
             a.mla = Some(mla);
             a.qkv_bias = false;
@@ -249,7 +423,9 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
                 router_bias,
             });
             if c.u_or("num_nextn_predict_layers", 0)? > 0 {
-                notes.push("multi-token-prediction layers are not counted (as in the published 671B)");
+                notes.push(
+                    "multi-token-prediction layers are not counted (as in the published 671B)",
+                );
             }
             a
         }
@@ -257,7 +433,8 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             let mut a = base(&c, "n_embd", "n_layer", "n_head", "vocab_size")?;
             a.n_kv_heads = a.n_heads;
             a.d_head = a.d_model / a.n_heads;
-            a.d_ff = c.u_or("n_inner", 4 * a.d_model)?;
+            // Saturating: an absurd n_embd must reach validate(), not overflow here.
+            a.d_ff = c.u_or("n_inner", a.d_model.saturating_mul(4))?;
             a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
             a.mlp = MlpKind::Plain;
             a.norm = NormKind::Layer;
@@ -268,7 +445,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "gpt_neox" => {
-            let mut a = base(&c, "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")?;
+            let mut a = base(
+                &c,
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+            )?;
             a.n_kv_heads = a.n_heads;
             a.d_head = a.d_model / a.n_heads;
             a.d_ff = c.u("intermediate_size")?;
@@ -291,7 +474,12 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
         a.d_ff = a.d_ff_expert();
     }
     a.validate()?;
-    let max_seq = c.u_or("max_position_embeddings", c.u_or("n_positions", 0)?)?;
+    let default_max_seq = match model_type.as_str() {
+        "gemma3" | "gemma3_text" => 131_072,
+        "gemma2" => 8192,
+        _ => c.u_or("n_positions", 0)?,
+    };
+    let max_seq = c.u_or("max_position_embeddings", default_max_seq)?;
     Ok(ModelSpec {
         name: name.into(),
         display_name: name.into(),
@@ -312,12 +500,20 @@ mod tests {
     fn unknown_model_type_lists_supported() {
         let e = import(r#"{"model_type": "bert"}"#, "c.json", "x").unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("bert") && s.contains("llama") && s.contains("deepseek_v3"), "{s}");
+        assert!(
+            s.contains("bert") && s.contains("llama") && s.contains("deepseek_v3"),
+            "{s}"
+        );
     }
 
     #[test]
     fn missing_field_named() {
-        let e = import(r#"{"model_type": "llama", "hidden_size": 64}"#, "c.json", "x").unwrap_err();
+        let e = import(
+            r#"{"model_type": "llama", "hidden_size": 64}"#,
+            "c.json",
+            "x",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("num_attention_heads"), "{e}");
     }
 

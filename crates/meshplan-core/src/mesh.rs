@@ -1,1 +1,551 @@
-//! Logical-to-physical mesh mapping (being built; see issue 3).
+/*!
+Logical mesh axes (data, fsdp, tensor, pipeline, context, expert) mapped onto
+hardware: the physical axes of a TPU slice ("16x16x16", "8x16", optionally
+several slices over DCN, "2*16x16x16") or GPUs (nodes × GPUs per node).
+
+Axes are placed innermost first, so the axis that communicates most per layer
+gets the fastest links: `tp`, `cp`, `ep`, `fsdp`, `dp`, `pp`. On a TPU each
+logical degree is factored greedily into the remaining capacity of the
+physical axes, last physical axis first (so `tp = 4` on 16x16x16 takes 4 of
+the Z axis and `fsdp = 1024` takes the other 4 of Z plus all of X and Y). On
+GPUs the NVLink domain is filled first, then nodes. With several TPU slices,
+the `dp` axis must be a multiple of the slice count and its outer part runs
+over DCN (the axis `dp-dcn`).
+
+Infeasibility (degrees that do not multiply to the chip count, a degree that
+does not factor into the slice, a mesh larger than the chip's largest pod) is a
+value ([`Mesh::reasons`]), never a panic.
+
+The book's `M_X`, `M_Y` (number of physical axes an axis spans) are reported
+two ways: [`MeshAxis::m_axes`] counts physical axes with a part > 1, and
+[`MeshAxis::m_effective`] is the AllGather bandwidth of the placement in units
+of one wrapped axis (`W_ici,bidi`), so a partial axis without wraparound counts
+as less than one (`16x16` + 4 of a 16-ring = 2 + 2/3).
+*/
+
+use serde::Serialize;
+
+use crate::collectives::{allgather_bandwidth, AxisPlacement};
+use crate::hardware::{fmt_shape, parse_shape, Chip, ChipKind};
+use crate::units::BytesPerSec;
+
+/// Logical parallelism axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogicalAxis {
+    /// Data parallel (replicated weights).
+    Dp,
+    /// Data parallel over DCN between TPU slices.
+    DpDcn,
+    /// Fully sharded data parallel (ZeRO-3).
+    Fsdp,
+    /// Tensor (Megatron) parallel.
+    Tp,
+    /// Pipeline stages.
+    Pp,
+    /// Context (sequence) parallel.
+    Cp,
+    /// Expert parallel.
+    Ep,
+}
+
+impl LogicalAxis {
+    /// Lowercase name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LogicalAxis::Dp => "dp",
+            LogicalAxis::DpDcn => "dp-dcn",
+            LogicalAxis::Fsdp => "fsdp",
+            LogicalAxis::Tp => "tp",
+            LogicalAxis::Pp => "pp",
+            LogicalAxis::Cp => "cp",
+            LogicalAxis::Ep => "ep",
+        }
+    }
+    /// Placement order, innermost first.
+    pub const ORDER: [LogicalAxis; 6] = [
+        LogicalAxis::Tp,
+        LogicalAxis::Cp,
+        LogicalAxis::Ep,
+        LogicalAxis::Fsdp,
+        LogicalAxis::Dp,
+        LogicalAxis::Pp,
+    ];
+}
+
+/// Parallel degrees (1 = unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Degrees {
+    /// Data parallel.
+    pub dp: u64,
+    /// FSDP.
+    pub fsdp: u64,
+    /// Tensor parallel.
+    pub tp: u64,
+    /// Pipeline.
+    pub pp: u64,
+    /// Context parallel.
+    pub cp: u64,
+    /// Expert parallel (a sub-grouping of dp·fsdp·cp, see [`Degrees::product`]).
+    pub ep: u64,
+}
+
+impl Default for Degrees {
+    fn default() -> Self {
+        Degrees {
+            dp: 1,
+            fsdp: 1,
+            tp: 1,
+            pp: 1,
+            cp: 1,
+            ep: 1,
+        }
+    }
+}
+
+impl Degrees {
+    /// Devices used: dp·fsdp·tp·pp·cp. Expert parallelism reuses the
+    /// data-like axes (as in Megatron/DeepSpeed-MoE) and so does not multiply.
+    pub fn product(&self) -> u64 {
+        self.dp * self.fsdp * self.tp * self.pp * self.cp
+    }
+    /// Degree of one axis.
+    pub fn get(&self, a: LogicalAxis) -> u64 {
+        match a {
+            LogicalAxis::Dp | LogicalAxis::DpDcn => self.dp,
+            LogicalAxis::Fsdp => self.fsdp,
+            LogicalAxis::Tp => self.tp,
+            LogicalAxis::Pp => self.pp,
+            LogicalAxis::Cp => self.cp,
+            LogicalAxis::Ep => self.ep,
+        }
+    }
+}
+
+/// Hardware the mesh is laid on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Topology {
+    /// `slices` TPU slices of `shape` each.
+    Torus {
+        /// Slices joined over DCN.
+        slices: u64,
+        /// Physical shape of one slice.
+        shape: Vec<u64>,
+    },
+    /// GPU cluster.
+    Gpu {
+        /// Nodes (NVLink domains).
+        nodes: u64,
+        /// GPUs per node.
+        gpus_per_node: u64,
+    },
+}
+
+impl Topology {
+    /// Total chips.
+    pub fn chips(&self) -> u64 {
+        match self {
+            Topology::Torus { slices, shape } => slices * shape.iter().product::<u64>(),
+            Topology::Gpu {
+                nodes,
+                gpus_per_node,
+            } => nodes * gpus_per_node,
+        }
+    }
+    /// Parse a mesh string for `chip`: TPU "16x16x16" or "2*16x16x16"
+    /// (2 slices); GPU "NODESxGPUS" ("8x8") or a bare count ("64", split into
+    /// NVLink domains of the chip's size).
+    pub fn parse(chip: &Chip, s: &str) -> crate::Result<Topology> {
+        let s = s.trim();
+        match chip.kind {
+            ChipKind::Tpu => {
+                let (slices, rest) = match s.split_once('*') {
+                    Some((a, b)) => (
+                        a.trim()
+                            .parse::<u64>()
+                            .map_err(|_| crate::Error::BadValue {
+                                what: "slice count".into(),
+                                input: s.into(),
+                                expected: "SLICES*SHAPE like \"2*16x16x16\"".into(),
+                            })?,
+                        b,
+                    ),
+                    None => (1, s),
+                };
+                Ok(Topology::Torus {
+                    slices: slices.max(1),
+                    shape: parse_shape(rest)?,
+                })
+            }
+            ChipKind::Gpu => {
+                let v = parse_shape(s)?;
+                let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size).max(1);
+                Ok(match v.as_slice() {
+                    [n] => Self::gpus(*n, dom),
+                    [a, b] => Topology::Gpu {
+                        nodes: *a,
+                        gpus_per_node: *b,
+                    },
+                    _ => {
+                        return Err(crate::Error::BadValue {
+                            what: "GPU mesh".into(),
+                            input: s.into(),
+                            expected: "NODESxGPUS_PER_NODE like \"8x8\", or a GPU count".into(),
+                        })
+                    }
+                })
+            }
+        }
+    }
+    /// `n` GPUs in domains of `domain` (a partial node if `n < domain`).
+    pub fn gpus(n: u64, domain: u64) -> Topology {
+        if n <= domain || n % domain != 0 {
+            Topology::Gpu {
+                nodes: 1,
+                gpus_per_node: n,
+            }
+        } else {
+            Topology::Gpu {
+                nodes: n / domain,
+                gpus_per_node: domain,
+            }
+        }
+    }
+    /// "16x16x16", "2*16x16x16", "8 nodes x 8 GPUs".
+    pub fn describe(&self) -> String {
+        match self {
+            Topology::Torus { slices: 1, shape } => fmt_shape(shape),
+            Topology::Torus { slices, shape } => format!("{slices}*{}", fmt_shape(shape)),
+            Topology::Gpu {
+                nodes,
+                gpus_per_node,
+            } => format!("{nodes} nodes x {gpus_per_node} GPUs"),
+        }
+    }
+}
+
+/// One logical axis as placed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MeshAxis {
+    /// Which axis.
+    pub axis: LogicalAxis,
+    /// Degree.
+    pub size: u64,
+    /// TPU: chips of each physical axis spanned; GPU: [GPUs per node, nodes].
+    pub physical: Vec<u64>,
+    /// Hardware placement for collective costs.
+    pub placement: AxisPlacement,
+    /// Physical axes with a part > 1 (the book's M_X, M_Y counting axes).
+    pub m_axes: usize,
+    /// AllGather bandwidth in units of one wrapped ICI axis (TPU) or of the
+    /// NVLink egress (GPU).
+    pub m_effective: f64,
+    /// AllGather bandwidth V/T on this axis (B/s).
+    pub allgather_bandwidth: BytesPerSec,
+}
+
+/// A placed mesh, possibly infeasible.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mesh {
+    /// Hardware layout.
+    pub topology: Topology,
+    /// Chips in the topology.
+    pub chips: u64,
+    /// Degrees requested.
+    pub degrees: Degrees,
+    /// Axes with degree > 1 (plus `dp-dcn` when slices > 1).
+    pub axes: Vec<MeshAxis>,
+    /// Empty iff feasible.
+    pub reasons: Vec<String>,
+    /// Non-fatal remarks (e.g. a slice shape the vendor does not offer).
+    pub notes: Vec<String>,
+}
+
+impl Mesh {
+    /// Feasible?
+    pub fn feasible(&self) -> bool {
+        self.reasons.is_empty()
+    }
+    /// The placed axis, if it has degree > 1.
+    pub fn axis(&self, a: LogicalAxis) -> Option<&MeshAxis> {
+        self.axes.iter().find(|x| x.axis == a)
+    }
+    /// Placement of an axis (Trivial if unused).
+    pub fn placement(&self, a: LogicalAxis) -> AxisPlacement {
+        self.axis(a).map_or(AxisPlacement::Trivial, |x| x.placement)
+    }
+    /// Place `deg` on `topo` for `chip`.
+    pub fn build(chip: &Chip, topo: &Topology, deg: Degrees) -> Mesh {
+        let chips = topo.chips();
+        let mut reasons = Vec::new();
+        let mut notes = Vec::new();
+        let mut axes = Vec::new();
+        for a in LogicalAxis::ORDER {
+            if deg.get(a) == 0 {
+                reasons.push(format!("{} degree must be at least 1", a.name()));
+            }
+        }
+        if !reasons.is_empty() {
+            return Mesh {
+                topology: topo.clone(),
+                chips,
+                degrees: deg,
+                axes,
+                reasons,
+                notes,
+            };
+        }
+        if deg.product() != chips {
+            reasons.push(format!(
+                "dp·fsdp·tp·pp·cp = {}·{}·{}·{}·{} = {} but the mesh {} has {} chips",
+                deg.dp,
+                deg.fsdp,
+                deg.tp,
+                deg.pp,
+                deg.cp,
+                deg.product(),
+                topo.describe(),
+                chips
+            ));
+        }
+        if deg.ep > 1 && (deg.dp * deg.fsdp * deg.cp) % deg.ep != 0 {
+            reasons.push(format!(
+                "ep = {} must divide dp·fsdp·cp = {} (experts are spread over the data-like axes)",
+                deg.ep,
+                deg.dp * deg.fsdp * deg.cp
+            ));
+        }
+        match topo {
+            Topology::Torus { slices, shape } => {
+                if let Some(ici) = &chip.ici {
+                    let maxc: u64 = ici.max_slice.iter().product();
+                    let sc: u64 = shape.iter().product();
+                    if sc > maxc {
+                        reasons.push(format!(
+                            "slice {} ({sc} chips) is larger than the largest {} slice {} ({maxc} chips)",
+                            fmt_shape(shape),
+                            chip.name,
+                            fmt_shape(&ici.max_slice)
+                        ));
+                    }
+                    if shape.len() as u64 != ici.torus_dims {
+                        notes.push(format!(
+                            "{} has a {}-D torus; slice {} is treated axis by axis",
+                            chip.name,
+                            ici.torus_dims,
+                            fmt_shape(shape)
+                        ));
+                    }
+                    if !ici.slice_shapes.is_empty() && !ici.slice_shapes.iter().any(|s| s == shape)
+                    {
+                        notes.push(format!(
+                            "{} is not in {}'s list of offered slice shapes",
+                            fmt_shape(shape),
+                            chip.name
+                        ));
+                    }
+                } else {
+                    reasons.push(format!("{} has no ICI; give a GPU layout", chip.name));
+                }
+                if *slices > 1 {
+                    if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+                        if chips > m {
+                            reasons.push(format!(
+                                "{chips} chips exceed the largest multislice deployment of {m} chips"
+                            ));
+                        }
+                    }
+                    if deg.dp % slices != 0 {
+                        reasons.push(format!(
+                            "with {slices} slices over DCN, dp = {} must be a multiple of {slices}",
+                            deg.dp
+                        ));
+                    }
+                }
+                if reasons.is_empty() {
+                    let mut rem = shape.clone();
+                    let sc: u64 = shape.iter().product();
+                    for a in LogicalAxis::ORDER {
+                        let mut d = deg.get(a);
+                        if a == LogicalAxis::Ep {
+                            continue; // ep reuses data axes
+                        }
+                        if a == LogicalAxis::Dp && *slices > 1 {
+                            d /= slices;
+                        }
+                        if d <= 1 {
+                            continue;
+                        }
+                        let mut parts = vec![1u64; shape.len()];
+                        for i in (0..shape.len()).rev() {
+                            let g = gcd(d, rem[i]);
+                            if g > 1 {
+                                parts[i] = g;
+                                d /= g;
+                                rem[i] /= g;
+                            }
+                        }
+                        if d != 1 {
+                            reasons.push(format!(
+                                "{} = {} does not factor into what is left of slice {}",
+                                a.name(),
+                                deg.get(a),
+                                fmt_shape(shape)
+                            ));
+                            continue;
+                        }
+                        let p = AxisPlacement::tpu(chip, &parts, shape);
+                        axes.push(make_axis(chip, a, &parts, p));
+                    }
+                    if *slices > 1 {
+                        let p = AxisPlacement::dcn(chip, *slices, sc);
+                        axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
+                    }
+                    if deg.ep > 1 {
+                        axes.push(ep_axis(chip, &axes, deg.ep));
+                    }
+                }
+            }
+            Topology::Gpu {
+                nodes,
+                gpus_per_node,
+            } => {
+                let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
+                if chip.kind != ChipKind::Gpu {
+                    reasons.push(format!("{} is a TPU; give a slice shape", chip.name));
+                }
+                if *gpus_per_node > dom {
+                    reasons.push(format!(
+                        "{gpus_per_node} GPUs per node exceed {}'s NVLink domain of {dom}",
+                        chip.name
+                    ));
+                }
+                if *nodes > 1 && chip.scale_out.is_none() {
+                    reasons.push(format!(
+                        "{} nodes need a scale-out network and {} has none",
+                        nodes, chip.name
+                    ));
+                }
+                if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+                    if chips > m {
+                        reasons.push(format!(
+                            "{chips} GPUs exceed the largest {} cluster of {m}",
+                            chip.name
+                        ));
+                    }
+                }
+                if reasons.is_empty() {
+                    let mut in_node = *gpus_per_node;
+                    let mut out = *nodes;
+                    for a in LogicalAxis::ORDER {
+                        let d = deg.get(a);
+                        if a == LogicalAxis::Ep || d <= 1 {
+                            continue;
+                        }
+                        let g = gcd(d, in_node);
+                        in_node /= g;
+                        let rest = d / g;
+                        if out % rest != 0 {
+                            reasons.push(format!(
+                                "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
+                                a.name(),
+                                in_node * g,
+                                out
+                            ));
+                            continue;
+                        }
+                        out /= rest;
+                        let p = AxisPlacement::gpu(chip, d, g);
+                        axes.push(make_axis(chip, a, &[g, rest], p));
+                    }
+                    if deg.ep > 1 {
+                        axes.push(ep_axis(chip, &axes, deg.ep));
+                    }
+                }
+            }
+        }
+        Mesh {
+            topology: topo.clone(),
+            chips,
+            degrees: deg,
+            axes,
+            reasons,
+            notes,
+        }
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn unit_bandwidth(chip: &Chip) -> f64 {
+    match (&chip.ici, &chip.nvlink) {
+        (Some(i), _) => i.link.bidirectional_rate().get(),
+        (None, Some(n)) => n.per_gpu.one_way_rate().get(),
+        _ => 1.0,
+    }
+}
+
+fn make_axis(chip: &Chip, a: LogicalAxis, parts: &[u64], p: AxisPlacement) -> MeshAxis {
+    let bw = allgather_bandwidth(&p);
+    MeshAxis {
+        axis: a,
+        size: p.size(),
+        physical: parts.to_vec(),
+        placement: p,
+        m_axes: p.n_physical_axes(),
+        m_effective: bw.get() / unit_bandwidth(chip),
+        allgather_bandwidth: bw,
+    }
+}
+
+/// Expert parallelism reuses the data-like axes: place it on the innermost of
+/// them (cp, fsdp, dp) — on GPUs within a node when it fits.
+fn ep_axis(chip: &Chip, axes: &[MeshAxis], ep: u64) -> MeshAxis {
+    let p = match chip.kind {
+        ChipKind::Gpu => {
+            let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
+            // GPUs per node not used by tp.
+            let tp_in = axes
+                .iter()
+                .find(|x| x.axis == LogicalAxis::Tp)
+                .map_or(1, |x| x.physical[0]);
+            let free = (dom / tp_in).max(1);
+            AxisPlacement::gpu(chip, ep, gcd(ep, free))
+        }
+        ChipKind::Tpu => {
+            // Use the physical parts of the data-like axes, innermost first.
+            let mut parts: Vec<u64> = Vec::new();
+            let mut d = ep;
+            let shape_len = axes.first().map_or(0, |x| x.physical.len());
+            let mut acc = vec![1u64; shape_len];
+            for x in axes.iter().filter(|x| {
+                matches!(
+                    x.axis,
+                    LogicalAxis::Cp | LogicalAxis::Fsdp | LogicalAxis::Dp
+                )
+            }) {
+                for i in (0..x.physical.len().min(shape_len)).rev() {
+                    let g = gcd(d, x.physical[i]);
+                    acc[i] *= g;
+                    d /= g;
+                }
+            }
+            parts.extend(acc);
+            match &chip.ici {
+                Some(i) => AxisPlacement::torus(
+                    i.link,
+                    i.hop_latency,
+                    &parts.iter().map(|&s| (s, false)).collect::<Vec<_>>(),
+                ),
+                None => AxisPlacement::Trivial,
+            }
+        }
+    };
+    make_axis(chip, LogicalAxis::Ep, &[ep], p)
+}

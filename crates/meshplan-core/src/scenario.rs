@@ -185,6 +185,8 @@ pub struct InferenceSection {
     pub context: Option<Count>,
     /// Tokens generated per request.
     pub gen_len: Option<Count>,
+    /// Prefill MFU in (0, 1] (default 1: the roofline).
+    pub mfu: Option<f64>,
 }
 
 /// `[parallelism]`, shared by training and inference.
@@ -279,13 +281,13 @@ impl ModelSection {
                 let arch = Arch {
                     n_layers: need(self.n_layers, "n_layers")?,
                     d_model,
-                    d_ff: self.d_ff.map(|c| c.0).unwrap_or(4 * d_model),
+                    d_ff: self.d_ff.map(|c| c.0).unwrap_or(d_model.saturating_mul(4)),
                     n_heads,
                     n_kv_heads: self.n_kv_heads.map(|c| c.0).unwrap_or(n_heads),
                     d_head: self
                         .d_head
                         .map(|c| c.0)
-                        .unwrap_or(if n_heads > 0 { d_model / n_heads } else { 0 }),
+                        .unwrap_or(d_model.checked_div(n_heads).unwrap_or(0)),
                     vocab: need(self.vocab, "vocab")?,
                     tied_embeddings: false,
                     mlp: MlpKind::Gated,

@@ -660,7 +660,7 @@ pub fn parse_count(s: &str) -> Result<u64, Error> {
         _ => return Err(bad("count", s, EXP)),
     };
     let x = v * f;
-    if !x.is_finite() || x < 0.0 || x >= 1.8e19 {
+    if !x.is_finite() || !(0.0..1.8e19).contains(&x) {
         return Err(bad("count", s, EXP));
     }
     let r = x.round();

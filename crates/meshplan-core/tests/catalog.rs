@@ -27,7 +27,8 @@ fn every_model_matches_its_published_count() {
         };
         // rel_tol bounds the (usually rounded) published active count.
         let ok_active = p.active_params == 0
-            || (got.active as f64 / p.active_params as f64 - 1.0).abs() <= p.rel_tol.max(1e-12);
+            || (got.active as f64 / p.active_params as f64 - 1.0).abs()
+                <= p.active_rel_tol.unwrap_or(p.rel_tol);
         if !ok_total || !ok_active {
             failures.push(format!(
                 "{}: total {} vs published {} (exact={}), active {} vs {}",

@@ -6,8 +6,8 @@ FLOPs per token.
   activations and weights): forward `2·P_matmul`, training `6·P_matmul`
   (book ch4). `P_matmul` counts attention projections, the active MLP
   (k of E experts plus shared ones), the router, and the `V·D` output
-  projection (even when tied; the input lookup costs no FLOPs). Norms, biases
-  and softmax are O(D) per token and ignored, as in the book.
+  projection (even when tied; the input lookup costs no FLOPs). Norms, biases,
+  qk-norm weights and softmax are O(D) per token and ignored, as in the book.
 * Attention scores and values: for a query attending to `S` keys,
   `2·N·S·H_qk + 2·N·S·H_v` per layer (= `4·N·S·H` when `H_qk = H_v = H`), i.e.
   the book's `4BT²NH` forward for a length-T self-attention. A causal mask
@@ -60,11 +60,7 @@ pub(crate) fn layer_keys(a: &Arch, seq_len: u64, causal: bool) -> f64 {
     match &a.sliding_window {
         None => a.n_layers as f64 * keys_per_query(seq_len, None, causal),
         Some(sw) => {
-            let global = if sw.global_every > 0 {
-                a.n_layers / sw.global_every
-            } else {
-                0
-            };
+            let global = a.n_layers.checked_div(sw.global_every).unwrap_or(0);
             let local = a.n_layers - global;
             global as f64 * keys_per_query(seq_len, None, causal)
                 + local as f64 * keys_per_query(seq_len, Some(sw.window), causal)

@@ -52,11 +52,7 @@ pub fn bytes_per_sequence<T: Tracer>(a: &Arch, seq_len: u64, dtype: DType, tr: &
     let tokens: u128 = match &a.sliding_window {
         None => a.n_layers as u128 * seq_len as u128,
         Some(sw) => {
-            let global = if sw.global_every > 0 {
-                a.n_layers / sw.global_every
-            } else {
-                0
-            };
+            let global = a.n_layers.checked_div(sw.global_every).unwrap_or(0);
             let local = a.n_layers - global;
             global as u128 * seq_len as u128 + local as u128 * seq_len.min(sw.window) as u128
         }

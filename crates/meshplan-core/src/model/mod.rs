@@ -206,6 +206,10 @@ pub struct Published {
     /// Published activated parameters (MoE).
     #[serde(default)]
     pub active_params: u64,
+    /// Relative tolerance for `active_params` (often rounded even when the
+    /// total is exact); defaults to `rel_tol`.
+    #[serde(default)]
+    pub active_rel_tol: Option<f64>,
     /// Where the count is published.
     pub source: String,
 }
@@ -354,7 +358,7 @@ impl Arch {
             }
         }
         if let Some(m) = &self.mla {
-            if m.kv_lora_rank == 0 || m.v_head_dim == 0 || m.qk_nope_head_dim + m.qk_rope_head_dim == 0 {
+            if m.kv_lora_rank == 0 || m.v_head_dim == 0 || (m.qk_nope_head_dim == 0 && m.qk_rope_head_dim == 0) {
                 return inv("mla", "kv_lora_rank, v_head_dim and the q/k head dims must be positive".into());
             }
         }

@@ -21,7 +21,7 @@ Embeddings: `V·D` in, `V·D` out unless tied, `P·D` learned positions.
 
 use serde::Serialize;
 
-use super::{Arch, MlpKind};
+use super::{Arch, MlpKind, NormKind};
 use crate::trace::{Step, Tracer};
 
 /// Saturating product in u128 (for overflow checks before validation).
@@ -29,35 +29,60 @@ fn p(xs: &[u64]) -> u128 {
     xs.iter().fold(1u128, |a, &x| a.saturating_mul(x as u128))
 }
 
+/// Saturating sum in u128: validation evaluates these formulas on arbitrary
+/// (unvalidated) `u64` inputs, so neither a sum of products nor a sum of two
+/// dimensions may overflow (u64 `a + b` would panic in debug builds).
+fn s(xs: &[u128]) -> u128 {
+    xs.iter().fold(0u128, |a, &x| a.saturating_add(x))
+}
+
+/// `a + b` of two dimensions, as a product factor (saturating at u64::MAX,
+/// which makes any product it enters saturate too).
+fn add(a: u64, b: u64) -> u64 {
+    a.saturating_add(b)
+}
+
+/// Parameters of one norm of width `d` (computed here rather than with
+/// `NormKind::params`, whose `2·d` overflows `u64` for absurd `d`).
+fn norm_params(a: &Arch, d: u64) -> u128 {
+    match a.norm {
+        NormKind::Rms => d as u128,
+        NormKind::Layer => 2 * d as u128,
+    }
+}
+
 /// Attention parameters of one layer.
 fn attention_layer(a: &Arch) -> u128 {
     let (d, n, k, h) = (a.d_model, a.n_heads, a.n_kv_heads, a.d_head);
     let mut t = match &a.mla {
-        None => p(&[d, n, h]) + p(&[2, d, k, h]) + p(&[n, h, d]),
+        None => s(&[p(&[d, n, h]), p(&[2, d, k, h]), p(&[n, h, d])]),
         Some(m) => {
-            let qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+            let qk = add(m.qk_nope_head_dim, m.qk_rope_head_dim);
             let q = if m.q_lora_rank > 0 {
-                p(&[d, m.q_lora_rank]) + m.q_lora_rank as u128 + p(&[m.q_lora_rank, n, qk])
+                s(&[
+                    p(&[d, m.q_lora_rank]),
+                    m.q_lora_rank as u128,
+                    p(&[m.q_lora_rank, n, qk]),
+                ])
             } else {
                 p(&[d, n, qk])
             };
-            let kv = p(&[d, m.kv_lora_rank + m.qk_rope_head_dim])
-                + m.kv_lora_rank as u128
-                + p(&[m.kv_lora_rank, n, m.qk_nope_head_dim + m.v_head_dim]);
-            q + kv + p(&[n, m.v_head_dim, d])
+            let kv = s(&[
+                p(&[d, add(m.kv_lora_rank, m.qk_rope_head_dim)]),
+                m.kv_lora_rank as u128,
+                p(&[m.kv_lora_rank, n, add(m.qk_nope_head_dim, m.v_head_dim)]),
+            ]);
+            s(&[q, kv, p(&[n, m.v_head_dim, d])])
         }
     };
-    if a.qkv_bias {
-        t += match &a.mla {
-            None => p(&[n + 2 * k, h]),
-            Some(_) => 0,
-        };
+    if a.qkv_bias && a.mla.is_none() {
+        t = s(&[t, p(&[n, h]), p(&[2, k, h])]);
     }
     if a.attn_out_bias {
-        t += d as u128;
+        t = s(&[t, d as u128]);
     }
     if a.qk_norm {
-        t += p(&[2, h]);
+        t = s(&[t, p(&[2, h])]);
     }
     t
 }
@@ -67,10 +92,14 @@ fn mlp(a: &Arch, f: u64) -> u128 {
     let m = a.mlp.matrices();
     let mut t = p(&[m, a.d_model, f]);
     if a.mlp_bias {
-        t += match a.mlp {
-            MlpKind::Gated => p(&[2, f]) + a.d_model as u128,
-            MlpKind::Plain => f as u128 + a.d_model as u128,
-        };
+        t = s(&[
+            t,
+            match a.mlp {
+                MlpKind::Gated => p(&[2, f]),
+                MlpKind::Plain => f as u128,
+            },
+            a.d_model as u128,
+        ]);
     }
     t
 }
@@ -98,12 +127,14 @@ fn raw(a: &Arch) -> Raw {
     let mut r = Raw {
         embed_in: p(&[v, d]),
         pos: p(&[a.learned_pos_emb, d]),
-        embed_out: if a.tied_embeddings { 0 } else { p(&[v, d]) }
-            + if a.lm_head_bias { v as u128 } else { 0 },
+        embed_out: s(&[
+            if a.tied_embeddings { 0 } else { p(&[v, d]) },
+            if a.lm_head_bias { v as u128 } else { 0 },
+        ]),
         attn_layer: attention_layer(a),
         dense_mlp_layer: mlp(a, a.d_ff),
-        norms_layer: p(&[a.norms_per_layer]) * a.norm.params(d) as u128,
-        final_norm: if a.final_norm { a.norm.params(d) as u128 } else { 0 },
+        norms_layer: (a.norms_per_layer as u128).saturating_mul(norm_params(a, d)),
+        final_norm: if a.final_norm { norm_params(a, d) } else { 0 },
         dense_layers: a.dense_layers() as u128,
         moe_layers: a.moe_layers() as u128,
         ..Raw::default()
@@ -113,25 +144,36 @@ fn raw(a: &Arch) -> Raw {
         r.routed_total_layer = one.saturating_mul(m.n_experts as u128);
         r.routed_active_layer = one.saturating_mul(m.top_k as u128);
         r.shared_layer = mlp(a, a.d_ff_shared()).saturating_mul(m.n_shared_experts as u128);
-        r.router_layer = p(&[m.n_experts, d]) + if m.router_bias { m.n_experts as u128 } else { 0 };
+        r.router_layer = s(&[
+            p(&[m.n_experts, d]),
+            if m.router_bias {
+                m.n_experts as u128
+            } else {
+                0
+            },
+        ]);
     }
     r
 }
 
 impl Raw {
     fn total(&self) -> u128 {
-        let per_dense = self.attn_layer + self.dense_mlp_layer + self.norms_layer;
-        let per_moe = self.attn_layer
-            + self.routed_total_layer
-            + self.shared_layer
-            + self.router_layer
-            + self.norms_layer;
-        self.embed_in
-            + self.pos
-            + self.embed_out
-            + self.final_norm
-            + per_dense.saturating_mul(self.dense_layers)
-            + per_moe.saturating_mul(self.moe_layers)
+        let per_dense = s(&[self.attn_layer, self.dense_mlp_layer, self.norms_layer]);
+        let per_moe = s(&[
+            self.attn_layer,
+            self.routed_total_layer,
+            self.shared_layer,
+            self.router_layer,
+            self.norms_layer,
+        ]);
+        s(&[
+            self.embed_in,
+            self.pos,
+            self.embed_out,
+            self.final_norm,
+            per_dense.saturating_mul(self.dense_layers),
+            per_moe.saturating_mul(self.moe_layers),
+        ])
     }
 }
 
@@ -200,11 +242,35 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
     } else {
         0
     };
-    let matmul_active =
-        attention + mlp_dense + experts_active + experts_shared + router + a.vocab * a.d_model;
+    // FLOPs count weight *matrices* only: biases and qk-norm weights cost one
+    // add/multiply per element, not two per token-parameter, and the book
+    // ignores them. Recount with them switched off (Arch is plain data, so the
+    // copy does not allocate).
+    let matrices = if a.qkv_bias || a.attn_out_bias || a.mlp_bias || a.qk_norm {
+        let mut m = a.clone();
+        (m.qkv_bias, m.attn_out_bias, m.mlp_bias, m.qk_norm) = (false, false, false, false);
+        raw(&m)
+    } else {
+        r
+    };
+    let matmul_active = c(matrices.attn_layer) * a.n_layers
+        + c(matrices.dense_mlp_layer) * l_dense
+        + c(matrices.routed_active_layer + matrices.shared_layer) * l_moe
+        + router
+        + a.vocab * a.d_model;
 
     if T::ENABLED {
-        record(a, &r, tr, total, active, embedding, attention, mlp_dense, experts_routed);
+        record(
+            a,
+            &r,
+            tr,
+            total,
+            active,
+            embedding,
+            attention,
+            mlp_dense,
+            experts_routed,
+        );
     }
     ParamCounts {
         total,
@@ -469,10 +535,41 @@ mod tests {
     }
 
     #[test]
+    fn matmul_params_exclude_biases() {
+        // GPT-2 small: biases everywhere, LayerNorm, tied, learned positions.
+        let a = Arch {
+            n_layers: 12,
+            d_model: 768,
+            d_ff: 3072,
+            n_heads: 12,
+            n_kv_heads: 12,
+            d_head: 64,
+            vocab: 50257,
+            tied_embeddings: true,
+            mlp: MlpKind::Plain,
+            norm: NormKind::Layer,
+            norms_per_layer: 2,
+            final_norm: true,
+            qkv_bias: true,
+            attn_out_bias: true,
+            mlp_bias: true,
+            learned_pos_emb: 1024,
+            ..book_13b()
+        };
+        let c = count(&a, &mut NoTrace);
+        assert_eq!(c.total, 124_439_808);
+        // 12·(4·768² + 2·768·3072) + 50257·768, by hand
+        assert_eq!(c.matmul_active, 12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768);
+    }
+
+    #[test]
     fn trace_matches_value() {
         let mut r = Recorder::default();
         let c = count(&book_13b(), &mut r);
         assert_eq!(r.find("params.total").unwrap().value, c.total as f64);
-        assert_eq!(r.find("params.attention").unwrap().value, c.attention as f64);
+        assert_eq!(
+            r.find("params.attention").unwrap().value,
+            c.attention as f64
+        );
     }
 }

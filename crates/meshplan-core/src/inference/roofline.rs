@@ -1,0 +1,234 @@
+//! Prefill and decode rooflines (book ch1, ch7).
+//!
+//! A component (MLP, attention projections, dot-product attention,
+//! unembedding) costs `T_math = FLOPs/(N·C)` and `T_mem = bytes/(N·W_hbm)`;
+//! it is compute-bound iff its intensity FLOPs/bytes exceeds `C/W_hbm`.
+
+use serde::Serialize;
+
+use crate::model::params::ParamCounts;
+use crate::model::Arch;
+use crate::trace::{Step, Tracer};
+use crate::units::{Bytes, BytesPerSec, DType, Flops, FlopsPerSec, Seconds};
+
+/// Which resource bounds a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// FLOPs (T_math).
+    Compute,
+    /// Loading weights from HBM.
+    WeightLoad,
+    /// Loading the KV cache from HBM.
+    KvLoad,
+    /// HBM traffic in general (weights + KV + activations).
+    Memory,
+    /// Inter-chip communication.
+    Comms,
+}
+
+impl Bound {
+    /// Name as printed and serialised.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Compute => "compute",
+            Bound::WeightLoad => "weight-load",
+            Bound::KvLoad => "kv-load",
+            Bound::Memory => "memory",
+            Bound::Comms => "comms",
+        }
+    }
+}
+
+/// One component's FLOPs and bytes, summed over layers, for one phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Component {
+    /// "mlp", "attention_projections", "attention", "unembedding".
+    pub name: &'static str,
+    /// FLOPs (all layers, whole batch, whole slice).
+    pub flops: Flops,
+    /// HBM bytes read (weights or KV; activations ignored).
+    pub bytes: Bytes,
+    /// FLOPs/(N·C).
+    pub t_math: Seconds,
+    /// bytes/(N·W_hbm).
+    pub t_mem: Seconds,
+    /// FLOPs/bytes.
+    pub intensity: f64,
+    /// Compute or memory.
+    pub bound: Bound,
+}
+
+/// Inputs shared by the roofline functions.
+#[derive(Clone, Copy, Debug)]
+pub struct Hw {
+    /// N: chips.
+    pub chips: u64,
+    /// C per chip in the compute dtype.
+    pub c: FlopsPerSec,
+    /// W_hbm per chip.
+    pub w_hbm: BytesPerSec,
+}
+
+fn component(name: &'static str, flops: f64, bytes: f64, hw: &Hw) -> Component {
+    let n = hw.chips as f64;
+    let t_math = Flops::new(flops) / (hw.c * n);
+    let t_mem = Bytes::new(bytes) / (hw.w_hbm * n);
+    Component {
+        name,
+        flops: Flops::new(flops),
+        bytes: Bytes::new(bytes),
+        t_math,
+        t_mem,
+        intensity: if bytes > 0.0 { flops / bytes } else { f64::INFINITY },
+        bound: if t_math >= t_mem { Bound::Compute } else { Bound::Memory },
+    }
+}
+
+fn record_component<T: Tracer>(phase: &str, c: &Component, tokens: f64, tr: &mut T) {
+    tr.record(|| {
+        Step::new(
+            &format!("infer.{phase}.{}", c.name),
+            &format!("{phase} {}: max(FLOPs/(N·C), bytes/(N·W_hbm))", c.name),
+            "max(FLOPs/(N·C), bytes/(N·W_hbm))",
+        )
+        .bind("tokens", tokens, "tokens")
+        .bind("FLOPs", c.flops.get(), "FLOPs")
+        .bind("bytes", c.bytes.get(), "B")
+        .bind("intensity", c.intensity, "FLOPs/B")
+        .result(c.t_math.max(c.t_mem).get(), "s")
+        .source("How To Scale Your Model, ch1 rooflines, ch7 inference")
+    });
+}
+
+/// Per-token matmul parameters split into (MLP incl. router, attention
+/// projections, unembedding) for the active path; and the MLP parameters
+/// loaded per step (all experts).
+fn split(a: &Arch, p: &ParamCounts) -> (f64, f64, f64, f64) {
+    let unembed = (a.vocab * a.d_model) as f64;
+    let attn = p.attention as f64;
+    let mlp_active = p.matmul_active as f64 - attn - unembed;
+    let mlp_loaded = mlp_active + (p.experts_routed as f64 - (p.active as f64 - (p.total as f64 - p.experts_routed as f64)));
+    (mlp_active.max(0.0), attn, unembed, mlp_loaded.max(0.0))
+}
+
+/// Decode step of `batch` sequences at KV length `context`: per component
+/// FLOPs and HBM bytes (weights in `wdt`, KV in `kvdt`), all layers.
+#[allow(clippy::too_many_arguments)]
+pub fn decode_components<T: Tracer>(
+    a: &Arch,
+    p: &ParamCounts,
+    batch: u64,
+    context: u64,
+    kv_per_seq: Bytes,
+    wdt: DType,
+    hw: &Hw,
+    tr: &mut T,
+) -> Vec<Component> {
+    let b = batch as f64;
+    let wb = wdt.bytes_per_element();
+    let (mlp, attn, unembed, mlp_loaded) = split(a, p);
+    let (hqk, hv) = crate::model::flops::head_dims(a);
+    let keys = crate::model::flops::layer_keys(a, context, false);
+    let att_flops = 2.0 * b * a.n_heads as f64 * (hqk + hv) as f64 * keys;
+    let v = vec![
+        component("mlp", 2.0 * b * mlp, mlp_loaded * wb, hw),
+        component("attention_projections", 2.0 * b * attn, attn * wb, hw),
+        component("attention", att_flops, b * kv_per_seq.get(), hw),
+        component("unembedding", 2.0 * b * unembed, unembed * wb, hw),
+    ];
+    for c in &v {
+        record_component("decode", c, b, tr);
+    }
+    v
+}
+
+/// Prefill of one prompt of `t` tokens (causal attention).
+pub fn prefill_components<T: Tracer>(
+    a: &Arch,
+    p: &ParamCounts,
+    t: u64,
+    kv_per_token: Bytes,
+    wdt: DType,
+    hw: &Hw,
+    tr: &mut T,
+) -> Vec<Component> {
+    let tf = t as f64;
+    let wb = wdt.bytes_per_element();
+    let (mlp, attn, unembed, mlp_loaded) = split(a, p);
+    let (hqk, hv) = crate::model::flops::head_dims(a);
+    let keys = crate::model::flops::layer_keys(a, t, true);
+    let att_flops = 2.0 * tf * a.n_heads as f64 * (hqk + hv) as f64 * keys;
+    let v = vec![
+        component("mlp", 2.0 * tf * mlp, mlp_loaded * wb, hw),
+        component("attention_projections", 2.0 * tf * attn, attn * wb, hw),
+        // reads and writes the prompt's KV once (flash attention)
+        component("attention", att_flops, tf * kv_per_token.get(), hw),
+        // only the last position is unembedded when serving
+        component("unembedding", 2.0 * unembed, unembed * wb, hw),
+    ];
+    for c in &v {
+        record_component("prefill", c, tf, tr);
+    }
+    v
+}
+
+/// Critical token batch above which the weight matmuls are compute-bound:
+/// `B_crit = α_hbm·β·(E/k)` with `α_hbm = C_bf16/W_hbm` and
+/// `β = bits per weight / bits per activation` (book ch7; ch4 Q8 for E/k).
+/// Using the bf16 peak for α is the book's convention; it equals the exact
+/// `(C_act/W_hbm)·bytes_w/2` whenever the chip's peak doubles per halving of
+/// the activation width (v5e: int8 3.94e14 = 2 × 1.97e14).
+pub fn b_crit<T: Tracer>(
+    c_bf16: FlopsPerSec,
+    w_hbm: BytesPerSec,
+    weight_bits: u32,
+    act_bits: u32,
+    moe: Option<(u64, u64)>,
+    tr: &mut T,
+) -> f64 {
+    let alpha = c_bf16 / w_hbm;
+    let beta = weight_bits as f64 / act_bits as f64;
+    let sparsity = moe.map(|(e, k)| e as f64 / k as f64).unwrap_or(1.0);
+    let b = alpha * beta * sparsity;
+    tr.record(|| {
+        Step::new("infer.b_crit", "Critical batch (tokens)", "(C/W_hbm)·(bits_w/bits_a)·(E/k)")
+            .bind("C", c_bf16.get(), "FLOP/s")
+            .bind("W_hbm", w_hbm.get(), "B/s")
+            .bind("bits_w", weight_bits as f64, "")
+            .bind("bits_a", act_bits as f64, "")
+            .bind("E/k", sparsity, "")
+            .result(b, "tokens")
+            .source("How To Scale Your Model, ch7 (B_crit = β·α_hbm), ch4 Q8 / ch7 Q5 (MoE ×E/k)")
+    });
+    b
+}
+
+/// Lower bound on a decode step: load every weight once,
+/// `P·bytes_w/(N·W_hbm)` (book ch2 Q1, ch7 Q3).
+pub fn weight_load_time<T: Tracer>(weight_bytes: Bytes, chips: u64, w_hbm: BytesPerSec, tr: &mut T) -> Seconds {
+    let t = weight_bytes / (w_hbm * chips as f64);
+    tr.record(|| {
+        Step::new("infer.weight_load_time", "Weight-loading lower bound", "P·bytes_w/(N·W_hbm)")
+            .bind("P·bytes_w", weight_bytes.get(), "B")
+            .bind("N", chips as f64, "chips")
+            .bind("W_hbm", w_hbm.get(), "B/s")
+            .result(t.get(), "s")
+            .source("How To Scale Your Model, ch7 Q3")
+    });
+    t
+}
+
+/// Arithmetic intensity of dot-product attention with T queries and S keys,
+/// G query heads per KV head, everything in the same dtype (flash attention):
+/// `T·S·G/(T·G + S)` FLOPs/byte per element width; MHA (G=1): `S·T/(S+T)`
+/// (book ch4 Q4, ch7). Divide by bytes per element for another dtype.
+pub fn attention_intensity(t: f64, s: f64, g: f64) -> f64 {
+    t * s * g / (t * g + s)
+}
+
+/// Prompt length above which MHA prefill attention is compute-bound:
+/// `T/2 > C/W_hbm` → `T > 2·C/W_hbm` (book ch7: 480 on v5e).
+pub fn attention_prefill_critical_len(c_over_w: f64) -> f64 {
+    2.0 * c_over_w
+}
