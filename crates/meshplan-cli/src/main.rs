@@ -38,6 +38,17 @@ enum Command {
     Train(cmd::train::TrainArgs),
     /// Inference: KV cache, rooflines, latency, throughput and cost.
     Infer(cmd::infer::InferArgs),
+    /// Planner: search every parallelism for the best training or serving plan.
+    #[command(subcommand)]
+    Plan(cmd::plan::PlanCmd),
+    /// Check numeric claims (worked solutions, errata) against meshplan.
+    Check(cmd::check::CheckArgs),
+    /// Print a whole worked solution (inputs, formulas, values) for a claims file.
+    Explain(cmd::check::ExplainArgs),
+    /// Compare predictions with measured runs (Playbook CSV, published-runs JSON).
+    Validate(cmd::validate::ValidateArgs),
+    /// Fit a chip's efficiency parameters from measured runs.
+    Calibrate(cmd::validate::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +59,11 @@ fn main() -> ExitCode {
         Command::Hw(c) => cmd::hw::run(c),
         Command::Train(a) => cmd::train::run(a),
         Command::Infer(a) => cmd::infer::run(a),
+        Command::Plan(c) => cmd::plan::run(c),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Explain(a) => cmd::check::run_explain(a),
+        Command::Validate(a) => cmd::validate::run(a),
+        Command::Calibrate(a) => cmd::validate::run_calibrate(a),
     };
     match r {
         Ok(code) => code,

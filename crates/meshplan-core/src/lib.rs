@@ -43,6 +43,7 @@ pub mod collectives;
 pub mod error;
 pub mod hardware;
 pub mod hf;
+pub mod hw_report;
 pub mod inference;
 pub mod mesh;
 pub mod model;

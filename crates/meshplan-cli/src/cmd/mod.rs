@@ -1,6 +1,9 @@
 //! One module per subcommand; each owns its clap arguments and its `run`.
 
 pub mod hw;
+pub mod check;
 pub mod infer;
 pub mod model;
+pub mod plan;
 pub mod train;
+pub mod validate;

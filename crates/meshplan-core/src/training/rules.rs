@@ -59,7 +59,13 @@ pub fn tp_max_degree<T: Tracer>(f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64
 /// Mixed FSDP + TP: compute-bound iff `B/N > α²/(M_X·M_Y·F)` (May-2026 text;
 /// the Feb-2025 text had `4α²/(M_X·M_Y·F)`, which is what you get by adding
 /// T_FSDP and T_TP instead of overlapping them on their separate axes).
-pub fn fsdp_tp_min_batch_per_chip<T: Tracer>(alpha: f64, m_x: f64, m_y: f64, f: f64, tr: &mut T) -> f64 {
+pub fn fsdp_tp_min_batch_per_chip<T: Tracer>(
+    alpha: f64,
+    m_x: f64,
+    m_y: f64,
+    f: f64,
+    tr: &mut T,
+) -> f64 {
     let b = alpha * alpha / (m_x * m_y * f);
     tr.record(|| {
         Step::new(
