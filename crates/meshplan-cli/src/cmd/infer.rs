@@ -114,16 +114,27 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         },
     };
     check_mesh(&chip, &mesh)?;
-    let wdt = dtype(a.weights_dtype.as_deref().or(inf.weights_dtype.as_deref()), DType::Bf16)?;
+    let wdt = dtype(
+        a.weights_dtype.as_deref().or(inf.weights_dtype.as_deref()),
+        DType::Bf16,
+    )?;
     let kvdt = dtype(a.kv_dtype.as_deref().or(inf.kv_dtype.as_deref()), wdt)?;
-    let cdt = dtype(a.compute_dtype.as_deref().or(inf.compute_dtype.as_deref()), DType::Bf16)?;
+    let cdt = dtype(
+        a.compute_dtype.as_deref().or(inf.compute_dtype.as_deref()),
+        DType::Bf16,
+    )?;
     let context = count(&a.context, inf.context.map(|c| c.0), 4096, "context")?;
     let q = InferQuery {
         weights_dtype: wdt,
         kv_dtype: kvdt,
         compute_dtype: cdt,
         batch: count(&a.batch, inf.batch.map(|c| c.0), 1, "batch")?,
-        prompt_len: count(&a.prompt_len, inf.prompt_len.map(|c| c.0), context.min(2048), "prompt-len")?,
+        prompt_len: count(
+            &a.prompt_len,
+            inf.prompt_len.map(|c| c.0),
+            context.min(2048),
+            "prompt-len",
+        )?,
         context,
         gen_len: count(&a.gen_len, inf.gen_len.map(|c| c.0), 512, "gen-len")?,
         mesh,
@@ -140,7 +151,10 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         let r = inference::evaluate(&model, &chip, &q, &mut rec)?;
         (r, rec.into_steps())
     } else {
-        (inference::evaluate(&model, &chip, &q, &mut NoTrace)?, Vec::new())
+        (
+            inference::evaluate(&model, &chip, &q, &mut NoTrace)?,
+            Vec::new(),
+        )
     };
     for w in &r.warnings {
         eprintln!("warning: {w}");
@@ -161,22 +175,74 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         print_json(&r)?;
     } else {
         let s = |v: f64, u: &str| fmt_si(v, u);
-        println!("{} on {} {} (TP {} × EP {} × {} replicas, {:?})", r.model, r.chip, r.mesh, r.tp, r.ep, r.replicas, r.sharding);
-        println!("weights            {} total, {} per chip ({})", s(r.weights_bytes.get(), "B"), s(r.weights_bytes_per_device.get(), "B"), r.weights_dtype.name());
-        println!("KV cache           {} per token, {} per {}-token sequence ({})", s(r.kv_cache_bytes_per_token.get(), "B"), s(r.kv_cache_bytes_per_sequence.get(), "B"), r.context, r.kv_dtype.name());
-        println!("free HBM per chip  {}", s(r.free_hbm_bytes_per_device.get(), "B"));
-        println!("max batch          {} (exact {:.3}; leftover {} per chip){}", r.max_batch, r.max_batch_exact, s(r.leftover_hbm_bytes_per_device.get(), "B"), r.max_batch_one_kv_head.map(|b| format!("; with 1 KV head: {b}")).unwrap_or_default());
+        println!(
+            "{} on {} {} (TP {} × EP {} × {} replicas, {:?})",
+            r.model, r.chip, r.mesh, r.tp, r.ep, r.replicas, r.sharding
+        );
+        println!(
+            "weights            {} total, {} per chip ({})",
+            s(r.weights_bytes.get(), "B"),
+            s(r.weights_bytes_per_device.get(), "B"),
+            r.weights_dtype.name()
+        );
+        println!(
+            "KV cache           {} per token, {} per {}-token sequence ({})",
+            s(r.kv_cache_bytes_per_token.get(), "B"),
+            s(r.kv_cache_bytes_per_sequence.get(), "B"),
+            r.context,
+            r.kv_dtype.name()
+        );
+        println!(
+            "free HBM per chip  {}",
+            s(r.free_hbm_bytes_per_device.get(), "B")
+        );
+        println!(
+            "max batch          {} (exact {:.3}; leftover {} per chip){}",
+            r.max_batch,
+            r.max_batch_exact,
+            s(r.leftover_hbm_bytes_per_device.get(), "B"),
+            r.max_batch_one_kv_head
+                .map(|b| format!("; with 1 KV head: {b}"))
+                .unwrap_or_default()
+        );
         println!("B_crit             {:.0} tokens", r.b_crit_tokens);
         println!("weight-load bound  {}", s(r.weight_load_time_s.get(), "s"));
-        println!("decode step        {} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})", s(r.decode_step_time_s.get(), "s"), r.batch, r.bound_decode.name(), s(r.decode_kv_load_time_s.get(), "s"), s(r.weight_load_time_s.get(), "s"), s(r.decode_compute_time_s.get(), "s"), s(r.decode_comms_time_s.get(), "s"));
-        println!("prefill (TTFT)     {} for {} tokens ({}-bound)", s(r.prefill_time_s.get(), "s"), r.prompt_len, r.bound_prefill.name());
-        println!("throughput         {:.1} tokens/s ({:.2} per chip)", r.tokens_per_s, r.tokens_per_s_per_chip);
+        println!(
+            "decode step        {} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
+            s(r.decode_step_time_s.get(), "s"),
+            r.batch,
+            r.bound_decode.name(),
+            s(r.decode_kv_load_time_s.get(), "s"),
+            s(r.weight_load_time_s.get(), "s"),
+            s(r.decode_compute_time_s.get(), "s"),
+            s(r.decode_comms_time_s.get(), "s")
+        );
+        println!(
+            "prefill (TTFT)     {} for {} tokens ({}-bound)",
+            s(r.prefill_time_s.get(), "s"),
+            r.prompt_len,
+            r.bound_prefill.name()
+        );
+        println!(
+            "throughput         {:.1} tokens/s ({:.2} per chip)",
+            r.tokens_per_s, r.tokens_per_s_per_chip
+        );
         if let Some(c) = r.cost_per_million_tokens_usd {
             println!("cost               ${c:.3} per million output tokens");
         }
-        println!("TP limits          prefill < {:.1}-way, generation ICI-bound above {:.1}-way", r.tp_limit_prefill, r.tp_limit_generate);
-        println!("smallest slice     {} ({} chips for weights + batch KV)", r.min_slice.clone().unwrap_or_else(|| "none offered".into()), r.min_chips);
-        println!("disaggregated      {:.3} prefill servers per generate server", r.disagg_prefill_per_generate);
+        println!(
+            "TP limits          prefill < {:.1}-way, generation ICI-bound above {:.1}-way",
+            r.tp_limit_prefill, r.tp_limit_generate
+        );
+        println!(
+            "smallest slice     {} ({} chips for weights + batch KV)",
+            r.min_slice.clone().unwrap_or_else(|| "none offered".into()),
+            r.min_chips
+        );
+        println!(
+            "disaggregated      {:.3} prefill servers per generate server",
+            r.disagg_prefill_per_generate
+        );
     }
     if a.explain {
         print!("{}", render_steps(&steps, a.explain_format));

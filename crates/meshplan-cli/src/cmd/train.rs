@@ -1,12 +1,357 @@
-//! `meshplan train` (being built).
+//! `meshplan train`: memory per device, collectives, step time and the book's
+//! verdicts for one training configuration.
+//!
+//! Exit codes: 0 when the analysis ran (also when the configuration is
+//! infeasible or does not fit: that is the answer, printed with its reasons and
+//! `"feasible": false` / `"fits": false` in JSON); 2 only for input that
+//! cannot be understood (unknown model/chip, malformed scenario, bad units).
 
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use meshplan_core::mesh::{Degrees, Topology};
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::{NoTrace, Recorder};
+use meshplan_core::training::{analyze, Optimizer, Remat, Schedule, TrainConfig, TrainReport};
+use meshplan_core::units::{fmt_si, parse_count, sig4, DType};
+
+use crate::common::{self, ExplainFormat};
 
 /// Arguments of `meshplan train`.
 #[derive(clap::Args, Debug)]
-pub struct TrainArgs {}
+pub struct TrainArgs {
+    /// Scenario TOML with [model], [hardware], [training], [parallelism]; flags override it.
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: Option<PathBuf>,
+    /// Model (catalog name).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Chip (catalog name; NAME@book for the book's numbers).
+    #[arg(long)]
+    pub hw: Option<String>,
+    /// TPU slice ("16x16x16", "2*16x16x16" for 2 slices over DCN) or GPU layout NODESxGPUS ("8x8").
+    #[arg(long)]
+    pub mesh: Option<String>,
+    /// Number of GPUs (when no --mesh).
+    #[arg(long)]
+    pub chips: Option<String>,
+    /// Global batch B in tokens ("3M", "16Mi").
+    #[arg(long)]
+    pub batch_tokens: Option<String>,
+    /// Sequence length T ("32Ki" = 32,768).
+    #[arg(long)]
+    pub seq_len: Option<String>,
+    /// Data-parallel degree.
+    #[arg(long)]
+    pub dp: Option<u64>,
+    /// FSDP degree.
+    #[arg(long)]
+    pub fsdp: Option<u64>,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    pub tp: Option<u64>,
+    /// Pipeline stages.
+    #[arg(long)]
+    pub pp: Option<u64>,
+    /// Context-parallel degree.
+    #[arg(long)]
+    pub cp: Option<u64>,
+    /// Expert-parallel degree.
+    #[arg(long)]
+    pub ep: Option<u64>,
+    /// Pipeline microbatches.
+    #[arg(long)]
+    pub microbatches: Option<u64>,
+    /// Pipeline schedule: gpipe/afab, 1f1b, interleaved.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// Virtual stages per device (interleaved).
+    #[arg(long)]
+    pub virtual_stages: Option<u64>,
+    /// Activation checkpointing: none, full, after-matmuls, selective.
+    #[arg(long)]
+    pub remat: Option<String>,
+    /// ZeRO stage over dp·cp (0–3).
+    #[arg(long)]
+    pub zero: Option<u64>,
+    /// Model-FLOPs utilisation to quote the step time at (0–1).
+    #[arg(long)]
+    pub mfu: Option<f64>,
+    /// Optimizer: adam, adamw, sgd, sgd-momentum, adafactor.
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Megatron sequence parallelism with TP.
+    #[arg(long)]
+    pub sequence_parallel: bool,
+    /// Keep an fp32 master copy of the weights.
+    #[arg(long)]
+    pub master_weights: bool,
+    /// Ignore attention FLOPs (as the book's exercises do).
+    #[arg(long)]
+    pub no_attention: bool,
+    /// Tokens to train on (total time, chip-hours, cost).
+    #[arg(long)]
+    pub train_tokens: Option<String>,
+    /// Fraction of link bandwidth collectives achieve (default 1).
+    #[arg(long)]
+    pub comm_efficiency: Option<f64>,
+    /// Print one JSON object in SI base units (keys in docs/quantities-train.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the derivation in the book's symbols.
+    #[arg(long)]
+    pub explain: bool,
+    /// Format of the --explain output.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Text, value_name = "FORMAT")]
+    pub explain_format: ExplainFormat,
+}
+
+fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
+    match s {
+        Some(x) => DType::parse(x).with_context(|| format!("training.{what}")),
+        None => Ok(d),
+    }
+}
 
 /// Run the command.
-pub fn run(_a: TrainArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`meshplan train` is not available yet")
+pub fn run(a: TrainArgs) -> Result<ExitCode> {
+    let cat = common::user_catalog()?;
+    let mut sc: Scenario = common::scenario(a.scenario.as_deref())?;
+    if let Some(m) = &a.model {
+        sc.model.name = Some(m.clone());
+    }
+    if let Some(h) = &a.hw {
+        sc.hardware.chip = Some(h.clone());
+    }
+    if let Some(m) = &a.mesh {
+        sc.hardware.mesh = Some(m.clone());
+    }
+    let spec = sc.model.resolve(&cat)?;
+    let chip = sc.hardware.resolve_chip(&cat)?;
+    let chips_flag = a.chips.as_deref().map(parse_count).transpose()?;
+    let topo = match (
+        &sc.hardware.mesh,
+        chips_flag.or(sc.hardware.chips.map(|c| c.0)),
+    ) {
+        (Some(m), _) => Topology::parse(&chip, m)?,
+        (None, Some(n)) => match &chip.ici {
+            Some(_) => anyhow::bail!("a TPU needs --mesh with a slice shape like 16x16x16"),
+            None => Topology::gpus(n, chip.nvlink.as_ref().map_or(1, |x| x.domain_size)),
+        },
+        (None, None) => anyhow::bail!("give --mesh (TPU slice or NODESxGPUS) or --chips"),
+    };
+    let t = &sc.training;
+    let p = &sc.parallelism;
+    let mut cfg = TrainConfig::default();
+    cfg.batch_tokens = match &a.batch_tokens {
+        Some(s) => parse_count(s)?,
+        None => t.batch_tokens.map(|c| c.0).unwrap_or(cfg.batch_tokens),
+    };
+    cfg.seq_len = match &a.seq_len {
+        Some(s) => parse_count(s)?,
+        None => t.seq_len.map(|c| c.0).unwrap_or(cfg.seq_len),
+    };
+    cfg.param_dtype = dtype(&t.param_dtype, cfg.param_dtype, "param_dtype")?;
+    cfg.grad_dtype = dtype(&t.grad_dtype, cfg.param_dtype, "grad_dtype")?;
+    cfg.optimizer_dtype = dtype(&t.optimizer_dtype, cfg.optimizer_dtype, "optimizer_dtype")?;
+    cfg.activation_dtype = dtype(
+        &t.activation_dtype,
+        cfg.activation_dtype,
+        "activation_dtype",
+    )?;
+    if let Some(o) = a.optimizer.as_ref().or(t.optimizer.as_ref()) {
+        cfg.optimizer = Optimizer::parse(o)?;
+    }
+    cfg.master_weights = a.master_weights || t.master_weights.unwrap_or(false);
+    if let Some(r) = a.remat.as_ref().or(t.remat.as_ref()) {
+        cfg.remat = Remat::parse(r)?;
+    }
+    cfg.mfu = a.mfu.or(t.mfu);
+    if let Some(m) = cfg.mfu {
+        if !(m > 0.0 && m <= 1.0) {
+            anyhow::bail!("--mfu must be in (0, 1], got {m}");
+        }
+    }
+    cfg.train_tokens = match &a.train_tokens {
+        Some(s) => Some(parse_count(s)?),
+        None => t.train_tokens.map(|c| c.0),
+    };
+    cfg.causal = t.causal.unwrap_or(true);
+    cfg.include_attention = !a.no_attention && t.include_attention.unwrap_or(true);
+    let pick = |f: Option<u64>, s: Option<u64>| f.or(s).unwrap_or(1);
+    cfg.degrees = Degrees {
+        dp: pick(a.dp, p.dp),
+        fsdp: pick(a.fsdp, p.fsdp),
+        tp: pick(a.tp, p.tp),
+        pp: pick(a.pp, p.pp),
+        cp: pick(a.cp, p.cp),
+        ep: pick(a.ep, p.ep),
+    };
+    // No degree given at all: pure data parallelism over every chip.
+    if cfg.degrees == Degrees::default() && topo.chips() > 1 {
+        cfg.degrees.dp = topo.chips();
+    }
+    let zero = a.zero.or(p.zero).unwrap_or(0);
+    if zero > 3 {
+        anyhow::bail!("--zero must be 0, 1, 2 or 3, got {zero}");
+    }
+    cfg.zero = zero as u8;
+    if let Some(s) = a.schedule.as_ref().or(p.schedule.as_ref()) {
+        cfg.schedule = Schedule::parse(s)?;
+    }
+    cfg.microbatches = a
+        .microbatches
+        .or(p.microbatches)
+        .unwrap_or(cfg.degrees.pp.max(1));
+    cfg.virtual_stages = a.virtual_stages.or(p.virtual_stages).unwrap_or(1);
+    cfg.sequence_parallel = a.sequence_parallel || p.sequence_parallel.unwrap_or(false);
+    if let Some(e) = a.comm_efficiency {
+        if !(e > 0.0 && e <= 1.0) {
+            anyhow::bail!("--comm-efficiency must be in (0, 1], got {e}");
+        }
+        cfg.comm_efficiency = e;
+    }
+
+    if a.explain {
+        let mut rec = Recorder::default();
+        let r = analyze(&spec, &chip, &topo, &cfg, &mut rec);
+        print!("{}", common::render_steps(rec.steps(), a.explain_format));
+        println!();
+        print_verdicts(&r);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = analyze(&spec, &chip, &topo, &cfg, &mut NoTrace);
+    if a.json {
+        common::print_json(&r)?;
+    } else {
+        print_human(&r);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_verdicts(r: &TrainReport) {
+    let q = &r.rules;
+    println!("Book rules (α = C/W = {}):", sig4(q.alpha));
+    println!(
+        "  pure DP:   {} — {}",
+        if q.pure_dp.ok { "yes" } else { "no" },
+        q.pure_dp.reason
+    );
+    println!(
+        "  pure FSDP: {} — {}",
+        if q.pure_fsdp.ok { "yes" } else { "no" },
+        q.pure_fsdp.reason
+    );
+    println!(
+        "  FSDP+TP:   {} — {}",
+        if q.fsdp_tp.ok { "yes" } else { "no" },
+        q.fsdp_tp.reason
+    );
+    println!(
+        "  TP limit Y < M_Y·F/α = {}; X_opt = {} (M_X = {}, M_Y = {})",
+        sig4(q.tp_max_degree),
+        sig4(q.x_opt),
+        q.fsdp_tp_m_x,
+        q.fsdp_tp_m_y
+    );
+    if let Some(d) = q.dcn_min_batch_per_slice {
+        println!(
+            "  DCN data parallelism needs > {} tokens per slice",
+            sig4(d)
+        );
+    }
+}
+
+fn print_human(r: &TrainReport) {
+    let d = r.degrees;
+    println!(
+        "{} on {} ({}, {} chips): dp={} fsdp={} tp={} pp={} cp={} ep={}",
+        r.model, r.chip, r.mesh, r.chips, d.dp, d.fsdp, d.tp, d.pp, d.cp, d.ep
+    );
+    if !r.feasible {
+        println!("INFEASIBLE:");
+        for x in &r.reasons {
+            println!("  - {x}");
+        }
+    }
+    for x in &r.notes {
+        println!("note: {x}");
+    }
+    let m = &r.memory_per_device;
+    let rows = vec![
+        vec!["memory per device".into(), String::new()],
+        vec!["  params".into(), m.params_bytes.both()],
+        vec!["  grads".into(), m.grads_bytes.both()],
+        vec!["  optimizer".into(), m.optimizer_bytes.both()],
+        vec!["  activations".into(), m.activations_bytes.both()],
+        vec!["  total".into(), m.total_bytes.both()],
+        vec![
+            "  fits".into(),
+            format!(
+                "{} (HBM {}, margin {})",
+                if r.fits { "yes" } else { "NO" },
+                r.hbm_bytes,
+                fmt_si(r.memory_margin_bytes, "B")
+            ),
+        ],
+        vec![
+            "FLOPs per step (model)".into(),
+            r.flops_per_step.to_string(),
+        ],
+        vec![
+            "FLOPs per step (hardware)".into(),
+            r.hardware_flops_per_step.to_string(),
+        ],
+        vec!["T_math".into(), r.t_math_s.to_string()],
+        vec![
+            "pipeline bubble".into(),
+            format!("{} ({:.1}%)", r.t_bubble_s, 100.0 * r.bubble_fraction),
+        ],
+        vec!["T_comms (slowest axis)".into(), r.t_comms_s.to_string()],
+        vec!["bound".into(), r.bound.clone()],
+        vec![
+            "step time lower (overlap)".into(),
+            r.step_time_lower_s.to_string(),
+        ],
+        vec![
+            "step time upper (no overlap)".into(),
+            r.step_time_upper_s.to_string(),
+        ],
+    ];
+    print!("{}", common::render_table(&rows, &[]));
+    if let Some(t) = r.step_time_at_mfu_s {
+        println!("step time at MFU: {t}");
+    }
+    println!("tokens/s: {}", sig4(r.tokens_per_s));
+    if let (Some(t), Some(h)) = (r.train_time_s, r.chip_hours) {
+        println!("train time: {} ({} chip-hours)", t.human(), sig4(h));
+    }
+    if let Some(c) = r.cost_usd {
+        println!("cost: ${}", sig4(c));
+    }
+    if !r.comms.is_empty() {
+        let mut rows = vec![vec![
+            "collective".to_string(),
+            "axis".into(),
+            "what".into(),
+            "V".into(),
+            "calls".into(),
+            "time/step".into(),
+        ]];
+        for c in &r.comms {
+            rows.push(vec![
+                c.kind.name().into(),
+                c.axis.name().into(),
+                c.what.clone(),
+                c.bytes.to_string(),
+                c.count.to_string(),
+                c.seconds.to_string(),
+            ]);
+        }
+        print!("{}", common::render_table(&rows, &[3, 4, 5]));
+    }
+    print_verdicts(r);
 }

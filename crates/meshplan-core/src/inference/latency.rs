@@ -47,7 +47,11 @@ pub fn decode_step<T: Tracer>(
     let step = t_kv + t_math.max(t_weights).max(t_comms);
     let mut bound = Bound::KvLoad;
     let mut best = t_kv;
-    for (t, k) in [(t_weights, Bound::WeightLoad), (t_math, Bound::Compute), (t_comms, Bound::Comms)] {
+    for (t, k) in [
+        (t_weights, Bound::WeightLoad),
+        (t_math, Bound::Compute),
+        (t_comms, Bound::Comms),
+    ] {
         if t > best {
             best = t;
             bound = k;
@@ -94,31 +98,50 @@ pub fn tokens_per_s<T: Tracer>(batch: u64, step: Seconds, tr: &mut T) -> f64 {
 }
 
 /// USD per million output tokens: `N·price/3600/(tokens/s)·1e6`.
-pub fn cost_per_million<T: Tracer>(chips: u64, usd_per_chip_hour: f64, tokens_per_s: f64, tr: &mut T) -> f64 {
+pub fn cost_per_million<T: Tracer>(
+    chips: u64,
+    usd_per_chip_hour: f64,
+    tokens_per_s: f64,
+    tr: &mut T,
+) -> f64 {
     let c = chips as f64 * usd_per_chip_hour / 3600.0 / tokens_per_s * 1e6;
     tr.record(|| {
-        Step::new("infer.cost_per_million_tokens", "Cost per million output tokens", "N·price/3600/(tokens/s)·10⁶")
-            .bind("N", chips as f64, "chips")
-            .bind("price", usd_per_chip_hour, "USD/chip-hour")
-            .bind("tokens/s", tokens_per_s, "tokens/s")
-            .result(c, "USD")
-            .source("How To Scale Your Model, ch8 (cost)")
+        Step::new(
+            "infer.cost_per_million_tokens",
+            "Cost per million output tokens",
+            "N·price/3600/(tokens/s)·10⁶",
+        )
+        .bind("N", chips as f64, "chips")
+        .bind("price", usd_per_chip_hour, "USD/chip-hour")
+        .bind("tokens/s", tokens_per_s, "tokens/s")
+        .result(c, "USD")
+        .source("How To Scale Your Model, ch8 (cost)")
     });
     c
 }
 
 /// Prefill slices per generate slice so that prefill keeps up:
 /// `P/G = B·T_prefill/(T_step·gen_len)` (book ch8, disaggregated serving).
-pub fn disaggregation_ratio<T: Tracer>(batch: u64, t_prefill: Seconds, step: Seconds, gen_len: u64, tr: &mut T) -> f64 {
+pub fn disaggregation_ratio<T: Tracer>(
+    batch: u64,
+    t_prefill: Seconds,
+    step: Seconds,
+    gen_len: u64,
+    tr: &mut T,
+) -> f64 {
     let r = batch as f64 * t_prefill.get() / (step.get() * gen_len.max(1) as f64);
     tr.record(|| {
-        Step::new("infer.disagg_ratio", "Prefill : generate servers", "B·T_prefill/(T_step·gen_len)")
-            .bind("B", batch as f64, "sequences")
-            .bind("T_prefill", t_prefill.get(), "s")
-            .bind("T_step", step.get(), "s")
-            .bind("gen_len", gen_len as f64, "tokens")
-            .result(r, "")
-            .source("How To Scale Your Model, ch8 (disaggregated serving)")
+        Step::new(
+            "infer.disagg_ratio",
+            "Prefill : generate servers",
+            "B·T_prefill/(T_step·gen_len)",
+        )
+        .bind("B", batch as f64, "sequences")
+        .bind("T_prefill", t_prefill.get(), "s")
+        .bind("T_step", step.get(), "s")
+        .bind("gen_len", gen_len as f64, "tokens")
+        .result(r, "")
+        .source("How To Scale Your Model, ch8 (disaggregated serving)")
     });
     r
 }

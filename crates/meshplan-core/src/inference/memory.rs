@@ -82,7 +82,13 @@ pub struct MaxBatch {
 
 /// Whether weights plus `batch` sequences of KV fit: `N·w + B·KV ≤ N·HBM`
 /// (KV fully sharded over the slice: batch, KV heads, sequence).
-pub fn fits(chips: u64, hbm: Bytes, weights_per_device: Bytes, kv_per_seq: Bytes, batch: u64) -> bool {
+pub fn fits(
+    chips: u64,
+    hbm: Bytes,
+    weights_per_device: Bytes,
+    kv_per_seq: Bytes,
+    batch: u64,
+) -> bool {
     let n = chips as f64;
     n * weights_per_device.get() + batch as f64 * kv_per_seq.get() <= n * hbm.get()
 }
@@ -103,7 +109,11 @@ pub fn max_batch<T: Tracer>(
     } else {
         f64::INFINITY
     };
-    let mut b = if exact.is_finite() { exact.floor().min(u64::MAX as f64 / 4.0) as u64 } else { u64::MAX / 4 };
+    let mut b = if exact.is_finite() {
+        exact.floor().min(u64::MAX as f64 / 4.0) as u64
+    } else {
+        u64::MAX / 4
+    };
     if exact.is_finite() {
         while b > 0 && !fits(chips, hbm, weights_per_device, kv_per_seq, b) {
             b -= 1;
@@ -139,15 +149,24 @@ pub fn max_batch<T: Tracer>(
 
 /// KV bytes per chip for `batch` sequences fully sharded over `chips`
 /// (`KV[2, B_X, S, K_Y, H]`, sequence-split where B·K < N).
-pub fn kv_bytes_per_device<T: Tracer>(batch: u64, kv_per_seq: Bytes, chips: u64, tr: &mut T) -> Bytes {
+pub fn kv_bytes_per_device<T: Tracer>(
+    batch: u64,
+    kv_per_seq: Bytes,
+    chips: u64,
+    tr: &mut T,
+) -> Bytes {
     let b = Bytes::new(batch as f64 * kv_per_seq.get() / chips as f64);
     tr.record(|| {
-        Step::new("infer.kv_bytes_per_device", "KV cache per chip", "B·KV_seq/N")
-            .bind("B", batch as f64, "sequences")
-            .bind("KV_seq", kv_per_seq.get(), "B")
-            .bind("N", chips as f64, "chips")
-            .result(b.get(), "B")
-            .source("How To Scale Your Model, ch7: KV[2, B_Z, S, K_Y, H]")
+        Step::new(
+            "infer.kv_bytes_per_device",
+            "KV cache per chip",
+            "B·KV_seq/N",
+        )
+        .bind("B", batch as f64, "sequences")
+        .bind("KV_seq", kv_per_seq.get(), "B")
+        .bind("N", chips as f64, "chips")
+        .result(b.get(), "B")
+        .source("How To Scale Your Model, ch7: KV[2, B_Z, S, K_Y, H]")
     });
     b
 }

@@ -328,10 +328,17 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 /// Evaluate one configuration.
-pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut T) -> Result<InferReport> {
+pub fn evaluate<T: Tracer>(
+    m: &ModelSpec,
+    chip: &Chip,
+    q: &InferQuery,
+    tr: &mut T,
+) -> Result<InferReport> {
     let a = &m.arch;
     if q.batch == 0 || q.context == 0 {
-        return Err(Error::Invalid("batch and context must be at least 1".into()));
+        return Err(Error::Invalid(
+            "batch and context must be at least 1".into(),
+        ));
     }
     if !(q.mfu > 0.0 && q.mfu <= 1.0) {
         return Err(Error::Invalid(format!("mfu = {} must be in (0, 1]", q.mfu)));
@@ -344,15 +351,24 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
     let e_count = a.moe.as_ref().map(|x| x.n_experts);
     if ep > 1 {
         match e_count {
-            None => return Err(Error::Invalid(format!("--ep {ep}: {} is a dense model (no experts to shard)", m.name))),
+            None => {
+                return Err(Error::Invalid(format!(
+                    "--ep {ep}: {} is a dense model (no experts to shard)",
+                    m.name
+                )))
+            }
             Some(e) if e % ep != 0 => {
-                return Err(Error::Invalid(format!("--ep {ep} does not divide the E = {e} experts")))
+                return Err(Error::Invalid(format!(
+                    "--ep {ep} does not divide the E = {e} experts"
+                )))
             }
             _ => {}
         }
     }
     if chips % ep != 0 {
-        return Err(Error::Invalid(format!("--ep {ep} does not divide the {chips} chips")));
+        return Err(Error::Invalid(format!(
+            "--ep {ep} does not divide the {chips} chips"
+        )));
     }
     let tp = q.tp.unwrap_or(chips / ep).max(1);
     if chips % (tp * ep) != 0 {
@@ -367,9 +383,15 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
             a.n_heads
         )));
     }
-    let f_tp = if a.dense_layers() > 0 { a.d_ff } else { a.d_ff_expert() };
+    let f_tp = if a.dense_layers() > 0 {
+        a.d_ff
+    } else {
+        a.d_ff_expert()
+    };
     if f_tp % tp != 0 || (a.moe.is_some() && a.d_ff_expert() % tp != 0) {
-        return Err(Error::Invalid(format!("TP = {tp} does not divide d_ff (F = {f_tp})")));
+        return Err(Error::Invalid(format!(
+            "TP = {tp} does not divide d_ff (F = {f_tp})"
+        )));
     }
     let mut warnings = Vec::new();
     if m.max_seq_len > 0 && q.context > m.max_seq_len {
@@ -379,11 +401,19 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
         ));
     }
     if q.prompt_len > q.context {
-        warnings.push(format!("prompt_len {} exceeds context {}", q.prompt_len, q.context));
+        warnings.push(format!(
+            "prompt_len {} exceeds context {}",
+            q.prompt_len, q.context
+        ));
     }
     let replicas = chips / (tp * ep);
     let nr = tp * ep;
-    let pl = Placement { chips, tp, ep, replicas };
+    let pl = Placement {
+        chips,
+        tp,
+        ep,
+        replicas,
+    };
 
     let p = params::count(a, tr);
     let wdt = q.weights_dtype;
@@ -409,7 +439,10 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
             w_dev, q.context, kvs, nr, hbm
         ));
     } else if !batch_fits {
-        warnings.push(format!("batch {} does not fit; the largest batch at context {} is {}", q.batch, q.context, mb.max_batch));
+        warnings.push(format!(
+            "batch {} does not fit; the largest batch at context {} is {}",
+            q.batch, q.context, mb.max_batch
+        ));
     }
     let kv_dev = memory::kv_bytes_per_device(q.batch, kvs, nr, tr);
     let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, nr);
@@ -418,7 +451,11 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
     let c = chip.flops(q.compute_dtype);
     let c_bf16 = chip.flops(DType::Bf16);
     let w_hbm = chip.hbm_bandwidth;
-    let hw = roofline::Hw { chips: nr, c, w_hbm };
+    let hw = roofline::Hw {
+        chips: nr,
+        c,
+        w_hbm,
+    };
     let moe = a.moe.as_ref().map(|x| (x.n_experts, x.top_k));
     let b_crit = roofline::b_crit(c_bf16, w_hbm, wdt.bits(), q.compute_dtype.bits(), moe, tr);
     let t_load = roofline::weight_load_time(weights, nr, w_hbm, tr);
@@ -429,7 +466,11 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
     let (w_ici, m_y, _wraps) = ici_bandwidth(chip, &q.mesh, tp);
     let tp_axis = axis_placement(chip, &q.mesh, 1, tp);
     let ep_axis = axis_placement(chip, &q.mesh, tp, ep);
-    let w_eff = if tp > 1 { collectives::allgather_bandwidth(&tp_axis) } else { w_ici * m_y as f64 };
+    let w_eff = if tp > 1 {
+        collectives::allgather_bandwidth(&tp_axis)
+    } else {
+        w_ici * m_y as f64
+    };
     let ab = q.compute_dtype.bytes_per_element();
     let (d, f, l) = (a.d_model as f64, a.d_ff as f64, a.n_layers as f64);
     let k_top = a.moe.as_ref().map(|x| x.top_k).unwrap_or(1) as f64;
@@ -442,7 +483,8 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
                 Sharding::OneD => {
                     let v = Bytes::new(tokens * d * ab);
                     let ag = collectives::cost(Collective::AllGather, v, &tp_axis, &mut NoTrace);
-                    let rs = collectives::cost(Collective::ReduceScatter, v, &tp_axis, &mut NoTrace);
+                    let rs =
+                        collectives::cost(Collective::ReduceScatter, v, &tp_axis, &mut NoTrace);
                     lat_bound_any |= ag.latency_bound;
                     (ag.time + rs.time) * 2.0
                 }
@@ -522,30 +564,49 @@ pub fn evaluate<T: Tracer>(m: &ModelSpec, chip: &Chip, q: &InferQuery, tr: &mut 
     let tp_gen = sharding::tp_generate_limit(f_tp, q.batch, beta, tr);
     let (lb_bytes, lat_bound) = match &chip.ici {
         Some(ici) => {
-            let lb = sharding::latency_bound_bytes(tp, ici.link.one_way_rate(), ici.hop_latency, tr);
-            (lb, tp > 1 && (lat_bound_any || (q.batch as f64 * d * ab) < lb.get()))
+            let lb =
+                sharding::latency_bound_bytes(tp, ici.link.one_way_rate(), ici.hop_latency, tr);
+            (
+                lb,
+                tp > 1 && (lat_bound_any || (q.batch as f64 * d * ab) < lb.get()),
+            )
         }
         None => (Bytes::ZERO, false),
     };
     let two_d = if chip.kind == ChipKind::Tpu && nr >= 2 {
-        Some(sharding::two_d_ws(q.batch, a.d_model, f_tp, nr, q.mesh.len() as u64, c, w_ici, tr))
+        Some(sharding::two_d_ws(
+            q.batch,
+            a.d_model,
+            f_tp,
+            nr,
+            q.mesh.len() as u64,
+            c,
+            w_ici,
+            tr,
+        ))
     } else {
         None
     };
     let need = sharding::min_chips(weights + Bytes::new(q.batch as f64 * kvs.get()), hbm, tr);
     let min_slice = match &chip.ici {
-        Some(ici) if !ici.slice_shapes.is_empty() => sharding::smallest_slice(&ici.slice_shapes, need).map(|s| fmt_shape(&s)),
+        Some(ici) if !ici.slice_shapes.is_empty() => {
+            sharding::smallest_slice(&ici.slice_shapes, need).map(|s| fmt_shape(&s))
+        }
         _ => Some(format!("{need}")),
     };
     let ttft = t_prefill;
     let req = ttft + ds.step * q.gen_len as f64;
     tr.record(|| {
-        Step::new("infer.request_latency", "Request latency", "TTFT + gen_len·T_step")
-            .bind("TTFT", ttft.get(), "s")
-            .bind("gen_len", q.gen_len as f64, "tokens")
-            .bind("T_step", ds.step.get(), "s")
-            .result(req.get(), "s")
-            .source("How To Scale Your Model, ch8")
+        Step::new(
+            "infer.request_latency",
+            "Request latency",
+            "TTFT + gen_len·T_step",
+        )
+        .bind("TTFT", ttft.get(), "s")
+        .bind("gen_len", q.gen_len as f64, "tokens")
+        .bind("T_step", ds.step.get(), "s")
+        .result(req.get(), "s")
+        .source("How To Scale Your Model, ch8")
     });
 
     Ok(InferReport {

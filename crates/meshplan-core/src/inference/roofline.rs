@@ -80,8 +80,16 @@ fn component(name: &'static str, flops: f64, bytes: f64, hw: &Hw) -> Component {
         bytes: Bytes::new(bytes),
         t_math,
         t_mem,
-        intensity: if bytes > 0.0 { flops / bytes } else { f64::INFINITY },
-        bound: if t_math >= t_mem { Bound::Compute } else { Bound::Memory },
+        intensity: if bytes > 0.0 {
+            flops / bytes
+        } else {
+            f64::INFINITY
+        },
+        bound: if t_math >= t_mem {
+            Bound::Compute
+        } else {
+            Bound::Memory
+        },
     }
 }
 
@@ -108,7 +116,9 @@ fn split(a: &Arch, p: &ParamCounts) -> (f64, f64, f64, f64) {
     let unembed = (a.vocab * a.d_model) as f64;
     let attn = p.attention as f64;
     let mlp_active = p.matmul_active as f64 - attn - unembed;
-    let mlp_loaded = mlp_active + (p.experts_routed as f64 - (p.active as f64 - (p.total as f64 - p.experts_routed as f64)));
+    let mlp_loaded = mlp_active
+        + (p.experts_routed as f64
+            - (p.active as f64 - (p.total as f64 - p.experts_routed as f64)));
     (mlp_active.max(0.0), attn, unembed, mlp_loaded.max(0.0))
 }
 
@@ -192,29 +202,42 @@ pub fn b_crit<T: Tracer>(
     let sparsity = moe.map(|(e, k)| e as f64 / k as f64).unwrap_or(1.0);
     let b = alpha * beta * sparsity;
     tr.record(|| {
-        Step::new("infer.b_crit", "Critical batch (tokens)", "(C/W_hbm)·(bits_w/bits_a)·(E/k)")
-            .bind("C", c_bf16.get(), "FLOP/s")
-            .bind("W_hbm", w_hbm.get(), "B/s")
-            .bind("bits_w", weight_bits as f64, "")
-            .bind("bits_a", act_bits as f64, "")
-            .bind("E/k", sparsity, "")
-            .result(b, "tokens")
-            .source("How To Scale Your Model, ch7 (B_crit = β·α_hbm), ch4 Q8 / ch7 Q5 (MoE ×E/k)")
+        Step::new(
+            "infer.b_crit",
+            "Critical batch (tokens)",
+            "(C/W_hbm)·(bits_w/bits_a)·(E/k)",
+        )
+        .bind("C", c_bf16.get(), "FLOP/s")
+        .bind("W_hbm", w_hbm.get(), "B/s")
+        .bind("bits_w", weight_bits as f64, "")
+        .bind("bits_a", act_bits as f64, "")
+        .bind("E/k", sparsity, "")
+        .result(b, "tokens")
+        .source("How To Scale Your Model, ch7 (B_crit = β·α_hbm), ch4 Q8 / ch7 Q5 (MoE ×E/k)")
     });
     b
 }
 
 /// Lower bound on a decode step: load every weight once,
 /// `P·bytes_w/(N·W_hbm)` (book ch2 Q1, ch7 Q3).
-pub fn weight_load_time<T: Tracer>(weight_bytes: Bytes, chips: u64, w_hbm: BytesPerSec, tr: &mut T) -> Seconds {
+pub fn weight_load_time<T: Tracer>(
+    weight_bytes: Bytes,
+    chips: u64,
+    w_hbm: BytesPerSec,
+    tr: &mut T,
+) -> Seconds {
     let t = weight_bytes / (w_hbm * chips as f64);
     tr.record(|| {
-        Step::new("infer.weight_load_time", "Weight-loading lower bound", "P·bytes_w/(N·W_hbm)")
-            .bind("P·bytes_w", weight_bytes.get(), "B")
-            .bind("N", chips as f64, "chips")
-            .bind("W_hbm", w_hbm.get(), "B/s")
-            .result(t.get(), "s")
-            .source("How To Scale Your Model, ch7 Q3")
+        Step::new(
+            "infer.weight_load_time",
+            "Weight-loading lower bound",
+            "P·bytes_w/(N·W_hbm)",
+        )
+        .bind("P·bytes_w", weight_bytes.get(), "B")
+        .bind("N", chips as f64, "chips")
+        .bind("W_hbm", w_hbm.get(), "B/s")
+        .result(t.get(), "s")
+        .source("How To Scale Your Model, ch7 Q3")
     });
     t
 }

@@ -63,15 +63,24 @@ pub fn tp_generate_limit<T: Tracer>(f: u64, batch: u64, beta: f64, tr: &mut T) -
 /// moves `bytes/shards`, which takes under one hop latency when
 /// `bytes < shards·W_one-way·t_hop` (book ch7 App. C: 45 kB per hop on v5e,
 /// 360 kB for 8 shards).
-pub fn latency_bound_bytes<T: Tracer>(shards: u64, w_one_way: BytesPerSec, t_hop: Seconds, tr: &mut T) -> Bytes {
+pub fn latency_bound_bytes<T: Tracer>(
+    shards: u64,
+    w_one_way: BytesPerSec,
+    t_hop: Seconds,
+    tr: &mut T,
+) -> Bytes {
     let b = Bytes::new(shards as f64 * w_one_way.get() * t_hop.get());
     tr.record(|| {
-        Step::new("infer.latency_bound_bytes", "Collective is latency-bound below", "Y·W_one-way·t_hop")
-            .bind("Y", shards as f64, "")
-            .bind("W_one-way", w_one_way.get(), "B/s")
-            .bind("t_hop", t_hop.get(), "s")
-            .result(b.get(), "B")
-            .source("How To Scale Your Model, ch7 Appendix C")
+        Step::new(
+            "infer.latency_bound_bytes",
+            "Collective is latency-bound below",
+            "Y·W_one-way·t_hop",
+        )
+        .bind("Y", shards as f64, "")
+        .bind("W_one-way", w_one_way.get(), "B/s")
+        .bind("t_hop", t_hop.get(), "s")
+        .result(b.get(), "B")
+        .source("How To Scale Your Model, ch7 Appendix C")
     });
     b
 }
@@ -119,8 +128,12 @@ pub fn two_d_ws<T: Tracer>(
     let crossover = 2.0 * m * m * ff / df;
     tr.scope(
         || {
-            Step::new("infer.2d_ws", "2D weight-stationary (ESTI)", "T_comms = 2BD/(X·W) + 4BF/(YZ·W)")
-                .source("How To Scale Your Model, ch7 Q7 and Appendix B")
+            Step::new(
+                "infer.2d_ws",
+                "2D weight-stationary (ESTI)",
+                "T_comms = 2BD/(X·W) + 4BF/(YZ·W)",
+            )
+            .source("How To Scale Your Model, ch7 Q7 and Appendix B")
         },
         |tr| {
             tr.record(|| {
@@ -131,10 +144,14 @@ pub fn two_d_ws<T: Tracer>(
                     .result(x_opt, "")
             });
             tr.record(|| {
-                Step::new("infer.2d_ws.crossover", "2D beats 1D over M axes when N >", "2·M²·F/D")
-                    .bind("M", m, "")
-                    .bind("F/D", ff / df, "")
-                    .result(crossover, "chips")
+                Step::new(
+                    "infer.2d_ws.crossover",
+                    "2D beats 1D over M axes when N >",
+                    "2·M²·F/D",
+                )
+                .bind("M", m, "")
+                .bind("F/D", ff / df, "")
+                .result(crossover, "chips")
             });
         },
         |_, s| s.bind("B", bf, "tokens").result(t_comms.get(), "s"),
@@ -164,11 +181,15 @@ pub fn smallest_slice(shapes: &[Vec<u64>], needed: u64) -> Option<Vec<u64>> {
 pub fn min_chips<T: Tracer>(bytes: Bytes, hbm: Bytes, tr: &mut T) -> u64 {
     let n = (bytes.get() / hbm.get()).ceil().max(1.0) as u64;
     tr.record(|| {
-        Step::new("infer.min_chips", "Chips needed (memory)", "⌈(P·bytes_w + KV budget)/HBM⌉")
-            .bind("bytes", bytes.get(), "B")
-            .bind("HBM", hbm.get(), "B")
-            .result(n as f64, "chips")
-            .source("How To Scale Your Model, ch8")
+        Step::new(
+            "infer.min_chips",
+            "Chips needed (memory)",
+            "⌈(P·bytes_w + KV budget)/HBM⌉",
+        )
+        .bind("bytes", bytes.get(), "B")
+        .bind("HBM", hbm.get(), "B")
+        .result(n as f64, "chips")
+        .source("How To Scale Your Model, ch8")
     });
     n
 }

@@ -462,7 +462,7 @@ pub fn analyze<T: Tracer>(
     let deg = cfg.degrees;
     let mesh = Mesh::build(chip, topo, deg);
     let mut reasons = mesh.reasons.clone();
-    let notes = mesh.notes.clone();
+    let mut notes = mesh.notes.clone();
     let n = mesh.chips.max(1);
     let nf = n as f64;
     // ---- divisibility
@@ -512,13 +512,13 @@ pub fn analyze<T: Tracer>(
     let data = deg.dp * deg.fsdp * deg.cp;
     let seqs = cfg.batch_tokens / cfg.seq_len.max(1);
     if cfg.seq_len == 0 || cfg.batch_tokens % cfg.seq_len != 0 {
-        reasons.push(format!(
+        notes.push(format!(
             "batch of {} tokens is not a whole number of {}-token sequences",
             cfg.batch_tokens, cfg.seq_len
         ));
     }
     if deg.dp * deg.fsdp > 0 && seqs % (deg.dp * deg.fsdp).max(1) != 0 {
-        reasons.push(format!(
+        notes.push(format!(
             "{} sequences do not split evenly over dp·fsdp = {}",
             seqs,
             deg.dp * deg.fsdp
@@ -531,7 +531,7 @@ pub fn analyze<T: Tracer>(
         ));
     }
     if deg.pp > 1 && seqs / (deg.dp * deg.fsdp).max(1) < cfg.microbatches {
-        reasons.push(format!(
+        notes.push(format!(
             "{} microbatches but only {} sequences per data-parallel replica",
             cfg.microbatches,
             seqs / (deg.dp * deg.fsdp).max(1)
