@@ -1,0 +1,532 @@
+//! The step-time and peak-memory model (see `docs/fidelity.md`).
+
+use serde::Serialize;
+
+use super::profile::EfficiencyProfile;
+use crate::hardware::Chip;
+use crate::model::{Arch, MlpKind};
+use crate::training::{Remat, Schedule};
+
+/// The transformer shape the model needs (dense decoder).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Shape {
+    /// L.
+    pub n_layers: u64,
+    /// D.
+    pub d_model: u64,
+    /// F.
+    pub d_ff: u64,
+    /// N.
+    pub n_heads: u64,
+    /// K.
+    pub n_kv_heads: u64,
+    /// H.
+    pub d_head: u64,
+    /// V.
+    pub vocab: u64,
+    /// Input and output embeddings shared.
+    pub tied_embeddings: bool,
+    /// Gated (3-matrix) MLP.
+    pub gated: bool,
+}
+
+impl From<&Arch> for Shape {
+    fn from(a: &Arch) -> Self {
+        Shape {
+            n_layers: a.n_layers,
+            d_model: a.d_model,
+            d_ff: a.d_ff,
+            n_heads: a.n_heads,
+            n_kv_heads: a.n_kv_heads,
+            d_head: a.d_head,
+            vocab: a.vocab,
+            tied_embeddings: a.tied_embeddings,
+            gated: a.mlp == MlpKind::Gated,
+        }
+    }
+}
+
+impl Shape {
+    fn mlp_mats(&self) -> f64 {
+        if self.gated {
+            3.0
+        } else {
+            2.0
+        }
+    }
+    /// Parameters of one block (attention + MLP + 2 norms).
+    pub fn layer_params(&self) -> f64 {
+        let (d, f) = (self.d_model as f64, self.d_ff as f64);
+        let nh = (self.n_heads * self.d_head) as f64;
+        let kh = (self.n_kv_heads * self.d_head) as f64;
+        d * (nh + 2.0 * kh) + nh * d + self.mlp_mats() * d * f + 2.0 * d
+    }
+    /// Total parameters (embeddings once when tied).
+    pub fn params(&self) -> f64 {
+        let e = (self.vocab * self.d_model) as f64;
+        self.n_layers as f64 * self.layer_params()
+            + e * if self.tied_embeddings { 1.0 } else { 2.0 }
+            + self.d_model as f64
+    }
+    /// nanotron `get_flops` per token (variant A in the validation README):
+    /// 3·[L·(2·D·NH + 4·D·KH + 4·N·T·H + 2·NH·D + 2·m·D·F) + 2·D·V], full attention.
+    pub fn nanotron_flops_per_token(&self, seq: u64) -> f64 {
+        let (d, f, v) = (self.d_model as f64, self.d_ff as f64, self.vocab as f64);
+        let nh = (self.n_heads * self.d_head) as f64;
+        let kh = (self.n_kv_heads * self.d_head) as f64;
+        let l = self.n_layers as f64;
+        3.0 * (l
+            * (2.0 * d * nh
+                + 4.0 * d * kh
+                + 4.0 * nh * seq as f64
+                + 2.0 * nh * d
+                + 2.0 * self.mlp_mats() * d * f)
+            + 2.0 * d * v)
+    }
+    /// Megatron (Narayanan et al. 2021) model FLOPs per token for a 4·D GeLU MLP:
+    /// 72·L·D²·(1 + T/(6D) + V/(12·D·L)) / 1 per token.
+    pub fn megatron_flops_per_token(&self, seq: u64) -> f64 {
+        let (d, l, v) = (self.d_model as f64, self.n_layers as f64, self.vocab as f64);
+        72.0 * l * d * d * (1.0 + seq as f64 / (6.0 * d) + v / (12.0 * d * l))
+    }
+}
+
+/// Training framework conventions that change what is allocated and overlapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    /// nanotron (Ultra-Scale Playbook): fp32 gradient accumulation buffer,
+    /// fp32 DP reduction on the last micro-batch, bf16 params + fp32 master + Adam.
+    Nanotron,
+    /// Megatron-LM / Megatron-Core: fp32 `main_grad`, bf16/fp32 reductions
+    /// overlapped with backward (`--overlap-grad-reduce`).
+    Megatron,
+}
+
+/// One training configuration to predict (one run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSpec {
+    /// Model shape.
+    pub shape: Shape,
+    /// Accelerators in the job.
+    pub n_gpus: u64,
+    /// Data-parallel degree.
+    pub dp: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline-parallel degree.
+    pub pp: u64,
+    /// Context-parallel degree.
+    pub cp: u64,
+    /// ZeRO stage over dp (0–3).
+    pub zero: u8,
+    /// Micro-batch size (sequences).
+    pub mbs: u64,
+    /// Micro-batches per step per replica (gradient accumulation).
+    pub grad_acc: u64,
+    /// Sequence length.
+    pub seq_len: u64,
+    /// Recompute policy (reuses the training module's enum).
+    pub remat: Remat,
+    /// Megatron-style sequence parallelism with TP.
+    pub sequence_parallel: bool,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Virtual stages per device (interleaved).
+    pub virtual_stages: u64,
+    /// Framework conventions.
+    pub framework: Framework,
+}
+
+impl RunSpec {
+    /// Tokens per optimizer step.
+    pub fn tokens_per_step(&self) -> f64 {
+        (self.mbs * self.grad_acc * self.dp * self.seq_len) as f64
+    }
+}
+
+/// Peak memory of the most loaded device, by part (bytes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MemoryBreakdown {
+    /// bf16/fp16 parameters.
+    pub params: f64,
+    /// Gradient buffers (fp32 accumulation).
+    pub grads: f64,
+    /// Optimizer state (fp32 master + Adam m, v), sharded by ZeRO.
+    pub optimizer: f64,
+    /// Saved activations of the micro-batches in flight.
+    pub activations: f64,
+    /// fp32 logits / loss buffers.
+    pub logits: f64,
+    /// Runtime reserve (allocator, workspaces) from the profile.
+    pub reserve: f64,
+    /// Sum.
+    pub total: f64,
+}
+
+/// Step time by part (seconds per optimizer step, critical path).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeBreakdown {
+    /// Matmuls (layers + LM head), recompute included.
+    pub matmul: f64,
+    /// Attention kernels.
+    pub attention: f64,
+    /// Memory-bound element-wise work (norms, activations, softmax/loss).
+    pub memory_bound: f64,
+    /// Exposed TP/SP collectives.
+    pub tp_comm: f64,
+    /// Exposed PP point-to-point.
+    pub pp_comm: f64,
+    /// Pipeline bubble.
+    pub bubble: f64,
+    /// Exposed DP gradient reduction (and ZeRO parameter gather).
+    pub dp_comm: f64,
+    /// Optimizer update (HBM-bound).
+    pub optimizer: f64,
+    /// Fixed per-layer and per-step overheads.
+    pub overhead: f64,
+    /// Sum.
+    pub total: f64,
+    /// Pure roofline: hardware FLOPs at peak, no comms.
+    pub roofline: f64,
+}
+
+/// Prediction for one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Seconds per optimizer step.
+    pub step_time_s: f64,
+    /// Tokens/s per device.
+    pub tokens_per_s_per_gpu: f64,
+    /// Model FLOPs per step (6·P·B-style, no recompute; nanotron count).
+    pub model_flops: f64,
+    /// model FLOPs / (step · N · peak).
+    pub mfu: f64,
+    /// Time parts.
+    pub time: TimeBreakdown,
+    /// Memory parts.
+    pub memory: MemoryBreakdown,
+    /// Peak memory, GB (1e9 bytes).
+    pub peak_mem_gb: f64,
+    /// Usable device memory, GB.
+    pub usable_gb: f64,
+    /// peak ≤ usable.
+    pub fits: bool,
+}
+
+/// GEMM efficiency for an `[m, k] × [k, n]` matmul: `e_max · x/(x + x½)` with
+/// `x = min(m, k, n)` after rounding up to the 128-wide tensor-core tile
+/// (padding waste `x/ceil128(x)`).
+pub fn gemm_efficiency(p: &EfficiencyProfile, m: f64, k: f64, n: f64) -> f64 {
+    let x = m.min(k).min(n).max(1.0);
+    let padded = (x / 128.0).ceil() * 128.0;
+    p.matmul_efficiency * (x / padded) * x / (x + p.matmul_half_dim)
+}
+
+/// Where a collective group sits: GPUs of the group per node and nodes spanned.
+fn group_layout(size: u64, stride: u64, per_node: u64) -> (u64, u64) {
+    if size <= 1 {
+        return (1, 1);
+    }
+    let span = size * stride; // consecutive ranks covered
+    if span <= per_node {
+        (size, 1)
+    } else {
+        let per = (per_node / stride.min(per_node)).max(1).min(size);
+        (per, size.div_ceil(per))
+    }
+}
+
+/// Bus bandwidth (bytes/s) of a ring collective over a group.
+/// Intra-node: NVLink one-way × `intra_node_efficiency`.
+/// Across k nodes: (GPUs of the group per node) × scale-out per GPU ×
+/// `inter_node_efficiency` × k^−`inter_node_congestion` (capped by NVLink).
+fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) -> f64 {
+    let nv = chip
+        .nvlink
+        .as_ref()
+        .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
+            n.per_gpu.one_way_rate().get()
+        });
+    let intra = nv * p.intra_node_efficiency;
+    if nodes <= 1 {
+        return intra;
+    }
+    let so = chip
+        .scale_out
+        .as_ref()
+        .map_or(nv / 10.0, |s| s.per_chip.one_way_rate().get());
+    let inter = per_node as f64
+        * so
+        * p.inter_node_efficiency
+        * (nodes as f64).powf(-p.inter_node_congestion);
+    inter.min(intra)
+}
+
+/// Ring collective time: `factor·(n−1)/n·V/W + (n−1)·α` (factor 2 for all-reduce).
+fn ring_time(p: &EfficiencyProfile, bytes: f64, n: u64, bw: f64, factor: f64, nodes: u64) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let nf = n as f64;
+    let lat = p.collective_latency_s * if nodes > 1 { 4.0 } else { 1.0 };
+    factor * (nf - 1.0) / nf * bytes / bw + (nf - 1.0) * factor * lat
+}
+
+/// Predict step time, MFU and peak memory of one run.
+pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction {
+    let s = &spec.shape;
+    let per_node = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).max(1);
+    let peak = chip.flops(crate::units::DType::Bf16).get();
+    let hbm_bw = chip.hbm_bandwidth.get() * p.hbm_efficiency;
+    let (tp, pp, dp, cp) = (
+        spec.tp.max(1),
+        spec.pp.max(1),
+        spec.dp.max(1),
+        spec.cp.max(1),
+    );
+    let (tpf, ppf, dpf) = (tp as f64, pp as f64, dp as f64);
+    let (d, f, v) = (s.d_model as f64, s.d_ff as f64, s.vocab as f64);
+    let nh = (s.n_heads * s.d_head) as f64;
+    let kh = (s.n_kv_heads * s.d_head) as f64;
+    let seq = (spec.seq_len / cp) as f64;
+    let tok = spec.mbs as f64 * seq; // tokens per micro-batch
+    let l_stage = (s.n_layers as f64 / ppf).ceil();
+    let m = spec.grad_acc.max(1) as f64;
+    let sp = spec.sequence_parallel && tp > 1;
+
+    // ---------- compute per micro-batch, one stage
+    let gemms: [(f64, f64); 4] = [
+        (d, (nh + 2.0 * kh) / tpf),   // QKV
+        (nh / tpf, d),                // attention out
+        (d, (s.mlp_mats() - 1.0) * f / tpf), // up (+gate)
+        (f / tpf, d),                 // down
+    ];
+    let mut t_layer_mm_fwd = 0.0;
+    for (k, n) in gemms {
+        let fl = 2.0 * tok * k * n;
+        t_layer_mm_fwd += fl / (peak * gemm_efficiency(p, tok, k, n));
+    }
+    let causal = 0.5;
+    let attn_fwd_flops = 4.0 * tok * seq * nh / tpf * causal;
+    let t_attn_fwd = attn_fwd_flops / (peak * p.attention_efficiency);
+    // element-wise traffic per token·layer (fwd+bwd), bf16: norms+residual 20·D
+    // (sharded by SP), SwiGLU 8·F and RoPE 8·N·H (sharded by TP)
+    let dsh = if sp || tp == 1 { d / tpf } else { d };
+    let ew_bytes_fwd_bwd = 2.0 * tok * (20.0 * dsh + 8.0 * f / tpf + 8.0 * nh / tpf);
+    let t_ew = ew_bytes_fwd_bwd / hbm_bw;
+    // LM head + loss on the last stage (vocab-parallel over tp)
+    let t_head_mm = 3.0 * 2.0 * tok * d * v / tpf / (peak * gemm_efficiency(p, tok, d, v / tpf));
+    let t_loss = 6.0 * tok * v / tpf * 4.0 / hbm_bw;
+    // recompute
+    let (recomp_mm, recomp_attn, recomp_ew) = match spec.remat {
+        Remat::None => (0.0, 0.0, 0.0),
+        Remat::Full => (t_layer_mm_fwd, t_attn_fwd, 1.0 / 3.0),
+        Remat::Selective | Remat::AfterMatmuls => (0.0, t_attn_fwd, 0.0),
+    };
+    let layer_mm = 3.0 * t_layer_mm_fwd + recomp_mm;
+    let layer_attn = 3.5 * t_attn_fwd + recomp_attn; // FA2 backward = 2.5 × forward
+    let layer_ew = t_ew * (1.0 + recomp_ew);
+
+    // ---------- TP / SP collectives per layer per micro-batch
+    let (tp_per, tp_nodes) = group_layout(tp, 1, per_node);
+    let tp_bw = bus_bandwidth(p, chip, tp_per, tp_nodes);
+    let act_bytes = tok * d * 2.0;
+    // SP: 2 all-gathers + 2 reduce-scatters fwd, same bwd; no SP: 2 all-reduces fwd + 2 bwd
+    let per_op = ring_time(p, act_bytes, tp, tp_bw, 1.0, tp_nodes);
+    let mut tp_ops = 8.0;
+    if spec.remat == Remat::Full {
+        tp_ops += 4.0;
+    }
+    let t_tp_layer = tp_ops * per_op * (1.0 - p.tp_overlap);
+
+    let t_layer = layer_mm + layer_attn + layer_ew + t_tp_layer + p.layer_overhead_s;
+    let t_mb = l_stage * t_layer + t_head_mm + t_loss; // last stage (LM head) is the slowest
+    let mm_total = m * (l_stage * layer_mm + t_head_mm);
+    let attn_total = m * l_stage * layer_attn;
+    let ew_total = m * (l_stage * layer_ew + t_loss);
+    let tp_total = m * l_stage * t_tp_layer;
+
+    // ---------- pipeline
+    let v_st = if spec.schedule == Schedule::Interleaved {
+        spec.virtual_stages.max(1) as f64
+    } else {
+        1.0
+    };
+    let bubble = if pp > 1 { (ppf - 1.0) / v_st * t_mb } else { 0.0 };
+    let (pp_per, pp_nodes) = group_layout(pp, dp * tp, per_node);
+    let pp_bw = bus_bandwidth(p, chip, pp_per.min(1).max(1), pp_nodes);
+    let p2p_bytes = act_bytes / if sp { tpf } else { 1.0 };
+    let t_pp = if pp > 1 {
+        // fwd send + bwd send per micro-batch on the critical path, plus the fill
+        2.0 * (m + ppf - 1.0) * (p2p_bytes / pp_bw + p.collective_latency_s)
+    } else {
+        0.0
+    };
+
+    // ---------- data parallel
+    let stage_params = s.params() / ppf / tpf; // approximate (embeddings spread)
+    let (dp_per, dp_nodes) = group_layout(dp, tp, per_node);
+    let dp_bw = bus_bandwidth(p, chip, dp_per, dp_nodes);
+    let grad_bytes = match spec.framework {
+        Framework::Nanotron => 4.0,
+        Framework::Megatron => 2.0,
+    };
+    let t_dp_raw = if dp > 1 {
+        let gr = ring_time(p, stage_params * grad_bytes, dp, dp_bw, 2.0, dp_nodes);
+        // ZeRO ≥ 1: reduce-scatter grads + all-gather bf16 params (≈ same bus volume
+        // as the all-reduce for the grads, plus the bf16 gather)
+        let ag = if spec.zero >= 1 {
+            ring_time(p, stage_params * 2.0, dp, dp_bw, 1.0, dp_nodes)
+        } else {
+            0.0
+        };
+        if spec.zero >= 1 {
+            0.5 * gr + ag
+        } else {
+            gr
+        }
+    } else {
+        0.0
+    };
+    // overlap with the backward of the last micro-batch
+    let bwd_last = l_stage * (2.0 * t_layer_mm_fwd + 2.5 * t_attn_fwd) ;
+    let t_dp = (t_dp_raw - p.dp_overlap * bwd_last).max(0.0);
+
+    // ---------- optimizer (HBM bound): ~34 B/param touched
+    let opt_params = stage_params / if spec.zero >= 1 { dpf } else { 1.0 };
+    let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
+
+    let overhead = p.step_overhead_s + m * l_stage * p.layer_overhead_s;
+    let compute_total = mm_total + attn_total + ew_total;
+    let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
+
+    // ---------- roofline and model FLOPs
+    let tokens = spec.tokens_per_step();
+    let model_flops = s.nanotron_flops_per_token(spec.seq_len) * tokens;
+    let hw_flops_dev = {
+        let fwd_layer = 2.0 * tok * (d * (nh + 2.0 * kh) + nh * d + s.mlp_mats() * d * f) / tpf
+            + attn_fwd_flops;
+        let rec = match spec.remat {
+            Remat::None => 0.0,
+            Remat::Full => fwd_layer,
+            _ => attn_fwd_flops,
+        };
+        m * (l_stage * (3.0 * fwd_layer + rec) + 6.0 * tok * d * v / tpf)
+    };
+    let roofline = hw_flops_dev / peak;
+
+    let time = TimeBreakdown {
+        matmul: mm_total,
+        attention: attn_total,
+        memory_bound: ew_total,
+        tp_comm: tp_total,
+        pp_comm: t_pp,
+        bubble,
+        dp_comm: t_dp,
+        optimizer: t_opt,
+        overhead,
+        total,
+        roofline,
+    };
+    let memory = peak_memory(spec, chip, p);
+    let gb = 1e9;
+    let usable = chip.hbm_capacity.get() * p.usable_hbm_fraction;
+    let n = spec.n_gpus.max(1) as f64;
+    Prediction {
+        step_time_s: total,
+        tokens_per_s_per_gpu: tokens / total / n,
+        model_flops,
+        mfu: model_flops / (total * n * peak),
+        peak_mem_gb: memory.total / gb,
+        usable_gb: usable / gb,
+        fits: memory.total <= usable,
+        time,
+        memory,
+    }
+}
+
+/// Saved activation bytes per token per layer (bf16, FlashAttention: no
+/// `5·a·s/h` score term). Llama-style: norm inputs, QKV, attention output,
+/// MLP input, gate/up/activation outputs. With SP everything is sharded by
+/// tp; without SP the D-wide tensors are replicated (Korthikanti et al. 2022).
+pub fn activation_bytes_per_token_layer(s: &Shape, tp: u64, sp: bool, remat: Remat) -> f64 {
+    let (d, f) = (s.d_model as f64, s.d_ff as f64);
+    let nh = (s.n_heads * s.d_head) as f64;
+    let kh = (s.n_kv_heads * s.d_head) as f64;
+    let t = tp.max(1) as f64;
+    let dsh = if sp || tp == 1 { d / t } else { d };
+    match remat {
+        Remat::Full => 2.0 * dsh,
+        Remat::None | Remat::Selective | Remat::AfterMatmuls => {
+            // D-wide: 2 norm inputs, 2 matmul inputs (post-norm), residual → 2 bytes each
+            let dpart = 2.0 * 4.0 * dsh;
+            // Q, K, V (post-RoPE), attention output O
+            let attn = 2.0 * (2.0 * nh + 2.0 * kh) / t;
+            // gate, up, act(gate)·up (down input), act(gate)
+            let mlp = 2.0 * if s.gated { 4.0 * f } else { 2.0 * f } / t;
+            dpart + attn + mlp
+        }
+    }
+}
+
+/// Peak memory on the most loaded device (first or last pipeline stage).
+pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> MemoryBreakdown {
+    let _ = chip;
+    let s = &spec.shape;
+    let (tp, pp, dp) = (spec.tp.max(1), spec.pp.max(1), spec.dp.max(1));
+    let (tpf, ppf, dpf) = (tp as f64, pp as f64, dp as f64);
+    let (d, v) = (s.d_model as f64, s.vocab as f64);
+    let l_stage = (s.n_layers as f64 / ppf).ceil();
+    let emb = v * d / tpf;
+    let layers = l_stage * s.layer_params() / tpf;
+    let sp = spec.sequence_parallel && tp > 1;
+    let seq = (spec.seq_len / spec.cp.max(1)) as f64;
+    let tok = spec.mbs as f64 * seq;
+    let act_tl = activation_bytes_per_token_layer(s, tp, sp, spec.remat);
+    let m = spec.grad_acc.max(1) as f64;
+    let state = |params: f64| -> (f64, f64, f64) {
+        let pb = 2.0 * params;
+        let gb = 4.0 * params; // fp32 gradient accumulation buffer
+        let ob = 12.0 * params / if spec.zero >= 1 { dpf } else { 1.0 };
+        let gb = gb / if spec.zero >= 2 { dpf } else { 1.0 };
+        let pb = pb / if spec.zero >= 3 { dpf } else { 1.0 };
+        (pb, gb, ob)
+    };
+    // logits: bf16 [tok, V/tp] + fp32 copies (upcast, softmax, grad)
+    let logits = tok * v / tpf * (2.0 + 4.0 * p.logits_fp32_copies);
+    let mk = |params: f64, inflight: f64, with_logits: bool| -> MemoryBreakdown {
+        let (pb, gb, ob) = state(params);
+        let act = inflight * tok * l_stage * act_tl + 2.0 * tok * d / if sp { tpf } else { 1.0 };
+        let lg = if with_logits { logits } else { 0.0 };
+        let reserve = p.runtime_reserve_gb * 1e9;
+        MemoryBreakdown {
+            params: pb,
+            grads: gb,
+            optimizer: ob,
+            activations: act,
+            logits: lg,
+            reserve,
+            total: pb + gb + ob + act + lg + reserve,
+        }
+    };
+    if pp == 1 {
+        let params = layers + emb * if s.tied_embeddings { 1.0 } else { 2.0 };
+        return mk(params, 1.0, true);
+    }
+    let inflight = match spec.schedule {
+        Schedule::Afab => m,
+        Schedule::OneFOneB => ppf.min(m),
+        Schedule::Interleaved => {
+            let vs = spec.virtual_stages.max(1) as f64;
+            (ppf.min(m) * (1.0 + (ppf - 1.0) / (ppf * vs))).min(m)
+        }
+    };
+    let first = mk(layers + emb, inflight, false);
+    let last = mk(layers + emb, 1.0, true);
+    if first.total >= last.total {
+        first
+    } else {
+        last
+    }
+}

@@ -1,0 +1,216 @@
+//! Efficiency profiles: the handful of documented, per-chip parameters.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Efficiency parameters of one chip (and its usual cluster network).
+/// Global per chip: never tuned per run. Every field is documented in
+/// `docs/fidelity.md`; each profile file gives a source per field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencyProfile {
+    /// Catalog chip name.
+    pub chip: String,
+    /// Where the values come from (free text).
+    #[serde(default)]
+    pub source: String,
+    /// Fraction of peak a large bf16 GEMM reaches.
+    pub matmul_efficiency: f64,
+    /// Smallest GEMM dimension at which efficiency halves (`x/(x + x½)`).
+    pub matmul_half_dim: f64,
+    /// FlashAttention fraction of peak (forward; backward = 2.5 × forward FLOPs).
+    pub attention_efficiency: f64,
+    /// Fraction of HBM bandwidth memory-bound kernels reach.
+    pub hbm_efficiency: f64,
+    /// Fraction of NVLink one-way bandwidth a ring collective reaches (bus bandwidth).
+    pub intra_node_efficiency: f64,
+    /// Fraction of scale-out bandwidth a multi-node collective reaches at 1 node.
+    pub inter_node_efficiency: f64,
+    /// Multi-node bandwidth decays as nodes^−γ (congestion, EFA / fat-tree).
+    pub inter_node_congestion: f64,
+    /// Per ring step latency α (×4 across nodes), seconds.
+    pub collective_latency_s: f64,
+    /// Fraction of TP/SP collective time hidden behind compute.
+    pub tp_overlap: f64,
+    /// Fraction of the last micro-batch's backward available to hide the DP reduction.
+    pub dp_overlap: f64,
+    /// Fixed time per layer per micro-batch (launches, small kernels), seconds.
+    pub layer_overhead_s: f64,
+    /// Fixed time per optimizer step (data loading, logging, sync), seconds.
+    pub step_overhead_s: f64,
+    /// fp32 `[tokens, V/tp]` buffers alive at the loss (upcast, softmax, grad).
+    pub logits_fp32_copies: f64,
+    /// Runtime reserve counted in the measured peak (allocator caching, workspaces), GB.
+    pub runtime_reserve_gb: f64,
+    /// Fraction of HBM capacity a run may use before it fails (CUDA context, fragmentation).
+    pub usable_hbm_fraction: f64,
+    /// Per-parameter source notes.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The names of the numeric parameters, in a fixed order.
+pub const PARAM_NAMES: [&str; 15] = [
+    "matmul_efficiency",
+    "matmul_half_dim",
+    "attention_efficiency",
+    "hbm_efficiency",
+    "intra_node_efficiency",
+    "inter_node_efficiency",
+    "inter_node_congestion",
+    "collective_latency_s",
+    "tp_overlap",
+    "dp_overlap",
+    "layer_overhead_s",
+    "step_overhead_s",
+    "logits_fp32_copies",
+    "runtime_reserve_gb",
+    "usable_hbm_fraction",
+];
+
+/// Parameters `calibrate` fits from step times (the rest keep their sources).
+pub const TIME_FIT: [&str; 8] = [
+    "matmul_efficiency",
+    "matmul_half_dim",
+    "attention_efficiency",
+    "inter_node_efficiency",
+    "inter_node_congestion",
+    "tp_overlap",
+    "layer_overhead_s",
+    "step_overhead_s",
+];
+
+/// Parameters `calibrate` fits from peak memory.
+pub const MEM_FIT: [&str; 2] = ["logits_fp32_copies", "runtime_reserve_gb"];
+
+const H100: &str = include_str!("../../../../data/profiles/h100.toml");
+const A100: &str = include_str!("../../../../data/profiles/a100-80gb.toml");
+
+impl EfficiencyProfile {
+    /// Parse a profile TOML.
+    pub fn parse(src: &str, file: &str) -> Result<Self> {
+        let p: EfficiencyProfile = toml::from_str(src).map_err(|e| Error::Parse {
+            file: file.into(),
+            message: e.to_string(),
+        })?;
+        p.check(file)?;
+        Ok(p)
+    }
+
+    fn check(&self, file: &str) -> Result<()> {
+        for (i, n) in PARAM_NAMES.iter().enumerate() {
+            let v = self.get(i);
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::Parse {
+                    file: file.into(),
+                    message: format!("{n} = {v} must be finite and ≥ 0"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Render as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// Built-in profile for a chip (`h100`, `a100-80gb`), if any.
+    pub fn builtin(chip: &str) -> Option<Self> {
+        let key = crate::catalog::normalize(chip);
+        for (src, f) in [(H100, "h100.toml"), (A100, "a100-80gb.toml")] {
+            let p = Self::parse(src, f).ok()?;
+            if crate::catalog::normalize(&p.chip) == key {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Parameter by index in [`PARAM_NAMES`].
+    pub fn get(&self, i: usize) -> f64 {
+        match i {
+            0 => self.matmul_efficiency,
+            1 => self.matmul_half_dim,
+            2 => self.attention_efficiency,
+            3 => self.hbm_efficiency,
+            4 => self.intra_node_efficiency,
+            5 => self.inter_node_efficiency,
+            6 => self.inter_node_congestion,
+            7 => self.collective_latency_s,
+            8 => self.tp_overlap,
+            9 => self.dp_overlap,
+            10 => self.layer_overhead_s,
+            11 => self.step_overhead_s,
+            12 => self.logits_fp32_copies,
+            13 => self.runtime_reserve_gb,
+            _ => self.usable_hbm_fraction,
+        }
+    }
+
+    /// Set parameter by index.
+    pub fn set(&mut self, i: usize, v: f64) {
+        let r = match i {
+            0 => &mut self.matmul_efficiency,
+            1 => &mut self.matmul_half_dim,
+            2 => &mut self.attention_efficiency,
+            3 => &mut self.hbm_efficiency,
+            4 => &mut self.intra_node_efficiency,
+            5 => &mut self.inter_node_efficiency,
+            6 => &mut self.inter_node_congestion,
+            7 => &mut self.collective_latency_s,
+            8 => &mut self.tp_overlap,
+            9 => &mut self.dp_overlap,
+            10 => &mut self.layer_overhead_s,
+            11 => &mut self.step_overhead_s,
+            12 => &mut self.logits_fp32_copies,
+            13 => &mut self.runtime_reserve_gb,
+            _ => &mut self.usable_hbm_fraction,
+        };
+        *r = v;
+    }
+
+    /// Index of a parameter name.
+    pub fn index(name: &str) -> Option<usize> {
+        PARAM_NAMES.iter().position(|n| *n == name)
+    }
+
+    /// Valid range of each parameter (used to bound the fit).
+    pub fn bounds(i: usize) -> (f64, f64) {
+        match i {
+            0 | 2 => (0.05, 1.0),
+            1 => (1.0, 4096.0),
+            3..=5 => (0.02, 1.0),
+            6 => (0.0, 2.0),
+            7 => (1e-7, 1e-3),
+            8 | 9 => (0.0, 1.0),
+            10 => (0.0, 0.05),
+            11 => (0.0, 30.0),
+            12 => (0.0, 8.0),
+            13 => (0.0, 20.0),
+            _ => (0.5, 1.0),
+        }
+    }
+}
+
+/// Apply a profile for other commands: returns the profile to use for `chip`,
+/// the user's (`--hw-profile FILE` text) when given, else the built-in one.
+/// Errors when the user's profile names another chip.
+pub fn resolve_profile(chip: &str, user_toml: Option<(&str, &str)>) -> Result<Option<EfficiencyProfile>> {
+    match user_toml {
+        Some((src, file)) => {
+            let p = EfficiencyProfile::parse(src, file)?;
+            if crate::catalog::normalize(&p.chip) != crate::catalog::normalize(chip) {
+                return Err(Error::Parse {
+                    file: file.into(),
+                    message: format!("profile is for chip '{}', not '{chip}'", p.chip),
+                });
+            }
+            Ok(Some(p))
+        }
+        None => Ok(EfficiencyProfile::builtin(chip)),
+    }
+}
