@@ -11,7 +11,10 @@ fn list(dir: &Path) -> Vec<(String, String)> {
             let p = e.path();
             if p.extension().is_some_and(|x| x == "toml") {
                 let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                v.push((name, p.canonicalize().unwrap().to_string_lossy().into_owned()));
+                v.push((
+                    name,
+                    p.canonicalize().unwrap().to_string_lossy().into_owned(),
+                ));
             }
         }
     }

@@ -28,12 +28,18 @@ pub fn normalize(s: &str) -> String {
         .chars()
         .map(|c| if c == '_' || c == ' ' { '-' } else { c })
         .collect();
-    s.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// Like [`normalize`] but also drops separators and dots ("llama2-7b" ≈ "llama-2-7b").
 fn loose(s: &str) -> String {
-    normalize(s).chars().filter(|c| c.is_ascii_alphanumeric() || *c == '@').collect()
+    normalize(s)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '@')
+        .collect()
 }
 
 /// Closest names to `q` among `names`, best first (at most 3).
@@ -138,7 +144,8 @@ pub fn parse_chip(src: &str, file: &str) -> Result<Vec<Chip>> {
     let f: ChipFile = from_toml(src, file)?;
     let mut out = vec![Chip::from_file(&f, Profile::Vendor)?];
     if let Some(book) = &f.book {
-        let mut v: toml::Value = toml::from_str(src).map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
+        let mut v: toml::Value =
+            toml::from_str(src).map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
         let mut book = book.clone();
         let book_src = book
             .as_table_mut()
@@ -148,9 +155,9 @@ pub fn parse_chip(src: &str, file: &str) -> Result<Vec<Chip>> {
         if let Some(t) = v.as_table_mut() {
             t.remove("book");
         }
-        let bf: ChipFile = v
-            .try_into()
-            .map_err(|e: toml::de::Error| Error::Invalid(format!("{file}: [book]: {}", e.message())))?;
+        let bf: ChipFile = v.try_into().map_err(|e: toml::de::Error| {
+            Error::Invalid(format!("{file}: [book]: {}", e.message()))
+        })?;
         let mut chip = Chip::from_file(&bf, Profile::Book)?;
         if let Some(s) = book_src {
             chip.source = s;
@@ -236,9 +243,9 @@ impl Catalog {
             name: name.into(),
             suggestions: suggestions(
                 name,
-                self.models
-                    .iter()
-                    .flat_map(|m| std::iter::once(m.name.as_str()).chain(m.aliases.iter().map(String::as_str))),
+                self.models.iter().flat_map(|m| {
+                    std::iter::once(m.name.as_str()).chain(m.aliases.iter().map(String::as_str))
+                }),
             )
             .into_iter()
             .map(|s| self.canonical_model(&s))
@@ -278,9 +285,9 @@ impl Catalog {
             let mut s: Vec<String> = Vec::new();
             for cand in suggestions(
                 name,
-                self.chips
-                    .iter()
-                    .flat_map(|c| std::iter::once(c.name.as_str()).chain(c.aliases.iter().map(String::as_str))),
+                self.chips.iter().flat_map(|c| {
+                    std::iter::once(c.name.as_str()).chain(c.aliases.iter().map(String::as_str))
+                }),
             ) {
                 let canon = self
                     .chips

@@ -7,8 +7,6 @@ for input that cannot be understood: unknown names, malformed files, impossible
 hyperparameters, bad units.
 */
 
-
-
 /// Everything that can go wrong while reading or validating input.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -80,7 +78,13 @@ fn suggest(s: &[String]) -> String {
     if s.is_empty() {
         String::new()
     } else {
-        format!("; did you mean {}?", s.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(", "))
+        format!(
+            "; did you mean {}?",
+            s.iter()
+                .map(|x| format!("'{x}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
@@ -92,7 +96,12 @@ pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(src.len());
     let before = &src[..offset];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -102,7 +111,10 @@ pub fn from_toml<T: serde::de::DeserializeOwned>(src: &str, file: &str) -> Resul
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let (line, column) = inner.span().map(|s| line_col(src, s.start)).unwrap_or((1, 1));
+        let (line, column) = inner
+            .span()
+            .map(|s| line_col(src, s.start))
+            .unwrap_or((1, 1));
         Error::Parse {
             file: file.to_string(),
             line,
@@ -135,4 +147,3 @@ fn strip_pos(s: &str) -> String {
         None => s.to_string(),
     }
 }
-

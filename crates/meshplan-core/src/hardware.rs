@@ -358,7 +358,9 @@ pub fn fmt_shape(s: &[u64]) -> String {
 
 fn ctx(field: &str, e: Error) -> Error {
     match e {
-        Error::BadValue { input, expected, .. } => Error::BadValue {
+        Error::BadValue {
+            input, expected, ..
+        } => Error::BadValue {
             what: field.into(),
             input,
             expected,
@@ -438,7 +440,11 @@ impl Chip {
                 max_chips: s.max_chips,
             }),
         };
-        let pcie = match f.host.as_ref().and_then(|h| h.pcie_bandwidth_one_way.as_ref()) {
+        let pcie = match f
+            .host
+            .as_ref()
+            .and_then(|h| h.pcie_bandwidth_one_way.as_ref())
+        {
             None => None,
             Some(s) => Some(LinkBandwidth::one_way(
                 parse_bytes_per_sec(s).map_err(|e| ctx("host.pcie_bandwidth_one_way", e))?,
@@ -488,7 +494,9 @@ impl Chip {
         }
         match self.kind {
             ChipKind::Tpu if self.ici.is_none() => bad("ici", "a TPU needs an [ici] table"),
-            ChipKind::Gpu if self.nvlink.is_none() => bad("nvlink", "a GPU needs an [nvlink] table"),
+            ChipKind::Gpu if self.nvlink.is_none() => {
+                bad("nvlink", "a GPU needs an [nvlink] table")
+            }
             _ => Ok(()),
         }
     }

@@ -53,9 +53,13 @@ impl<'de> Deserialize<'de> for Count {
         }
         match Raw::deserialize(d)? {
             Raw::I(i) if i >= 0 => Ok(Count(i as u64)),
-            Raw::I(i) => Err(serde::de::Error::custom(format!("{i} is negative; expected a count"))),
+            Raw::I(i) => Err(serde::de::Error::custom(format!(
+                "{i} is negative; expected a count"
+            ))),
             Raw::F(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(Count(f as u64)),
-            Raw::F(f) => Err(serde::de::Error::custom(format!("{f} is not a whole non-negative count"))),
+            Raw::F(f) => Err(serde::de::Error::custom(format!(
+                "{f} is not a whole non-negative count"
+            ))),
             Raw::S(s) => parse_count(&s).map(Count).map_err(serde::de::Error::custom),
         }
     }
@@ -259,7 +263,10 @@ impl ModelSection {
             ..self.clone()
         };
         serde_json::to_value(&probe)
-            .map(|v| v.as_object().is_some_and(|o| o.values().any(|x| !x.is_null())))
+            .map(|v| {
+                v.as_object()
+                    .is_some_and(|o| o.values().any(|x| !x.is_null()))
+            })
             .unwrap_or(false)
     }
 
@@ -324,7 +331,17 @@ impl ModelSection {
         macro_rules! opt {
             ($($f:ident),*) => {$( if let Some(v) = self.$f { a.$f = v; } )*};
         }
-        opt!(tied_embeddings, mlp, norm, norms_per_layer, final_norm, qk_norm, qkv_bias, attn_out_bias, mlp_bias);
+        opt!(
+            tied_embeddings,
+            mlp,
+            norm,
+            norms_per_layer,
+            final_norm,
+            qk_norm,
+            qkv_bias,
+            attn_out_bias,
+            mlp_bias
+        );
         if let Some(e) = self.n_experts {
             if e == 0 {
                 a.moe = None;
@@ -408,16 +425,26 @@ mod tests {
 
     #[test]
     fn counts_accept_suffixes() {
-        let s = Scenario::parse("[training]\nbatch_tokens = \"3M\"\nseq_len = \"32Ki\"\n", "s.toml").unwrap();
+        let s = Scenario::parse(
+            "[training]\nbatch_tokens = \"3M\"\nseq_len = \"32Ki\"\n",
+            "s.toml",
+        )
+        .unwrap();
         assert_eq!(s.training.batch_tokens, Some(Count(3_000_000)));
         assert_eq!(s.training.seq_len, Some(Count(32768)));
     }
 
     #[test]
     fn unknown_key_has_line_and_field() {
-        let e = Scenario::parse("[model]\nname = \"x\"\n\n[training]\nbatch_tokenz = 3\n", "s.toml").unwrap_err();
+        let e = Scenario::parse(
+            "[model]\nname = \"x\"\n\n[training]\nbatch_tokenz = 3\n",
+            "s.toml",
+        )
+        .unwrap_err();
         match e {
-            Error::Parse { file, line, field, .. } => {
+            Error::Parse {
+                file, line, field, ..
+            } => {
                 assert_eq!(file, "s.toml");
                 assert_eq!(line, 5);
                 assert!(field.unwrap().contains("training"));

@@ -271,7 +271,13 @@ fn md_step(s: &Step, depth: usize, out: &mut String) {
         let b: Vec<String> = s
             .bindings
             .iter()
-            .map(|b| format!("${}$ = {}", to_latex(&b.symbol), fmt_value(b.value, &b.unit)))
+            .map(|b| {
+                format!(
+                    "${}$ = {}",
+                    to_latex(&b.symbol),
+                    fmt_value(b.value, &b.unit)
+                )
+            })
             .collect();
         out.push_str(&format!(" (with {})", b.join(", ")));
     }

@@ -361,7 +361,12 @@ impl Params {
 }
 impl fmt::Display for Params {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", fmt_int(self.0), fmt_si(self.0 as f64, "params"))
+        write!(
+            f,
+            "{} ({})",
+            fmt_int(self.0),
+            fmt_si(self.0 as f64, "params")
+        )
     }
 }
 impl Add for Params {
@@ -501,7 +506,10 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
         }
         end += 1;
     }
-    let num: String = s[..end].chars().filter(|c| *c != '_' && *c != ',').collect();
+    let num: String = s[..end]
+        .chars()
+        .filter(|c| *c != '_' && *c != ',')
+        .collect();
     let v: f64 = num.parse().ok()?;
     Some((v, s[end..].trim()))
 }
@@ -645,7 +653,8 @@ pub fn parse_seconds(s: &str) -> Result<Seconds, Error> {
 /// "16e6", "32768", "1.5B" = 1.5e9 (B = billion for counts), "7T" = 7e12.
 /// The result must be a whole non-negative number that fits in u64.
 pub fn parse_count(s: &str) -> Result<u64, Error> {
-    const EXP: &str = "a whole count like \"3M\", \"128k\" (=128,000), \"128Ki\" (=131,072) or \"16e6\"";
+    const EXP: &str =
+        "a whole count like \"3M\", \"128k\" (=128,000), \"128Ki\" (=131,072) or \"16e6\"";
     let (v, unit) = split_number(s).ok_or_else(|| bad("count", s, EXP))?;
     let u = unit.trim();
     let f = match u {
@@ -707,7 +716,10 @@ mod tests {
         assert_eq!(parse_bytes_per_sec("400 Gbps").unwrap().get(), 50e9);
         assert_eq!(parse_bytes_per_sec("8.2e11 B/s").unwrap().get(), 8.2e11);
         assert_eq!(parse_flops_per_sec("989 TFLOP/s").unwrap().get(), 989e12);
-        assert_eq!(parse_flops_per_sec("1.97e14 FLOP/s").unwrap().get(), 1.97e14);
+        assert_eq!(
+            parse_flops_per_sec("1.97e14 FLOP/s").unwrap().get(),
+            1.97e14
+        );
         assert_eq!(parse_flops_per_sec("2.25 PFLOP/s").unwrap().get(), 2.25e15);
         assert!(parse_flops_per_sec("989 TB/s").is_err());
         assert!(parse_bytes_per_sec("450 GB").is_err());

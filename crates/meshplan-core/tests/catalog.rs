@@ -16,8 +16,15 @@ fn every_model_matches_its_published_count() {
     let c = Catalog::builtin();
     let mut failures = Vec::new();
     for m in c.models() {
-        let p = m.published.as_ref().unwrap_or_else(|| panic!("{} has no published count", m.name));
-        assert!(!p.source.is_empty(), "{}: published count without source", m.name);
+        let p = m
+            .published
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no published count", m.name));
+        assert!(
+            !p.source.is_empty(),
+            "{}: published count without source",
+            m.name
+        );
         assert!(!m.source.is_empty(), "{}: no source", m.name);
         let got = params::count(&m.arch, &mut NoTrace);
         let ok_total = if p.exact {
@@ -43,16 +50,44 @@ fn every_model_matches_its_published_count() {
 fn required_names_and_aliases_resolve() {
     let c = Catalog::builtin();
     for n in [
-        "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b",
-        "llama-3.1-405b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b",
-        "qwen2.5-72b", "qwen3-235b-a22b", "deepseek-v3", "gemma-2-9b", "gemma-2-27b",
-        "gpt-3-175b", "book-ch5-llama-2-13b", "book-ch7-18b", "book-ch7-18b-moe",
+        "llama-2-7b",
+        "llama-2-13b",
+        "llama-2-70b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "llama-3.1-405b",
+        "mistral-7b",
+        "mixtral-8x7b",
+        "mixtral-8x22b",
+        "qwen2.5-7b",
+        "qwen2.5-72b",
+        "qwen3-235b-a22b",
+        "deepseek-v3",
+        "gemma-2-9b",
+        "gemma-2-27b",
+        "gpt-3-175b",
+        "book-ch5-llama-2-13b",
+        "book-ch7-18b",
+        "book-ch7-18b-moe",
     ] {
         c.model(n).unwrap_or_else(|e| panic!("{e}"));
     }
     for n in [
-        "tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e", "a100-80gb", "h100", "h200", "b200",
-        "gb200-nvl72", "mi300x", "v5e", "TPU v5p", "H100-SXM", "tpu-v5e@book", "v5e@book",
+        "tpu-v4p",
+        "tpu-v5e",
+        "tpu-v5p",
+        "tpu-v6e",
+        "a100-80gb",
+        "h100",
+        "h200",
+        "b200",
+        "gb200-nvl72",
+        "mi300x",
+        "v5e",
+        "TPU v5p",
+        "H100-SXM",
+        "tpu-v5e@book",
+        "v5e@book",
     ] {
         c.chip(n).unwrap_or_else(|e| panic!("{e}"));
     }

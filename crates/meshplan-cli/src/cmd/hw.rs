@@ -11,9 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use meshplan_core::hardware::{fmt_shape, Chip, Profile, Wraparound};
+use meshplan_core::hw_report::{hw_report, HwReport};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::units::{fmt_int, fmt_si, sig4, DType};
-use meshplan_core::hw_report::{hw_report, HwReport};
 use meshplan_core::{catalog, Catalog};
 
 use crate::common::{self, ExplainFormat};

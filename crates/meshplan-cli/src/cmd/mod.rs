@@ -1,7 +1,7 @@
 //! One module per subcommand; each owns its clap arguments and its `run`.
 
-pub mod hw;
 pub mod check;
+pub mod hw;
 pub mod infer;
 pub mod model;
 pub mod plan;

@@ -106,14 +106,18 @@ pub fn per_token<T: Tracer>(
         } else {
             "2·N·(H_qk+H_v)·L·T"
         };
-        Step::new("flops.forward_attention", "Forward attention FLOPs per token", f)
-            .bind("N", a.n_heads as f64, "")
-            .bind("H_qk", hqk as f64, "")
-            .bind("H_v", hv as f64, "")
-            .bind("L", a.n_layers as f64, "")
-            .bind("T", seq_len as f64, "tokens")
-            .result(forward_attention.get(), "FLOPs")
-            .source("How To Scale Your Model, ch4: attention 4BT²NH forward")
+        Step::new(
+            "flops.forward_attention",
+            "Forward attention FLOPs per token",
+            f,
+        )
+        .bind("N", a.n_heads as f64, "")
+        .bind("H_qk", hqk as f64, "")
+        .bind("H_v", hv as f64, "")
+        .bind("L", a.n_layers as f64, "")
+        .bind("T", seq_len as f64, "tokens")
+        .result(forward_attention.get(), "FLOPs")
+        .source("How To Scale Your Model, ch4: attention 4BT²NH forward")
     });
     tr.record(|| {
         Step::new(

@@ -358,8 +358,14 @@ impl Arch {
             }
         }
         if let Some(m) = &self.mla {
-            if m.kv_lora_rank == 0 || m.v_head_dim == 0 || (m.qk_nope_head_dim == 0 && m.qk_rope_head_dim == 0) {
-                return inv("mla", "kv_lora_rank, v_head_dim and the q/k head dims must be positive".into());
+            if m.kv_lora_rank == 0
+                || m.v_head_dim == 0
+                || (m.qk_nope_head_dim == 0 && m.qk_rope_head_dim == 0)
+            {
+                return inv(
+                    "mla",
+                    "kv_lora_rank, v_head_dim and the q/k head dims must be positive".into(),
+                );
             }
         }
         if let Some(w) = &self.sliding_window {

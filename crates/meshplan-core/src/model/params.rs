@@ -559,7 +559,10 @@ mod tests {
         let c = count(&a, &mut NoTrace);
         assert_eq!(c.total, 124_439_808);
         // 12·(4·768² + 2·768·3072) + 50257·768, by hand
-        assert_eq!(c.matmul_active, 12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768);
+        assert_eq!(
+            c.matmul_active,
+            12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768
+        );
     }
 
     #[test]
