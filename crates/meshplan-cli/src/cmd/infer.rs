@@ -176,7 +176,7 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
     } else {
         let s = |v: f64, u: &str| fmt_si(v, u);
         println!(
-            "{} on {} {} (TP {} × EP {} × {} replicas, {:?})",
+            "{} on {} {} (TP {} × EP {} × {} replicas, {} sharding)",
             r.model, r.chip, r.mesh, r.tp, r.ep, r.replicas, r.sharding
         );
         println!(

@@ -315,12 +315,16 @@ fn render_report(m: &ModelSpec, r: &ModelReport) -> String {
     row("params embedding", params(r.params_embedding));
     row("params non-embedding", params(r.params_non_embedding));
     row("params attention", params(r.params_attention));
-    row("params dense MLP", params(r.params_mlp));
+    if r.params_per_dense_layer > 0 {
+        row("params dense MLP", params(r.params_mlp));
+    }
     if r.params_experts > 0 {
         row("params routed experts", params(r.params_experts));
     }
     row("params norms", params(r.params_norms));
-    row("params per dense layer", params(r.params_per_dense_layer));
+    if r.params_per_dense_layer > 0 {
+        row("params per dense layer", params(r.params_per_dense_layer));
+    }
     if r.params_per_moe_layer > 0 {
         row("params per MoE layer", params(r.params_per_moe_layer));
     }

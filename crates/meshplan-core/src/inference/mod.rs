@@ -42,6 +42,15 @@ pub enum Sharding {
     TwoDWs,
 }
 
+impl std::fmt::Display for Sharding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sharding::OneD => "1d",
+            Sharding::TwoDWs => "2d-ws",
+        })
+    }
+}
+
 impl Sharding {
     /// Parse "1d" | "2d-ws".
     pub fn parse(s: &str) -> Result<Sharding> {

@@ -204,7 +204,7 @@ pub struct ParamCounts {
     pub router: u64,
     /// Norm weights (and biases), including the final norm.
     pub norms: u64,
-    /// Parameters of one dense layer.
+    /// Parameters of one dense layer (0 if every layer is MoE).
     pub per_dense_layer: u64,
     /// Parameters of one MoE layer (0 if none).
     pub per_moe_layer: u64,
@@ -236,7 +236,11 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
     let embedding = c(r.embed_in + r.pos + r.embed_out);
     let total = c(r.total());
     let active = total - experts_routed + experts_active;
-    let per_dense_layer = c(r.attn_layer + r.dense_mlp_layer + r.norms_layer);
+    let per_dense_layer = if l_dense > 0 {
+        c(r.attn_layer + r.dense_mlp_layer + r.norms_layer)
+    } else {
+        0
+    };
     let per_moe_layer = if l_moe > 0 {
         c(r.attn_layer + r.routed_total_layer + r.shared_layer + r.router_layer + r.norms_layer)
     } else {

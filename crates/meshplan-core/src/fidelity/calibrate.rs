@@ -1,0 +1,248 @@
+//! Least-squares calibration of an [`EfficiencyProfile`] (Nelder–Mead on a
+//! pseudo-Huber loss of log errors) with bootstrap uncertainty.
+
+use serde::Serialize;
+
+use super::data::Run;
+use super::model::predict;
+use super::profile::{EfficiencyProfile, MEM_FIT, TIME_FIT};
+use crate::hardware::Chip;
+
+/// Minimise `f` from `x0` (Nelder–Mead, standard coefficients).
+pub fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usize) -> Vec<f64> {
+    let n = x0.len();
+    let mut simplex: Vec<(Vec<f64>, f64)> = (0..=n)
+        .map(|i| {
+            let mut x = x0.to_vec();
+            if i > 0 {
+                x[i - 1] += step;
+            }
+            let v = f(&x);
+            (x, v)
+        })
+        .collect();
+    for _ in 0..iters {
+        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+        if (simplex[n].1 - simplex[0].1).abs() < 1e-10 * (1.0 + simplex[0].1.abs()) {
+            break;
+        }
+        let mut c = vec![0.0; n];
+        for (x, _) in &simplex[..n] {
+            for j in 0..n {
+                c[j] += x[j] / n as f64;
+            }
+        }
+        let lerp = |t: f64| -> Vec<f64> {
+            (0..n).map(|j| c[j] + t * (simplex[n].0[j] - c[j])).collect()
+        };
+        let xr = lerp(-1.0);
+        let fr = f(&xr);
+        if fr < simplex[0].1 {
+            let xe = lerp(-2.0);
+            let fe = f(&xe);
+            simplex[n] = if fe < fr { (xe, fe) } else { (xr, fr) };
+        } else if fr < simplex[n - 1].1 {
+            simplex[n] = (xr, fr);
+        } else {
+            let xc = if fr < simplex[n].1 { lerp(-0.5) } else { lerp(0.5) };
+            let fc = f(&xc);
+            if fc < simplex[n].1.min(fr) {
+                simplex[n] = (xc, fc);
+            } else {
+                let best = simplex[0].0.clone();
+                for s in simplex.iter_mut().skip(1) {
+                    for j in 0..n {
+                        s.0[j] = best[j] + 0.5 * (s.0[j] - best[j]);
+                    }
+                    s.1 = f(&s.0);
+                }
+            }
+        }
+    }
+    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    simplex.swap_remove(0).0
+}
+
+// unbounded ↔ bounded (logistic on [lo, hi])
+fn to_u(v: f64, (lo, hi): (f64, f64)) -> f64 {
+    let t = ((v - lo) / (hi - lo)).clamp(1e-6, 1.0 - 1e-6);
+    (t / (1.0 - t)).ln()
+}
+fn from_u(u: f64, (lo, hi): (f64, f64)) -> f64 {
+    lo + (hi - lo) / (1.0 + (-u).exp())
+}
+
+/// Pseudo-Huber loss of a log ratio (scale 5%): robust to the few odd runs.
+fn loss(pred: f64, meas: f64) -> f64 {
+    let r = (pred / meas).ln() / 0.05;
+    (1.0 + r * r).sqrt() - 1.0
+}
+
+/// Which measurements the fit uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Step time.
+    Time,
+    /// Peak memory.
+    Memory,
+}
+
+/// Mean loss of `runs` under profile `p`.
+pub fn objective(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) -> f64 {
+    let mut s = 0.0;
+    let mut n = 0.0;
+    for (r, chip) in runs {
+        let (meas, pred) = match target {
+            Target::Time => match r.step_time_s {
+                Some(m) => (m, predict(&r.spec, chip, p).step_time_s),
+                None => continue,
+            },
+            Target::Memory => match r.peak_mem_gb {
+                Some(m) if m > 0.0 => (m, super::model::peak_memory(&r.spec, chip, p).total / 1e9),
+                _ => continue,
+            },
+        };
+        s += loss(pred, meas);
+        n += 1.0;
+    }
+    if n > 0.0 {
+        s / n
+    } else {
+        0.0
+    }
+}
+
+/// Fit the named parameters of `start` on `runs` for one target.
+pub fn fit(
+    runs: &[(&Run, &Chip)],
+    start: &EfficiencyProfile,
+    names: &[&str],
+    target: Target,
+    iters: usize,
+) -> EfficiencyProfile {
+    let idx: Vec<usize> = names
+        .iter()
+        .filter_map(|n| EfficiencyProfile::index(n))
+        .collect();
+    let x0: Vec<f64> = idx
+        .iter()
+        .map(|&i| to_u(start.get(i), EfficiencyProfile::bounds(i)))
+        .collect();
+    let make = |x: &[f64]| {
+        let mut p = start.clone();
+        for (k, &i) in idx.iter().enumerate() {
+            p.set(i, from_u(x[k], EfficiencyProfile::bounds(i)));
+        }
+        p
+    };
+    let f = |x: &[f64]| objective(runs, &make(x), target);
+    // two restarts from the previous optimum escape early simplex collapse
+    let mut x = nelder_mead(&f, &x0, 0.5, iters);
+    x = nelder_mead(&f, &x, 0.2, iters);
+    make(&x)
+}
+
+/// Result of a calibration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    /// Fitted profile.
+    pub profile: EfficiencyProfile,
+    /// Parameters fitted.
+    pub fitted: Vec<String>,
+    /// Bootstrap standard deviation per fitted parameter (same order).
+    pub stddev: Vec<f64>,
+    /// Median |relative error| of step time before / after.
+    pub time_median_before: f64,
+    /// After.
+    pub time_median_after: f64,
+    /// Median |relative error| of peak memory before / after (NaN when no data).
+    pub mem_median_before: f64,
+    /// After.
+    pub mem_median_after: f64,
+    /// Runs used.
+    pub n_time: usize,
+    /// Runs with memory.
+    pub n_mem: usize,
+}
+
+/// Median |pred/meas − 1| over runs.
+pub fn median_error(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) -> f64 {
+    let mut e: Vec<f64> = runs
+        .iter()
+        .filter_map(|(r, c)| match target {
+            Target::Time => r
+                .step_time_s
+                .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
+            Target::Memory => r
+                .peak_mem_gb
+                .filter(|m| *m > 0.0)
+                .map(|m| (super::model::peak_memory(&r.spec, c, p).total / 1e9 / m - 1.0).abs()),
+        })
+        .collect();
+    super::stats::quantile(&mut e, 0.5)
+}
+
+/// Full calibration: time parameters, then memory parameters, then a
+/// bootstrap (`boot` resamples, deterministic) for the uncertainties.
+pub fn calibrate(runs: &[(&Run, &Chip)], start: &EfficiencyProfile, iters: usize, boot: usize) -> Calibration {
+    let n_time = runs.iter().filter(|(r, _)| r.step_time_s.is_some()).count();
+    let n_mem = runs.iter().filter(|(r, _)| r.peak_mem_gb.is_some()).count();
+    let mut p = start.clone();
+    if n_mem > 0 {
+        p = fit(runs, &p, &MEM_FIT, Target::Memory, iters);
+    }
+    if n_time > 0 {
+        p = fit(runs, &p, &TIME_FIT, Target::Time, iters);
+    }
+    let mut fitted: Vec<String> = Vec::new();
+    if n_time > 0 {
+        fitted.extend(TIME_FIT.iter().map(|s| s.to_string()));
+    }
+    if n_mem > 0 {
+        fitted.extend(MEM_FIT.iter().map(|s| s.to_string()));
+    }
+    // bootstrap: refit from the optimum on resampled runs (LCG, fixed seed)
+    let mut samples: Vec<Vec<f64>> = Vec::new();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..boot {
+        let sample: Vec<(&Run, &Chip)> = (0..runs.len())
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                runs[(seed >> 33) as usize % runs.len()]
+            })
+            .collect();
+        let mut q = p.clone();
+        if n_mem > 0 {
+            q = fit(&sample, &q, &MEM_FIT, Target::Memory, iters / 4);
+        }
+        if n_time > 0 {
+            q = fit(&sample, &q, &TIME_FIT, Target::Time, iters / 4);
+        }
+        samples.push(
+            fitted
+                .iter()
+                .map(|n| q.get(EfficiencyProfile::index(n).unwrap_or(0)))
+                .collect(),
+        );
+    }
+    let stddev = (0..fitted.len())
+        .map(|k| {
+            if samples.len() < 2 {
+                return f64::NAN;
+            }
+            let m = samples.iter().map(|s| s[k]).sum::<f64>() / samples.len() as f64;
+            (samples.iter().map(|s| (s[k] - m).powi(2)).sum::<f64>() / (samples.len() - 1) as f64).sqrt()
+        })
+        .collect();
+    Calibration {
+        time_median_before: median_error(runs, start, Target::Time),
+        time_median_after: median_error(runs, &p, Target::Time),
+        mem_median_before: median_error(runs, start, Target::Memory),
+        mem_median_after: median_error(runs, &p, Target::Memory),
+        profile: p,
+        fitted,
+        stddev,
+        n_time,
+        n_mem,
+    }
+}
