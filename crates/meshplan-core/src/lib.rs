@@ -39,14 +39,17 @@ caches, memory, and (in later modules) collectives, step times and plans.
 */
 
 pub mod catalog;
+pub mod check;
 pub mod collectives;
 pub mod error;
+pub mod fidelity;
 pub mod hardware;
 pub mod hf;
 pub mod hw_report;
 pub mod inference;
 pub mod mesh;
 pub mod model;
+pub mod planner;
 pub mod report;
 pub mod scenario;
 pub mod trace;

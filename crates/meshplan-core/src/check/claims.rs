@@ -122,7 +122,10 @@ impl<'a> Lines<'a> {
             .filter(|(_, l)| l.trim().replace(' ', "") == "[[claim]]")
             .map(|(i, _)| i)
             .collect();
-        Lines { lines, claim_starts }
+        Lines {
+            lines,
+            claim_starts,
+        }
     }
     /// 1-based line of claim `i`'s header.
     fn claim(&self, i: usize) -> usize {
@@ -130,7 +133,9 @@ impl<'a> Lines<'a> {
     }
     /// 1-based line of `field = …` inside claim `i` (its header when absent).
     fn field(&self, i: usize, field: &str) -> usize {
-        let Some(&start) = self.claim_starts.get(i) else { return 1 };
+        let Some(&start) = self.claim_starts.get(i) else {
+            return 1;
+        };
         for (j, l) in self.lines.iter().enumerate().skip(start + 1) {
             let t = l.trim_start();
             if t.starts_with('[') && !t.starts_with("[claim.") {
@@ -146,12 +151,16 @@ impl<'a> Lines<'a> {
     }
     /// 1-based line of `[scenarios.NAME]`.
     fn scenario(&self, name: &str) -> usize {
-        let want = [format!("[scenarios.{name}]"), format!("[scenarios.\"{name}\"]")];
+        let want = [
+            format!("[scenarios.{name}]"),
+            format!("[scenarios.\"{name}\"]"),
+        ];
         self.lines
             .iter()
             .position(|l| {
                 let t = l.trim().replace(' ', "");
-                want.iter().any(|w| t == *w || t.starts_with(&format!("{}.", &w[..w.len() - 1])))
+                want.iter()
+                    .any(|w| t == *w || t.starts_with(&format!("{}.", &w[..w.len() - 1])))
             })
             .map(|i| i + 1)
             .unwrap_or(1)
@@ -176,7 +185,11 @@ fn toml_to_json(v: &toml::Value) -> serde_json::Value {
         toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
         toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
         toml::Value::Array(a) => serde_json::Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => serde_json::Value::Object(t.iter().map(|(k, v)| (k.clone(), toml_to_json(v))).collect()),
+        toml::Value::Table(t) => serde_json::Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -186,21 +199,31 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
     let lines = Lines::new(src);
     let mut scenarios = BTreeMap::new();
     let mut load = |path: &str, line: usize, field: &str| -> Result<Scenario> {
-        let (name, text) = resolve(path).map_err(|m| perr(file, line, Some(field.into()), format!("cannot read scenario file '{path}': {m}")))?;
+        let (name, text) = resolve(path).map_err(|m| {
+            perr(
+                file,
+                line,
+                Some(field.into()),
+                format!("cannot read scenario file '{path}': {m}"),
+            )
+        })?;
         Scenario::parse(&text, &name)
     };
     for (name, d) in raw.scenarios {
         let line = lines.scenario(&name);
-        let inline = d.model.is_some() || d.hardware.is_some() || d.training.is_some() || d.inference.is_some() || d.parallelism.is_some();
+        let inline = d.model.is_some()
+            || d.hardware.is_some()
+            || d.training.is_some()
+            || d.inference.is_some()
+            || d.parallelism.is_some();
         let s = match d.file {
-            Some(_) if inline => {
-                return Err(perr(
-                    file,
-                    line,
-                    Some(format!("scenarios.{name}")),
-                    "give either `file = \"…\"` or inline sections ([model], [hardware], …), not both".into(),
-                ))
-            }
+            Some(_) if inline => return Err(perr(
+                file,
+                line,
+                Some(format!("scenarios.{name}")),
+                "give either `file = \"…\"` or inline sections ([model], [hardware], …), not both"
+                    .into(),
+            )),
             Some(f) => load(&f, line, &format!("scenarios.{name}.file"))?,
             None => Scenario {
                 description: d.description,
@@ -220,7 +243,12 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
         let at = |f: &str| lines.field(i, f);
         let fld = |f: &str| Some(format!("claim[{i}].{f}"));
         if let Some(prev) = seen.insert(c.id.clone(), lines.claim(i)) {
-            return Err(perr(file, at("id"), fld("id"), format!("duplicate claim id '{}' (first at line {prev})", c.id)));
+            return Err(perr(
+                file,
+                at("id"),
+                fld("id"),
+                format!("duplicate claim id '{}' (first at line {prev})", c.id),
+            ));
         }
         // Scenario: a name, or a path to a scenario file.
         if !scenarios.contains_key(&c.scenario) {
@@ -237,8 +265,16 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                     format!(
                         "unknown scenario '{}'{}; defined: {}",
                         c.scenario,
-                        if sug.is_empty() { String::new() } else { format!(" (did you mean '{}'?)", sug[0]) },
-                        if names.is_empty() { "none (add [scenarios.NAME] or scenario = \"file.toml\")".to_string() } else { names.join(", ") }
+                        if sug.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (did you mean '{}'?)", sug[0])
+                        },
+                        if names.is_empty() {
+                            "none (add [scenarios.NAME] or scenario = \"file.toml\")".to_string()
+                        } else {
+                            names.join(", ")
+                        }
                     ),
                 ));
             }
@@ -246,15 +282,28 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
         // Command: explicit, or the implemented command that reports the quantity.
         let command = match &c.command {
             Some(s) => Command::parse(s).ok_or_else(|| {
-                perr(file, at("command"), fld("command"), format!("unknown command '{s}'; expected one of model, hw, train, infer"))
+                perr(
+                    file,
+                    at("command"),
+                    fld("command"),
+                    format!("unknown command '{s}'; expected one of model, hw, train, infer"),
+                )
             })?,
             None => [Command::Model, Command::Hw]
                 .into_iter()
                 .find(|k| known_keys(*k).contains(&c.quantity.as_str()))
                 .ok_or_else(|| unknown_quantity(file, at("quantity"), i, &c.quantity, None))?,
         };
-        if matches!(command, Command::Model | Command::Hw) && !known_keys(command).contains(&c.quantity.as_str()) {
-            return Err(unknown_quantity(file, at("quantity"), i, &c.quantity, Some(command)));
+        if matches!(command, Command::Model | Command::Hw)
+            && !known_keys(command).contains(&c.quantity.as_str())
+        {
+            return Err(unknown_quantity(
+                file,
+                at("quantity"),
+                i,
+                &c.quantity,
+                Some(command),
+            ));
         }
         let dim = dim_of(command, &c.quantity);
         let claimed_text = match &c.claimed {
@@ -262,17 +311,34 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
             toml::Value::Integer(n) => n.to_string(),
             toml::Value::Float(x) => x.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
-            _ => return Err(perr(file, at("claimed"), fld("claimed"), "claimed must be a string, a number or a boolean".into())),
+            _ => {
+                return Err(perr(
+                    file,
+                    at("claimed"),
+                    fld("claimed"),
+                    "claimed must be a string, a number or a boolean".into(),
+                ))
+            }
         };
-        let claimed = parse_claimed(&claimed_text, dim).map_err(|m| perr(file, at("claimed"), fld("claimed"), m))?;
+        let claimed = parse_claimed(&claimed_text, dim)
+            .map_err(|m| perr(file, at("claimed"), fld("claimed"), m))?;
         for (name, t) in [("rel_tol", c.rel_tol), ("abs_tol", c.abs_tol)] {
             if let Some(t) = t {
                 if !t.is_finite() || t < 0.0 {
-                    return Err(perr(file, at(name), fld(name), format!("{name} must be a non-negative number, got {t}")));
+                    return Err(perr(
+                        file,
+                        at(name),
+                        fld(name),
+                        format!("{name} must be a non-negative number, got {t}"),
+                    ));
                 }
             }
         }
-        let args: Args = c.args.iter().map(|(k, v)| (k.clone(), toml_to_json(v))).collect();
+        let args: Args = c
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), toml_to_json(v)))
+            .collect();
         claims.push(Claim {
             id: c.id,
             line: lines.claim(i),
@@ -304,7 +370,10 @@ fn unknown_quantity(file: &str, line: usize, i: usize, q: &str, cmd: Option<Comm
         Some(c) => vec![c],
         None => vec![Command::Model, Command::Hw],
     };
-    let all: Vec<&str> = cmds.iter().flat_map(|c| known_keys(*c).iter().copied()).collect();
+    let all: Vec<&str> = cmds
+        .iter()
+        .flat_map(|c| known_keys(*c).iter().copied())
+        .collect();
     let sug = suggestions(q, all.iter().copied());
     let msg = match cmd {
         Some(c) => format!(

@@ -88,7 +88,8 @@ pub fn evaluate(
 }
 
 fn to_value<T: Serialize>(r: &T) -> Result<Value, EvalError> {
-    serde_json::to_value(r).map_err(|e| EvalError::Input(Error::Invalid(format!("cannot serialise report: {e}"))))
+    serde_json::to_value(r)
+        .map_err(|e| EvalError::Input(Error::Invalid(format!("cannot serialise report: {e}"))))
 }
 
 fn check_args(args: &Args, allowed: &[&str], cmd: &str) -> Result<(), EvalError> {
@@ -96,7 +97,11 @@ fn check_args(args: &Args, allowed: &[&str], cmd: &str) -> Result<(), EvalError>
         if !allowed.contains(&k.as_str()) {
             return Err(EvalError::Input(Error::Invalid(format!(
                 "unknown args key `{k}` for command `{cmd}`; expected {}",
-                if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
             ))));
         }
     }
@@ -112,10 +117,18 @@ fn arg_count(args: &Args, k: &str) -> Result<Option<u64>, EvalError> {
     }
 }
 
-fn eval_model(s: &Scenario, cat: &Catalog, args: &Args, with_trace: bool) -> Result<(Value, Vec<Step>), EvalError> {
+fn eval_model(
+    s: &Scenario,
+    cat: &Catalog,
+    args: &Args,
+    with_trace: bool,
+) -> Result<(Value, Vec<Step>), EvalError> {
     check_args(args, &["seq_len", "kv_dtype", "causal"], "model")?;
     if s.model.name.is_none() && !s.model.has_overrides() {
-        return Err(Error::Invalid("the scenario has no [model] (a catalog `name` or inline hyperparameters)".into()).into());
+        return Err(Error::Invalid(
+            "the scenario has no [model] (a catalog `name` or inline hyperparameters)".into(),
+        )
+        .into());
     }
     let spec = s.model.resolve(cat)?;
     let mut q = ModelQuery::default();
@@ -129,11 +142,15 @@ fn eval_model(s: &Scenario, cat: &Catalog, args: &Args, with_trace: bool) -> Res
         q.seq_len = t;
     }
     if let Some(v) = args.get("kv_dtype") {
-        let d = v.as_str().ok_or_else(|| Error::Invalid("args.kv_dtype: expected a string like \"int8\"".into()))?;
+        let d = v.as_str().ok_or_else(|| {
+            Error::Invalid("args.kv_dtype: expected a string like \"int8\"".into())
+        })?;
         q.kv_dtype = DType::parse(d)?;
     }
     if let Some(v) = args.get("causal") {
-        q.causal = v.as_bool().ok_or_else(|| Error::Invalid("args.causal: expected true or false".into()))?;
+        q.causal = v
+            .as_bool()
+            .ok_or_else(|| Error::Invalid("args.causal: expected true or false".into()))?;
     }
     if q.seq_len == 0 {
         return Err(Error::Invalid("seq_len must be at least 1 token".into()).into());
@@ -150,15 +167,27 @@ fn eval_model(s: &Scenario, cat: &Catalog, args: &Args, with_trace: bool) -> Res
             .bind("H", a.d_head as f64, "")
             .bind("V", a.vocab as f64, "");
         if let Some(m) = &a.moe {
-            inputs = inputs.bind("E", m.n_experts as f64, "").bind("k", m.top_k as f64, "");
+            inputs = inputs
+                .bind("E", m.n_experts as f64, "")
+                .bind("k", m.top_k as f64, "");
         }
-        inputs = inputs
-            .bind("T", q.seq_len as f64, "tokens")
-            .bind("bytes_kv", q.kv_dtype.bytes_per_element(), "B");
+        inputs = inputs.bind("T", q.seq_len as f64, "tokens").bind(
+            "bytes_kv",
+            q.kv_dtype.bytes_per_element(),
+            "B",
+        );
         inputs.source = Some(format!(
             "{} MLP, {} embeddings, norms per layer {}, KV dtype {}",
-            if a.mlp.matrices() == 3 { "gated" } else { "plain" },
-            if a.tied_embeddings { "tied" } else { "separate" },
+            if a.mlp.matrices() == 3 {
+                "gated"
+            } else {
+                "plain"
+            },
+            if a.tied_embeddings {
+                "tied"
+            } else {
+                "separate"
+            },
             a.norms_per_layer,
             q.kv_dtype.name()
         ));
@@ -167,11 +196,19 @@ fn eval_model(s: &Scenario, cat: &Catalog, args: &Args, with_trace: bool) -> Res
         steps.extend(r.into_steps());
         Ok((to_value(&rep)?, steps))
     } else {
-        Ok((to_value(&model_report(&spec, &q, &mut NoTrace))?, Vec::new()))
+        Ok((
+            to_value(&model_report(&spec, &q, &mut NoTrace))?,
+            Vec::new(),
+        ))
     }
 }
 
-fn eval_hw(s: &Scenario, cat: &Catalog, args: &Args, with_trace: bool) -> Result<(Value, Vec<Step>), EvalError> {
+fn eval_hw(
+    s: &Scenario,
+    cat: &Catalog,
+    args: &Args,
+    with_trace: bool,
+) -> Result<(Value, Vec<Step>), EvalError> {
     check_args(args, &[], "hw")?;
     if s.hardware.chip.is_none() && s.hardware.inline.is_none() {
         return Err(Error::Invalid("the scenario has no [hardware] chip".into()).into());
@@ -216,7 +253,11 @@ pub fn leaf_paths(v: &Value) -> Vec<(String, &Value)> {
         match v {
             Value::Object(m) => {
                 for (k, x) in m {
-                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
                     walk(x, &p, out);
                 }
             }
@@ -307,7 +348,11 @@ pub fn known_keys(c: Command) -> &'static [&'static str] {
 pub fn dim_of(c: Command, key: &str) -> super::value::Dim {
     use super::value::{dim_of_key, Dim};
     match (c, key) {
-        (Command::Model, k) if k.starts_with("params") || k == "published_params" || k == "seq_len" => Dim::Count,
+        (Command::Model, k)
+            if k.starts_with("params") || k == "published_params" || k == "seq_len" =>
+        {
+            Dim::Count
+        }
         (Command::Model, k) if k.starts_with("flops_per_token") => Dim::Flops,
         (Command::Hw, "hbm_capacity_bytes") => Dim::Bytes,
         _ => dim_of_key(key),

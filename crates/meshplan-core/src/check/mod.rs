@@ -175,10 +175,15 @@ fn err_at(file: &str, line: usize, field: &str, message: String) -> Error {
 /// numeric quantity.
 pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<CheckReport> {
     type Key = (String, Command, String);
-    let mut cache: HashMap<Key, std::result::Result<(Value, Vec<Step>), EvalError>> = HashMap::new();
+    let mut cache: HashMap<Key, std::result::Result<(Value, Vec<Step>), EvalError>> =
+        HashMap::new();
     let mut out = Vec::new();
     for c in &file.claims {
-        let key = (c.scenario.clone(), c.command, serde_json::to_string(&c.args).unwrap_or_default());
+        let key = (
+            c.scenario.clone(),
+            c.command,
+            serde_json::to_string(&c.args).unwrap_or_default(),
+        );
         let scen = &file.scenarios[&c.scenario];
         let ev = cache
             .entry(key)
@@ -219,13 +224,21 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
                 return Err(err_at(
                     &file.file,
                     c.line,
-                    &format!("claim `{}` (scenario `{}`, command `{}`)", c.id, c.scenario, c.command.name()),
+                    &format!(
+                        "claim `{}` (scenario `{}`, command `{}`)",
+                        c.id,
+                        c.scenario,
+                        c.command.name()
+                    ),
                     e.to_string(),
                 ))
             }
         };
         let Some(actual) = lookup(&report, &c.quantity) else {
-            let paths: Vec<String> = eval::leaf_paths(&report).into_iter().map(|(p, _)| p).collect();
+            let paths: Vec<String> = eval::leaf_paths(&report)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
             let sug = suggestions(&c.quantity, paths.iter().map(String::as_str));
             return Err(err_at(
                 &file.file,
@@ -235,7 +248,11 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
                     "`{}` reports no quantity '{}'{}",
                     c.command.name(),
                     c.quantity,
-                    if sug.is_empty() { String::new() } else { format!("; did you mean {}?", sug.join(", ")) }
+                    if sug.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; did you mean {}?", sug.join(", "))
+                    }
                 ),
             ));
         };
@@ -246,9 +263,20 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
         }
         match (&c.claimed, actual) {
             (_, Value::Null) => {
-                r.reason = Some(format!("meshplan reports no value of `{}` for this scenario", c.quantity));
+                r.reason = Some(format!(
+                    "meshplan reports no value of `{}` for this scenario",
+                    c.quantity
+                ));
             }
-            (Claimed::Number { value, printed_rel_tol, digits, .. }, a) => {
+            (
+                Claimed::Number {
+                    value,
+                    printed_rel_tol,
+                    digits,
+                    ..
+                },
+                a,
+            ) => {
                 let Some(a) = a.as_f64() else {
                     return Err(err_at(
                         &file.file,
@@ -257,7 +285,15 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
                         format!("claimed a number but `{}` is {a}; claim a word (e.g. \"fits\", \"comms-bound\")", c.quantity),
                     ));
                 };
-                let rel_err = if a == 0.0 { if *value == 0.0 { 0.0 } else { f64::INFINITY } } else { (value - a).abs() / a.abs() };
+                let rel_err = if a == 0.0 {
+                    if *value == 0.0 {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    }
+                } else {
+                    (value - a).abs() / a.abs()
+                };
                 r.rel_error = Some(rel_err);
                 let pass = if c.rel_tol.is_some() || c.abs_tol.is_some() {
                     let rt = c.rel_tol.unwrap_or(0.0);
@@ -268,34 +304,57 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
                 } else {
                     // Printed precision: within half a unit of the last printed digit.
                     let half = printed_rel_tol * value.abs();
-                    r.rel_tol = Some(if a == 0.0 { *printed_rel_tol } else { half / a.abs() });
+                    r.rel_tol = Some(if a == 0.0 {
+                        *printed_rel_tol
+                    } else {
+                        half / a.abs()
+                    });
                     (value - a).abs() <= half * (1.0 + 1e-9)
                 };
                 r.verdict = if pass { Verdict::Pass } else { Verdict::Fail };
                 if !pass {
-                    r.hint = diagnose(&c.quantity, *value, digits, a, r.rel_tol.unwrap_or(0.0), &report);
+                    r.hint = diagnose(
+                        &c.quantity,
+                        *value,
+                        digits,
+                        a,
+                        r.rel_tol.unwrap_or(0.0),
+                        &report,
+                    );
                 }
             }
             (Claimed::Verdict { word }, a) => {
                 let got = match a {
                     Value::Bool(b) => b.to_string(),
                     Value::String(s) => value::normalize_word(s),
-                    Value::Object(o) if o.get("ok").is_some_and(Value::is_boolean) => o["ok"].as_bool().unwrap_or(false).to_string(),
+                    Value::Object(o) if o.get("ok").is_some_and(Value::is_boolean) => {
+                        o["ok"].as_bool().unwrap_or(false).to_string()
+                    }
                     other => {
                         return Err(err_at(
                             &file.file,
                             c.line,
                             &format!("claim `{}`.claimed", c.id),
-                            format!("claimed the word '{}' but `{}` is {other}; claim a number", c.claimed_text, c.quantity),
+                            format!(
+                                "claimed the word '{}' but `{}` is {other}; claim a number",
+                                c.claimed_text, c.quantity
+                            ),
                         ))
                     }
                 };
-                r.verdict = if &got == word { Verdict::Pass } else { Verdict::Fail };
+                r.verdict = if &got == word {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail
+                };
             }
         }
         out.push(r);
     }
-    let mut s = Summary { total: out.len(), ..Summary::default() };
+    let mut s = Summary {
+        total: out.len(),
+        ..Summary::default()
+    };
     for r in &out {
         match r.verdict {
             Verdict::Pass => s.pass += 1,
@@ -316,7 +375,8 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
 /// quantity); the whole trace when none matches.
 pub fn relevant_steps(steps: &[Step], value: Option<f64>) -> Vec<Step> {
     fn find<'a>(s: &'a Step, v: f64, out: &mut Vec<&'a Step>) {
-        if s.value.is_finite() && (s.value == v || (v != 0.0 && ((s.value - v) / v).abs() < 1e-12)) {
+        if s.value.is_finite() && (s.value == v || (v != 0.0 && ((s.value - v) / v).abs() < 1e-12))
+        {
             out.push(s);
             return;
         }

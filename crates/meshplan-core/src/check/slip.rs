@@ -50,7 +50,14 @@ fn close(a: f64, b: f64, eps: f64) -> bool {
 /// Recognise the slip behind a wrong number. `digits` are the claimed
 /// significant digits as printed; `tol` the relative tolerance the claim was
 /// judged with; `report` the whole report (for dense/MoE and other keys).
-pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f64, report: &Value) -> Option<Hint> {
+pub fn diagnose(
+    quantity: &str,
+    claimed: f64,
+    digits: &str,
+    actual: f64,
+    tol: f64,
+    report: &Value,
+) -> Option<Hint> {
     if !claimed.is_finite() || !actual.is_finite() || actual == 0.0 || claimed == 0.0 {
         return None;
     }
@@ -62,7 +69,9 @@ pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f6
             return None;
         }
         let p = quantity.replacen(from, to, 1);
-        super::eval::lookup(report, &p).and_then(Value::as_f64).map(|v| (p, v))
+        super::eval::lookup(report, &p)
+            .and_then(Value::as_f64)
+            .map(|v| (p, v))
     };
     // Dense vs MoE parameter count.
     for (from, to, asked, given) in [
@@ -81,7 +90,10 @@ pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f6
     }
     // Forward vs training FLOPs.
     if dim_of_key(quantity) == Dim::Flops || last.contains("flops") {
-        for (f, asked, given) in [(3.0, "forward", "training (6·P)"), (1.0 / 3.0, "training", "forward (2·P)")] {
+        for (f, asked, given) in [
+            (3.0, "forward", "training (6·P)"),
+            (1.0 / 3.0, "training", "forward (2·P)"),
+        ] {
             if close(r, f, eps) {
                 return hint(
                     SlipKind::ForwardVsTraining,
@@ -96,8 +108,18 @@ pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f6
             continue;
         }
         if let Some(x) = v.as_f64() {
-            if x != actual && x != 0.0 && close(claimed, x, tol.max(1e-9)) && dim_of_key(&p) == dim_of_key(quantity) {
-                return hint(SlipKind::OtherQuantity, format!("the claim equals `{p}` = {} instead of `{quantity}`", fmt(x)));
+            if x != actual
+                && x != 0.0
+                && close(claimed, x, tol.max(1e-9))
+                && dim_of_key(&p) == dim_of_key(quantity)
+            {
+                return hint(
+                    SlipKind::OtherQuantity,
+                    format!(
+                        "the claim equals `{p}` = {} instead of `{quantity}`",
+                        fmt(x)
+                    ),
+                );
             }
         }
     }
@@ -114,7 +136,10 @@ pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f6
     // 1e3 vs 1024.
     for n in 1..=4 {
         let f = 1.024f64.powi(n);
-        for (g, dir) in [(f, "binary (Ki/Mi/Gi) where decimal was meant"), (1.0 / f, "decimal (k/M/G) where binary was meant")] {
+        for (g, dir) in [
+            (f, "binary (Ki/Mi/Gi) where decimal was meant"),
+            (1.0 / f, "decimal (k/M/G) where binary was meant"),
+        ] {
             for k in -4..=4 {
                 let target = g * 1000f64.powi(k);
                 if close(r, target, 0.002) {
@@ -127,9 +152,19 @@ pub fn diagnose(quantity: &str, claimed: f64, digits: &str, actual: f64, tol: f6
         }
     }
     // Factor 2 or 3.
-    for (f, name) in [(2.0, "2"), (3.0, "3"), (0.5, "1/2"), (1.0 / 3.0, "1/3"), (4.0, "4"), (0.25, "1/4")] {
+    for (f, name) in [
+        (2.0, "2"),
+        (3.0, "3"),
+        (0.5, "1/2"),
+        (1.0 / 3.0, "1/3"),
+        (4.0, "4"),
+        (0.25, "1/4"),
+    ] {
         if close(r, f, eps) {
-            return hint(SlipKind::Factor, format!("off by a factor of {name}: claimed/meshplan = {:.4}", r));
+            return hint(
+                SlipKind::Factor,
+                format!("off by a factor of {name}: claimed/meshplan = {:.4}", r),
+            );
         }
     }
     // Digit typo.
@@ -170,7 +205,10 @@ pub fn digit_typo(digits: &str, actual: f64) -> Option<String> {
     if n < 3 {
         return None;
     }
-    if !(0.1..10.0).contains(&(digits.parse::<f64>().unwrap_or(0.0) / actual_digits(actual, n).parse::<f64>().unwrap_or(1.0))) {
+    if !(0.1..10.0).contains(
+        &(digits.parse::<f64>().unwrap_or(0.0)
+            / actual_digits(actual, n).parse::<f64>().unwrap_or(1.0)),
+    ) {
         return None;
     }
     let a = actual_digits(actual, n);

@@ -53,19 +53,30 @@ impl Dim {
 pub fn dim_of_key(key: &str) -> Dim {
     let k = key.to_ascii_lowercase();
     let last = k.rsplit('.').next().unwrap_or(&k);
-    if k.starts_with("peak_flops_per_s") || last.ends_with("flops_per_s") || last.ends_with("flop_per_s") {
+    if k.starts_with("peak_flops_per_s")
+        || last.ends_with("flops_per_s")
+        || last.ends_with("flop_per_s")
+    {
         return Dim::FlopsPerSec;
     }
     if last.ends_with("bytes_per_s") {
         return Dim::BytesPerSec;
     }
-    if last.starts_with("critical_intensity") || last.contains("intensity") || last.contains("per_byte") {
+    if last.starts_with("critical_intensity")
+        || last.contains("intensity")
+        || last.contains("per_byte")
+    {
         return Dim::Count;
     }
     if last.contains("bytes") || last == "hbm" {
         return Dim::Bytes;
     }
-    if last.ends_with("_s") || last.ends_with("_seconds") || last == "s" || last.contains("time") || last.contains("latency") {
+    if last.ends_with("_s")
+        || last.ends_with("_seconds")
+        || last == "s"
+        || last.contains("time")
+        || last.contains("latency")
+    {
         return Dim::Seconds;
     }
     if last.contains("flops") {
@@ -111,8 +122,8 @@ fn unit_table(u: &str, target: Dim) -> Option<(f64, Dim)> {
         "ki" => Some(1024.0),
         "mi" => Some(1048576.0),
         "gi" => Some(1073741824.0),
-        "params" | "parameters" | "tokens" | "chips" | "sequences" | "ways" | "devices" | "x" | "flops/b"
-        | "flops/byte" | "ops/b" | "tokens/s" | "tok/s" | "sequences/s" => Some(1.0),
+        "params" | "parameters" | "tokens" | "chips" | "sequences" | "ways" | "devices" | "x"
+        | "flops/b" | "flops/byte" | "ops/b" | "tokens/s" | "tok/s" | "sequences/s" => Some(1.0),
         "%" | "percent" => Some(0.01),
         _ => None,
     };
@@ -159,7 +170,9 @@ fn unit_table(u: &str, target: Dim) -> Option<(f64, Dim)> {
         ] {
             if lower == format!("{p}{unit}") {
                 // Lower-case b is bits (Gb, Gb/s) when written with a prefix.
-                let bits = unit.starts_with('b') && u.ends_with(if unit == "b/s" { "b/s" } else { "b" }) && !p.is_empty();
+                let bits = unit.starts_with('b')
+                    && u.ends_with(if unit == "b/s" { "b/s" } else { "b" })
+                    && !p.is_empty();
                 let m = if bits { mul / 8.0 } else { mul };
                 return Some((f * m, d));
             }
@@ -200,17 +213,29 @@ fn split(s: &str) -> Option<(String, String)> {
     while i < chars.len() {
         let (pos, c) = chars[i];
         let next_digit = chars.get(i + 1).is_some_and(|(_, n)| n.is_ascii_digit());
-        if c.is_ascii_digit() || c == '.' {
+        let sign = (c == '-' || c == '+') && (num.is_empty() || num.ends_with(['e', 'E']));
+        if c.is_ascii_digit() || c == '.' || sign {
             num.push(c);
-        } else if (c == '-' || c == '+') && (num.is_empty() || num.ends_with(['e', 'E'])) {
-            num.push(c);
-        } else if (c == 'e' || c == 'E') && !num.is_empty() && (next_digit || chars.get(i + 1).is_some_and(|(_, n)| *n == '-' || *n == '+')) {
+        } else if (c == 'e' || c == 'E')
+            && !num.is_empty()
+            && (next_digit
+                || chars
+                    .get(i + 1)
+                    .is_some_and(|(_, n)| *n == '-' || *n == '+'))
+        {
             num.push('e');
-        } else if matches!(c, ',' | ' ' | '\u{2009}' | '\u{202f}' | '_' | '\'') && !num.is_empty() && next_digit && !num.contains('e') {
+        } else if matches!(c, ',' | ' ' | '\u{2009}' | '\u{202f}' | '_' | '\'')
+            && !num.is_empty()
+            && next_digit
+            && !num.contains('e')
+        {
             // a separator between digit groups: the next three chars are digits
             let group: String = chars[i + 1..].iter().take(3).map(|(_, c)| *c).collect();
             let after = chars.get(i + 4).map(|(_, c)| *c);
-            if group.len() == 3 && group.chars().all(|c| c.is_ascii_digit()) && !after.is_some_and(|a| a.is_ascii_digit()) {
+            if group.len() == 3
+                && group.chars().all(|c| c.is_ascii_digit())
+                && !after.is_some_and(|a| a.is_ascii_digit())
+            {
                 // skip the separator
             } else {
                 end = pos;
@@ -277,12 +302,20 @@ pub fn parse_claimed(s: &str, target: Dim) -> Result<Claimed, String> {
     let value: f64 = num
         .parse()
         .map_err(|_| format!("cannot read the number '{num}' in claimed value '{s}'"))?;
+    if unit_table(&unit, target).is_none() && unit.chars().any(|c| c.is_ascii_digit()) {
+        // A shape or label such as "4x16": compared as a word.
+        return Ok(Claimed::Verdict {
+            word: normalize_word(t),
+        });
+    }
     let (mul, d) = unit_table(&unit, target).ok_or_else(|| {
         format!(
             "unknown unit '{unit}' in claimed value '{s}' (expected e.g. 42 TB, 16 GiB, 1.3 ms, 4.6e14 FLOP/s, 13 billion, 262144)"
         )
     })?;
-    let unit_dim = if unit.is_empty() || (d == Dim::Count && target != Dim::Count && unit_is_pure_multiplier(&unit)) {
+    let unit_dim = if unit.is_empty()
+        || (d == Dim::Count && target != Dim::Count && unit_is_pure_multiplier(&unit))
+    {
         None
     } else {
         Some(d)
@@ -299,7 +332,11 @@ pub fn parse_claimed(s: &str, target: Dim) -> Result<Claimed, String> {
     let v = value * mul;
     let (digits, last_pow) = significant(&num);
     let half_ulp = 0.5 * 10f64.powi(last_pow) * mul;
-    let printed_rel_tol = if v == 0.0 { 0.0 } else { (half_ulp / v.abs()).max(1e-12) };
+    let printed_rel_tol = if v == 0.0 {
+        0.0
+    } else {
+        (half_ulp / v.abs()).max(1e-12)
+    };
     Ok(Claimed::Number {
         value: v,
         unit_dim,
@@ -311,7 +348,16 @@ pub fn parse_claimed(s: &str, target: Dim) -> Result<Claimed, String> {
 fn unit_is_pure_multiplier(u: &str) -> bool {
     matches!(
         u.to_ascii_lowercase().as_str(),
-        "k" | "thousand" | "million" | "millions" | "billion" | "billions" | "trillion" | "ki" | "mi" | "gi" | "bn"
+        "k" | "thousand"
+            | "million"
+            | "millions"
+            | "billion"
+            | "billions"
+            | "trillion"
+            | "ki"
+            | "mi"
+            | "gi"
+            | "bn"
     )
 }
 
@@ -325,8 +371,10 @@ pub fn normalize_word(s: &str) -> String {
         .collect();
     match w.as_str() {
         "true" | "yes" | "fits" | "fit" | "ok" | "feasible" => "true".into(),
-        "false" | "no" | "doesnotfit" | "doesntfit" | "notfit" | "oom" | "infeasible" | "notfeasible" => "false".into(),
-        "commsbound" | "communicationbound" | "commbound" | "icibound" | "networkbound" | "collectivebound" => "commsbound".into(),
+        "false" | "no" | "doesnotfit" | "doesntfit" | "notfit" | "oom" | "infeasible"
+        | "notfeasible" => "false".into(),
+        "commsbound" | "communicationbound" | "commbound" | "icibound" | "networkbound"
+        | "collectivebound" => "commsbound".into(),
         "computebound" | "flopsbound" | "mathbound" | "flopbound" => "computebound".into(),
         "memorybound" | "hbmbound" | "bandwidthbound" | "membound" => "memorybound".into(),
         "latencybound" => "latencybound".into(),
@@ -340,7 +388,12 @@ mod tests {
 
     fn num(s: &str, d: Dim) -> (f64, f64, String) {
         match parse_claimed(s, d).unwrap() {
-            Claimed::Number { value, printed_rel_tol, digits, .. } => (value, printed_rel_tol, digits),
+            Claimed::Number {
+                value,
+                printed_rel_tol,
+                digits,
+                ..
+            } => (value, printed_rel_tol, digits),
             c => panic!("{c:?}"),
         }
     }
@@ -369,10 +422,22 @@ mod tests {
 
     #[test]
     fn mismatch_and_words() {
-        assert!(parse_claimed("1.3 ms", Dim::Bytes).unwrap_err().contains("unit mismatch"));
+        assert!(parse_claimed("1.3 ms", Dim::Bytes)
+            .unwrap_err()
+            .contains("unit mismatch"));
         assert!(parse_claimed("42 TB", Dim::Seconds).is_err());
-        assert_eq!(parse_claimed("does not fit", Dim::Count).unwrap(), Claimed::Verdict { word: "false".into() });
-        assert_eq!(parse_claimed("Comms-bound", Dim::Count).unwrap(), Claimed::Verdict { word: "commsbound".into() });
+        assert_eq!(
+            parse_claimed("does not fit", Dim::Count).unwrap(),
+            Claimed::Verdict {
+                word: "false".into()
+            }
+        );
+        assert_eq!(
+            parse_claimed("Comms-bound", Dim::Count).unwrap(),
+            Claimed::Verdict {
+                word: "commsbound".into()
+            }
+        );
     }
 
     #[test]

@@ -1,3 +1,4 @@
+#![allow(clippy::needless_range_loop)]
 //! Least-squares calibration of an [`EfficiencyProfile`] (Nelder–Mead on a
 //! pseudo-Huber loss of log errors) with bootstrap uncertainty.
 
@@ -33,7 +34,9 @@ pub fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usiz
             }
         }
         let lerp = |t: f64| -> Vec<f64> {
-            (0..n).map(|j| c[j] + t * (simplex[n].0[j] - c[j])).collect()
+            (0..n)
+                .map(|j| c[j] + t * (simplex[n].0[j] - c[j]))
+                .collect()
         };
         let xr = lerp(-1.0);
         let fr = f(&xr);
@@ -44,7 +47,11 @@ pub fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usiz
         } else if fr < simplex[n - 1].1 {
             simplex[n] = (xr, fr);
         } else {
-            let xc = if fr < simplex[n].1 { lerp(-0.5) } else { lerp(0.5) };
+            let xc = if fr < simplex[n].1 {
+                lerp(-0.5)
+            } else {
+                lerp(0.5)
+            };
             let fc = f(&xc);
             if fc < simplex[n].1.min(fr) {
                 simplex[n] = (xc, fc);
@@ -167,24 +174,28 @@ pub struct Calibration {
 
 /// Median |pred/meas − 1| over runs.
 pub fn median_error(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) -> f64 {
-    let mut e: Vec<f64> = runs
-        .iter()
-        .filter_map(|(r, c)| match target {
-            Target::Time => r
-                .step_time_s
-                .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
-            Target::Memory => r
-                .peak_mem_gb
-                .filter(|m| *m > 0.0)
-                .map(|m| (super::model::peak_memory(&r.spec, c, p).total / 1e9 / m - 1.0).abs()),
-        })
-        .collect();
+    let mut e: Vec<f64> =
+        runs.iter()
+            .filter_map(|(r, c)| match target {
+                Target::Time => r
+                    .step_time_s
+                    .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
+                Target::Memory => r.peak_mem_gb.filter(|m| *m > 0.0).map(|m| {
+                    (super::model::peak_memory(&r.spec, c, p).total / 1e9 / m - 1.0).abs()
+                }),
+            })
+            .collect();
     super::stats::quantile(&mut e, 0.5)
 }
 
 /// Full calibration: time parameters, then memory parameters, then a
 /// bootstrap (`boot` resamples, deterministic) for the uncertainties.
-pub fn calibrate(runs: &[(&Run, &Chip)], start: &EfficiencyProfile, iters: usize, boot: usize) -> Calibration {
+pub fn calibrate(
+    runs: &[(&Run, &Chip)],
+    start: &EfficiencyProfile,
+    iters: usize,
+    boot: usize,
+) -> Calibration {
     let n_time = runs.iter().filter(|(r, _)| r.step_time_s.is_some()).count();
     let n_mem = runs.iter().filter(|(r, _)| r.peak_mem_gb.is_some()).count();
     let mut p = start.clone();
@@ -207,7 +218,9 @@ pub fn calibrate(runs: &[(&Run, &Chip)], start: &EfficiencyProfile, iters: usize
     for _ in 0..boot {
         let sample: Vec<(&Run, &Chip)> = (0..runs.len())
             .map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 runs[(seed >> 33) as usize % runs.len()]
             })
             .collect();
@@ -231,7 +244,8 @@ pub fn calibrate(runs: &[(&Run, &Chip)], start: &EfficiencyProfile, iters: usize
                 return f64::NAN;
             }
             let m = samples.iter().map(|s| s[k]).sum::<f64>() / samples.len() as f64;
-            (samples.iter().map(|s| (s[k] - m).powi(2)).sum::<f64>() / (samples.len() - 1) as f64).sqrt()
+            (samples.iter().map(|s| (s[k] - m).powi(2)).sum::<f64>() / (samples.len() - 1) as f64)
+                .sqrt()
         })
         .collect();
     Calibration {

@@ -93,7 +93,9 @@ pub fn parse_playbook_models(src: &str) -> Result<BTreeMap<String, Shape>> {
 
 /// Split one CSV line (the data sets have no quoted fields; quotes are stripped).
 fn split_csv(line: &str) -> Vec<String> {
-    line.split(',').map(|c| c.trim().trim_matches('"').to_string()).collect()
+    line.split(',')
+        .map(|c| c.trim().trim_matches('"').to_string())
+        .collect()
 }
 
 fn fnum(s: &str) -> Option<f64> {
@@ -113,8 +115,21 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             .ok_or_else(|| perr("playbook csv", format!("missing column `{name}`")))
     };
     let c = [
-        "model", "Nodes", "MBS", "GradAcc", "DP", "PP", "TP", "ZeRO", "gpu_mem_gb", "status",
-        "seq_len", "n_gpus", "figure_marker", "batch_consistent", "step_time_s",
+        "model",
+        "Nodes",
+        "MBS",
+        "GradAcc",
+        "DP",
+        "PP",
+        "TP",
+        "ZeRO",
+        "gpu_mem_gb",
+        "status",
+        "seq_len",
+        "n_gpus",
+        "figure_marker",
+        "batch_consistent",
+        "step_time_s",
         "mfu_recomputed_pct",
     ]
     .iter()
@@ -129,10 +144,12 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
                 .map_err(|_| perr("playbook csv", format!("row {}: bad `{}`", i + 2, g(k))))
         };
         let model = g(0).to_string();
-        let shape = models
-            .get(&model)
-            .cloned()
-            .ok_or_else(|| perr("playbook csv", format!("row {}: unknown model {model}", i + 2)))?;
+        let shape = models.get(&model).cloned().ok_or_else(|| {
+            perr(
+                "playbook csv",
+                format!("row {}: unknown model {model}", i + 2),
+            )
+        })?;
         let completed = g(9) == "ok";
         let spec = RunSpec {
             shape,
@@ -160,7 +177,11 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             completed,
             step_time_s: if completed { fnum(g(14)) } else { None },
             peak_mem_gb: if completed { fnum(g(8)) } else { None },
-            mfu: if completed { fnum(g(15)).map(|x| x / 100.0) } else { None },
+            mfu: if completed {
+                fnum(g(15)).map(|x| x / 100.0)
+            } else {
+                None
+            },
             flops_def: FlopsDef::Nanotron,
             clean: completed && g(12) == "circle" && g(13) == "1",
             pair: None,
@@ -187,7 +208,11 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
         let me = &e["measured"];
         let u = |x: &serde_json::Value| x.as_u64();
         let chip_s = e["hardware"]["chip"].as_str().unwrap_or("");
-        let chip = if chip_s.contains("A100") { "a100-80gb" } else { "h100" };
+        let chip = if chip_s.contains("A100") {
+            "a100-80gb"
+        } else {
+            "h100"
+        };
         let n = u(&e["hardware"]["count"]).unwrap_or(0);
         let (Some(gbs), Some(seq)) = (u(&w["global_batch_seqs"]), u(&w["seq_len"])) else {
             skipped.push(format!("{id}: no global batch"));
@@ -234,8 +259,14 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
             grad_acc: (gbs / (mbs * dp).max(1)).max(1),
             seq_len: seq,
             remat,
-            sequence_parallel: par["sequence_parallel"].as_bool().unwrap_or(megatron_core && tp > 1),
-            schedule: if vst > 1 { Schedule::Interleaved } else { Schedule::OneFOneB },
+            sequence_parallel: par["sequence_parallel"]
+                .as_bool()
+                .unwrap_or(megatron_core && tp > 1),
+            schedule: if vst > 1 {
+                Schedule::Interleaved
+            } else {
+                Schedule::OneFOneB
+            },
             virtual_stages: vst,
             framework: Framework::Megatron,
         };
@@ -293,16 +324,32 @@ pub fn parse_calibration_csv(
     chip: &str,
     lookup: &dyn Fn(&str) -> Option<Shape>,
 ) -> Result<Vec<Run>> {
-    let mut lines = src.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-    let header = split_csv(lines.next().ok_or_else(|| perr("calibration csv", "empty"))?);
+    let mut lines = src
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let header = split_csv(
+        lines
+            .next()
+            .ok_or_else(|| perr("calibration csv", "empty"))?,
+    );
     let idx = |n: &str| header.iter().position(|h| h == n);
     let mut out = Vec::new();
     for (i, line) in lines.enumerate() {
         let f = split_csv(line);
-        let get = |n: &str| idx(n).and_then(|k| f.get(k)).map(String::as_str).filter(|s| !s.is_empty());
+        let get = |n: &str| {
+            idx(n)
+                .and_then(|k| f.get(k))
+                .map(String::as_str)
+                .filter(|s| !s.is_empty())
+        };
         let un = |n: &str| get(n).and_then(|s| s.parse::<u64>().ok());
         let need = |n: &str| {
-            un(n).ok_or_else(|| perr("calibration csv", format!("row {}: column `{n}` missing or not a number", i + 2)))
+            un(n).ok_or_else(|| {
+                perr(
+                    "calibration csv",
+                    format!("row {}: column `{n}` missing or not a number", i + 2),
+                )
+            })
         };
         let model = get("model").unwrap_or("custom").to_string();
         let shape = if let Some(l) = un("n_layers") {
@@ -321,12 +368,21 @@ pub fn parse_calibration_csv(
             }
         } else {
             lookup(&model).ok_or_else(|| {
-                perr("calibration csv", format!("row {}: unknown model `{model}` and no shape columns", i + 2))
+                perr(
+                    "calibration csv",
+                    format!(
+                        "row {}: unknown model `{model}` and no shape columns",
+                        i + 2
+                    ),
+                )
             })?
         };
         let tp = un("tp").unwrap_or(1);
         let n_gpus = need("n_gpus")?;
-        let remat = get("remat").map(Remat::parse).transpose()?.unwrap_or(Remat::None);
+        let remat = get("remat")
+            .map(Remat::parse)
+            .transpose()?
+            .unwrap_or(Remat::None);
         let framework = if get("framework") == Some("megatron") {
             Framework::Megatron
         } else {
@@ -378,8 +434,22 @@ pub fn to_calibration_csv(runs: &[Run]) -> String {
         let h = &p.shape;
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            r.model, h.n_layers, h.d_model, h.d_ff, h.n_heads, h.n_kv_heads, h.d_head, h.vocab,
-            u8::from(h.tied_embeddings), p.n_gpus, p.dp, p.tp, p.pp, p.zero, p.mbs, p.grad_acc,
+            r.model,
+            h.n_layers,
+            h.d_model,
+            h.d_ff,
+            h.n_heads,
+            h.n_kv_heads,
+            h.d_head,
+            h.vocab,
+            u8::from(h.tied_embeddings),
+            p.n_gpus,
+            p.dp,
+            p.tp,
+            p.pp,
+            p.zero,
+            p.mbs,
+            p.grad_acc,
             p.seq_len,
             r.step_time_s.map(|x| format!("{x:.6}")).unwrap_or_default(),
             r.peak_mem_gb.map(|x| format!("{x:.4}")).unwrap_or_default(),

@@ -297,10 +297,10 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     // ---------- compute per micro-batch, one stage
     let gemms: [(f64, f64); 4] = [
-        (d, (nh + 2.0 * kh) / tpf),   // QKV
-        (nh / tpf, d),                // attention out
+        (d, (nh + 2.0 * kh) / tpf),          // QKV
+        (nh / tpf, d),                       // attention out
         (d, (s.mlp_mats() - 1.0) * f / tpf), // up (+gate)
-        (f / tpf, d),                 // down
+        (f / tpf, d),                        // down
     ];
     let mut t_layer_mm_fwd = 0.0;
     for (k, n) in gemms {
@@ -353,13 +353,27 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     } else {
         1.0
     };
-    let bubble = if pp > 1 { (ppf - 1.0) / v_st * t_mb } else { 0.0 };
-    let (pp_per, pp_nodes) = group_layout(pp, dp * tp, per_node);
-    let pp_bw = bus_bandwidth(p, chip, pp_per.min(1).max(1), pp_nodes);
+    let bubble = if pp > 1 {
+        (ppf - 1.0) / v_st * t_mb
+    } else {
+        0.0
+    };
+    // stages are dp·tp ranks apart (tp innermost, then dp, then pp)
+    let pp_cross = pp > 1 && dp * tp >= per_node;
+    let so = chip
+        .scale_out
+        .as_ref()
+        .map_or(1e10, |x| x.per_chip.one_way_rate().get());
+    let nodes = spec.n_gpus.div_ceil(per_node).max(1);
     let p2p_bytes = act_bytes / if sp { tpf } else { 1.0 };
+    let p2p_bw = if pp_cross {
+        so * p.p2p_efficiency * (nodes as f64).powf(-p.inter_node_congestion)
+    } else {
+        bus_bandwidth(p, chip, 1, 1)
+    };
     let t_pp = if pp > 1 {
         // fwd send + bwd send per micro-batch on the critical path, plus the fill
-        2.0 * (m + ppf - 1.0) * (p2p_bytes / pp_bw + p.collective_latency_s)
+        2.0 * (m + ppf - 1.0) * (p2p_bytes / p2p_bw + p.collective_latency_s)
     } else {
         0.0
     };
@@ -390,7 +404,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         0.0
     };
     // overlap with the backward of the last micro-batch
-    let bwd_last = l_stage * (2.0 * t_layer_mm_fwd + 2.5 * t_attn_fwd) ;
+    let bwd_last = l_stage * (2.0 * t_layer_mm_fwd + 2.5 * t_attn_fwd);
     let t_dp = (t_dp_raw - p.dp_overlap * bwd_last).max(0.0);
 
     // ---------- optimizer (HBM bound): ~34 B/param touched

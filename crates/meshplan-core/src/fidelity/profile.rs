@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Efficiency parameters of one chip (and its usual cluster network).
 /// Global per chip: never tuned per run. Every field is documented in
@@ -47,13 +47,16 @@ pub struct EfficiencyProfile {
     pub runtime_reserve_gb: f64,
     /// Fraction of HBM capacity a run may use before it fails (CUDA context, fragmentation).
     pub usable_hbm_fraction: f64,
+    /// Fraction of the per-GPU scale-out bandwidth a pipeline point-to-point
+    /// transfer between nodes reaches (blocking send/recv, one NIC).
+    pub p2p_efficiency: f64,
     /// Per-parameter source notes.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
 }
 
 /// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 15] = [
+pub const PARAM_NAMES: [&str; 16] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -69,10 +72,11 @@ pub const PARAM_NAMES: [&str; 15] = [
     "logits_fp32_copies",
     "runtime_reserve_gb",
     "usable_hbm_fraction",
+    "p2p_efficiency",
 ];
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 8] = [
+pub const TIME_FIT: [&str; 9] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -81,6 +85,7 @@ pub const TIME_FIT: [&str; 8] = [
     "tp_overlap",
     "layer_overhead_s",
     "step_overhead_s",
+    "p2p_efficiency",
 ];
 
 /// Parameters `calibrate` fits from peak memory.
@@ -92,10 +97,8 @@ const A100: &str = include_str!("../../../../data/profiles/a100-80gb.toml");
 impl EfficiencyProfile {
     /// Parse a profile TOML.
     pub fn parse(src: &str, file: &str) -> Result<Self> {
-        let p: EfficiencyProfile = toml::from_str(src).map_err(|e| Error::Parse {
-            file: file.into(),
-            message: e.to_string(),
-        })?;
+        let p: EfficiencyProfile =
+            toml::from_str(src).map_err(|e| super::perr(file, e.to_string()))?;
         p.check(file)?;
         Ok(p)
     }
@@ -104,10 +107,10 @@ impl EfficiencyProfile {
         for (i, n) in PARAM_NAMES.iter().enumerate() {
             let v = self.get(i);
             if !v.is_finite() || v < 0.0 {
-                return Err(Error::Parse {
-                    file: file.into(),
-                    message: format!("{n} = {v} must be finite and ≥ 0"),
-                });
+                return Err(super::perr(
+                    file,
+                    format!("{n} = {v} must be finite and ≥ 0"),
+                ));
             }
         }
         Ok(())
@@ -147,7 +150,8 @@ impl EfficiencyProfile {
             11 => self.step_overhead_s,
             12 => self.logits_fp32_copies,
             13 => self.runtime_reserve_gb,
-            _ => self.usable_hbm_fraction,
+            14 => self.usable_hbm_fraction,
+            _ => self.p2p_efficiency,
         }
     }
 
@@ -168,7 +172,8 @@ impl EfficiencyProfile {
             11 => &mut self.step_overhead_s,
             12 => &mut self.logits_fp32_copies,
             13 => &mut self.runtime_reserve_gb,
-            _ => &mut self.usable_hbm_fraction,
+            14 => &mut self.usable_hbm_fraction,
+            _ => &mut self.p2p_efficiency,
         };
         *r = v;
     }
@@ -191,7 +196,8 @@ impl EfficiencyProfile {
             11 => (0.0, 30.0),
             12 => (0.0, 8.0),
             13 => (0.0, 20.0),
-            _ => (0.5, 1.0),
+            14 => (0.5, 1.0),
+            _ => (1e-4, 1.0),
         }
     }
 }
@@ -199,15 +205,18 @@ impl EfficiencyProfile {
 /// Apply a profile for other commands: returns the profile to use for `chip`,
 /// the user's (`--hw-profile FILE` text) when given, else the built-in one.
 /// Errors when the user's profile names another chip.
-pub fn resolve_profile(chip: &str, user_toml: Option<(&str, &str)>) -> Result<Option<EfficiencyProfile>> {
+pub fn resolve_profile(
+    chip: &str,
+    user_toml: Option<(&str, &str)>,
+) -> Result<Option<EfficiencyProfile>> {
     match user_toml {
         Some((src, file)) => {
             let p = EfficiencyProfile::parse(src, file)?;
             if crate::catalog::normalize(&p.chip) != crate::catalog::normalize(chip) {
-                return Err(Error::Parse {
-                    file: file.into(),
-                    message: format!("profile is for chip '{}', not '{chip}'", p.chip),
-                });
+                return Err(super::perr(
+                    file,
+                    format!("profile is for chip '{}', not '{chip}'", p.chip),
+                ));
             }
             Ok(Some(p))
         }

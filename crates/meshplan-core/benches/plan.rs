@@ -1,0 +1,62 @@
+//! Full planner searches (issue 5): 13B on 64 H100s, 70B on 1,024 H100s,
+//! 405B on 16,384 H100s with a 16M-token batch; each on one thread and on
+//! all cores. Candidates per search are printed once (stderr) so the
+//! candidates/s figure follows from divan's time per search.
+
+use meshplan_core::mesh::Topology;
+use meshplan_core::planner::TrainSearch;
+use meshplan_core::training::TrainConfig;
+use meshplan_core::Catalog;
+
+fn main() {
+    for (name, m, n, b, t) in CASES {
+        let s = search(m, n, b, t, None);
+        let r = s.run();
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "{name}: {} candidates ({} evaluated, {} degree tuples, {} fit)",
+                r.candidates, r.evaluated, r.tuples, r.fitting
+            );
+        }
+    }
+    divan::main();
+}
+
+const CASES: [(&str, &str, u64, u64, u64); 3] = [
+    ("13b_64", "llama-2-13b", 64, 4 << 20, 4096),
+    ("70b_1024", "llama-3.1-70b", 1024, 8 << 20, 8192),
+    ("405b_16384", "llama-3.1-405b", 16384, 16 << 20, 8192),
+];
+
+fn search(m: &str, n: u64, b: u64, t: u64, threads: Option<usize>) -> TrainSearch<'static> {
+    let cat = Catalog::builtin();
+    let spec = cat.model(m).unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let mut s = TrainSearch::new(
+        spec,
+        chip,
+        Topology::gpus(n, 8),
+        TrainConfig {
+            batch_tokens: b,
+            seq_len: t,
+            ..TrainConfig::default()
+        },
+    );
+    s.threads = threads;
+    s
+}
+
+#[divan::bench(args = [0, 1, 2], sample_count = 10)]
+fn plan_train_one_thread(b: divan::Bencher, case: usize) {
+    let (_, m, n, bt, t) = CASES[case];
+    let s = search(m, n, bt, t, Some(1));
+    b.bench(|| s.run());
+}
+
+#[divan::bench(args = [0, 1, 2], sample_count = 10)]
+fn plan_train_all_cores(b: divan::Bencher, case: usize) {
+    let (_, m, n, bt, t) = CASES[case];
+    let s = search(m, n, bt, t, None);
+    b.bench(|| s.run());
+}

@@ -1,0 +1,58 @@
+/*!
+Fidelity: a calibrated performance model that predicts the step time, MFU,
+tokens/s per device and peak memory a real framework reaches, and whether the
+run fits (issue 7; `docs/fidelity.md` has every formula and parameter).
+
+* [`profile::EfficiencyProfile`]: ≈ a dozen documented efficiency parameters
+  per chip (`data/profiles/NAME.toml`, embedded), global per chip, never per run.
+* [`model::predict`]: step time (matmuls by shape, FlashAttention, HBM-bound
+  work, TP/SP/PP/DP collectives with overlap, bubble, recompute, overheads)
+  and [`model::peak_memory`] (ZeRO stage, activations per remat with flash
+  attention, 1F1B in-flight micro-batches, fp32 logits, reserve).
+* [`data`]: the validation data sets and the calibration CSV.
+* [`calibrate::calibrate`]: Nelder–Mead fit + bootstrap uncertainty.
+* [`stats`]: comparison, summaries, OOM accuracy, recompute-pair ratios, SVG.
+
+Other commands use a profile with [`profile::resolve_profile`] then
+[`model::predict`] (a [`model::RunSpec`] built from their configuration).
+*/
+
+pub mod calibrate;
+pub mod data;
+pub mod model;
+pub mod profile;
+pub mod stats;
+
+use crate::error::Error;
+use crate::hardware::Chip;
+
+pub use model::{peak_memory, predict, Prediction, RunSpec, Shape};
+pub use profile::{resolve_profile, EfficiencyProfile};
+
+pub(crate) fn perr(file: &str, msg: impl std::fmt::Display) -> Error {
+    Error::Parse {
+        file: file.into(),
+        line: 0,
+        column: 0,
+        field: None,
+        message: msg.to_string(),
+    }
+}
+
+/// Resolve each run's chip in the built-in catalog; runs on unknown chips are dropped.
+pub fn with_chips(runs: &[data::Run]) -> Vec<(&data::Run, &'static Chip)> {
+    let cat = crate::Catalog::builtin();
+    runs.iter()
+        .filter_map(|r| cat.chip(&r.chip).ok().map(|c| (r, c)))
+        .collect()
+}
+
+/// Deterministic held-apart split: row hash (FNV-1a of the id) odd → held out.
+pub fn is_held_out(id: &str) -> bool {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h & 1 == 1
+}

@@ -1,0 +1,550 @@
+//! The serving search: slice shapes × expert/tensor layouts × 1D/2D-WS ×
+//! weight and KV dtypes × batch sizes, each costed with
+//! [`crate::inference::evaluate`]; the Pareto front of per-token latency
+//! against throughput per chip, and the best point under the SLOs.
+
+use std::cmp::Ordering;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::train::divisors;
+use crate::hardware::{fmt_shape, Chip, ChipKind};
+use crate::inference::{evaluate, InferQuery, InferReport, Sharding};
+use crate::model::ModelSpec;
+use crate::trace::NoTrace;
+use crate::units::DType;
+
+/// What to optimise among the points that meet the SLOs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InferObjective {
+    /// Most output tokens/s per chip.
+    #[default]
+    Throughput,
+    /// Fewest USD per million output tokens (= throughput per chip when every chip costs the same).
+    Cost,
+    /// Shortest time per output token, ties by TTFT.
+    Latency,
+}
+
+impl InferObjective {
+    /// Parse "throughput" | "cost" | "latency".
+    pub fn parse(s: &str) -> crate::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "throughput" | "tps" => Ok(Self::Throughput),
+            "cost" => Ok(Self::Cost),
+            "latency" | "tpot" => Ok(Self::Latency),
+            _ => Err(crate::Error::BadValue {
+                what: "objective".into(),
+                input: s.into(),
+                expected: "throughput, cost or latency".into(),
+            }),
+        }
+    }
+}
+
+/// How many chips the search may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChipBudget {
+    /// Exactly this many (one slice).
+    Exactly(u64),
+    /// Any slice up to this many.
+    AtMost(u64),
+}
+
+/// Why a serving point was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InferReject {
+    /// tp / ep do not divide heads, d_ff, experts or chips.
+    Layout,
+    /// The weights and one sequence do not fit.
+    WeightsDoNotFit,
+    /// The batch's KV cache does not fit.
+    BatchDoesNotFit,
+    /// Time to first token above the SLO.
+    TtftSlo,
+    /// Time per output token above the SLO.
+    TpotSlo,
+}
+
+impl InferReject {
+    /// All, in report order.
+    pub const ALL: [InferReject; 5] = [
+        InferReject::Layout,
+        InferReject::WeightsDoNotFit,
+        InferReject::BatchDoesNotFit,
+        InferReject::TtftSlo,
+        InferReject::TpotSlo,
+    ];
+    /// JSON key.
+    pub const fn key(self) -> &'static str {
+        match self {
+            InferReject::Layout => "layout",
+            InferReject::WeightsDoNotFit => "weights-do-not-fit",
+            InferReject::BatchDoesNotFit => "batch-does-not-fit",
+            InferReject::TtftSlo => "ttft-slo",
+            InferReject::TpotSlo => "tpot-slo",
+        }
+    }
+    /// Sentence.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            InferReject::Layout => "tp/ep do not divide the heads, d_ff, experts or chips",
+            InferReject::WeightsDoNotFit => "weights plus one sequence exceed HBM",
+            InferReject::BatchDoesNotFit => "the batch's KV cache exceeds HBM",
+            InferReject::TtftSlo => "time to first token above the SLO",
+            InferReject::TpotSlo => "time per output token above the SLO",
+        }
+    }
+    fn idx(self) -> usize {
+        Self::ALL.iter().position(|x| *x == self).unwrap_or(0)
+    }
+}
+
+/// One serving search.
+#[derive(Clone, Debug)]
+pub struct InferSearch<'a> {
+    /// Model.
+    pub spec: &'a ModelSpec,
+    /// Chip.
+    pub chip: &'a Chip,
+    /// Chips.
+    pub chips: ChipBudget,
+    /// Prompt tokens.
+    pub prompt_len: u64,
+    /// Generated tokens.
+    pub gen_len: u64,
+    /// TTFT SLO (s).
+    pub ttft_slo: Option<f64>,
+    /// Time-per-output-token SLO (s).
+    pub tpot_slo: Option<f64>,
+    /// Objective.
+    pub objective: InferObjective,
+    /// Plans to keep.
+    pub top_k: usize,
+    /// Weight dtypes tried.
+    pub weights_dtypes: Vec<DType>,
+    /// KV dtypes tried.
+    pub kv_dtypes: Vec<DType>,
+    /// Compute dtype.
+    pub compute_dtype: DType,
+    /// Prefill MFU.
+    pub mfu: f64,
+    /// Largest batch tried per replica.
+    pub max_batch: u64,
+    /// Threads (None = all cores).
+    pub threads: Option<usize>,
+}
+
+/// One costed serving point.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InferPoint {
+    /// Slice shape (TPU) or GPU count.
+    pub mesh: Vec<u64>,
+    /// Chips.
+    pub chips: u64,
+    /// Y.
+    pub tp: u64,
+    /// Z.
+    pub ep: u64,
+    /// Copies of the model.
+    pub replicas: u64,
+    /// 1D or 2D-WS.
+    pub sharding: Sharding,
+    /// Weight dtype.
+    pub weights_dtype: DType,
+    /// KV dtype.
+    pub kv_dtype: DType,
+    /// Sequences per replica.
+    pub batch: u64,
+    /// Time per output token (decode step), s.
+    pub tpot_s: f64,
+    /// Time to first token, s.
+    pub ttft_s: f64,
+    /// Output tokens/s per chip.
+    pub tokens_per_s_per_chip: f64,
+    /// Output tokens/s of the slice.
+    pub tokens_per_s: f64,
+    /// USD per million output tokens.
+    pub cost_per_million_tokens_usd: Option<f64>,
+    /// Meets both SLOs.
+    pub meets_slo: bool,
+}
+
+impl InferPoint {
+    /// The query that reproduces this point.
+    pub fn query(&self, s: &InferSearch) -> InferQuery {
+        InferQuery {
+            weights_dtype: self.weights_dtype,
+            kv_dtype: self.kv_dtype,
+            compute_dtype: s.compute_dtype,
+            batch: self.batch,
+            prompt_len: s.prompt_len,
+            context: s.prompt_len + s.gen_len,
+            gen_len: s.gen_len,
+            mesh: self.mesh.clone(),
+            tp: Some(self.tp),
+            ep: Some(self.ep),
+            sharding: self.sharding,
+            mfu: s.mfu,
+        }
+    }
+}
+
+/// Result of a serving search.
+#[derive(Clone, Debug)]
+pub struct InferResult {
+    /// Best points under the SLOs, best first.
+    pub plans: Vec<InferPoint>,
+    /// Pareto front (TPOT ascending, throughput per chip descending) of every point that fits.
+    pub pareto: Vec<InferPoint>,
+    /// Rejections per reason (indexed like [`InferReject::ALL`]).
+    pub rejected: [u64; 5],
+    /// Points of the space.
+    pub candidates: u64,
+    /// Points that fit (before SLOs).
+    pub fitting: u64,
+    /// Slice shapes tried.
+    pub slices: Vec<Vec<u64>>,
+    /// Why no slice could be tried (empty when some could).
+    pub slice_reasons: Vec<String>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl InferResult {
+    /// Count for one reason.
+    pub fn rejected_for(&self, r: InferReject) -> u64 {
+        self.rejected[r.idx()]
+    }
+}
+
+struct Layout {
+    mesh: Vec<u64>,
+    tp: u64,
+    ep: u64,
+    sharding: Sharding,
+    wdt: DType,
+    kdt: DType,
+}
+
+impl InferSearch<'_> {
+    /// A search with defaults: bf16 and int8 weights and KV, bf16 compute.
+    pub fn new<'b>(spec: &'b ModelSpec, chip: &'b Chip, chips: ChipBudget) -> InferSearch<'b> {
+        InferSearch {
+            spec,
+            chip,
+            chips,
+            prompt_len: 2048,
+            gen_len: 512,
+            ttft_slo: None,
+            tpot_slo: None,
+            objective: InferObjective::Throughput,
+            top_k: 10,
+            weights_dtypes: vec![DType::Bf16, DType::Int8],
+            kv_dtypes: vec![DType::Bf16, DType::Int8],
+            compute_dtype: DType::Bf16,
+            mfu: 1.0,
+            max_batch: 1 << 14,
+            threads: None,
+        }
+    }
+
+    /// Slice shapes to try, and why there are none.
+    pub fn slices(&self) -> (Vec<Vec<u64>>, Vec<String>) {
+        let (n, exact) = match self.chips {
+            ChipBudget::Exactly(n) => (n, true),
+            ChipBudget::AtMost(n) => (n, false),
+        };
+        let mut reasons = Vec::new();
+        if n == 0 {
+            reasons.push("zero chips".to_string());
+            return (Vec::new(), reasons);
+        }
+        let max = self.chip.max_chips().unwrap_or(u64::MAX);
+        let out: Vec<Vec<u64>> = match &self.chip.ici {
+            Some(ici) if self.chip.kind == ChipKind::Tpu && !ici.slice_shapes.is_empty() => {
+                let v: Vec<Vec<u64>> = ici
+                    .slice_shapes
+                    .iter()
+                    .filter(|s| {
+                        let c: u64 = s.iter().product();
+                        if exact {
+                            c == n
+                        } else {
+                            c <= n
+                        }
+                    })
+                    .cloned()
+                    .collect();
+                if v.is_empty() {
+                    let offered: Vec<String> = ici
+                        .slice_shapes
+                        .iter()
+                        .map(|s| format!("{} ({})", fmt_shape(s), s.iter().product::<u64>()))
+                        .collect();
+                    reasons.push(format!(
+                        "{} offers no slice with {} {n} chips; offered: {}",
+                        self.chip.name,
+                        if exact { "exactly" } else { "at most" },
+                        offered.join(", ")
+                    ));
+                }
+                v
+            }
+            _ => {
+                if exact {
+                    if n > max {
+                        reasons.push(format!(
+                            "{n} chips exceed the largest {} deployment of {max}",
+                            self.chip.name
+                        ));
+                        Vec::new()
+                    } else {
+                        vec![vec![n]]
+                    }
+                } else {
+                    let top = n.min(max);
+                    let mut v: Vec<Vec<u64>> = (0..63)
+                        .map(|k| 1u64 << k)
+                        .take_while(|c| *c <= top)
+                        .map(|c| vec![c])
+                        .collect();
+                    if !v.iter().any(|x| x[0] == top) {
+                        v.push(vec![top]);
+                    }
+                    v
+                }
+            }
+        };
+        (out, reasons)
+    }
+
+    fn layouts(&self, slices: &[Vec<u64>]) -> (Vec<Layout>, u64) {
+        let a = &self.spec.arch;
+        let mut out = Vec::new();
+        let mut bad = 0;
+        for mesh in slices {
+            let chips: u64 = mesh.iter().product();
+            let eps: Vec<u64> = match &a.moe {
+                Some(m) => divisors(chips)
+                    .into_iter()
+                    .filter(|e| m.n_experts % e == 0)
+                    .collect(),
+                None => vec![1],
+            };
+            for &ep in &eps {
+                for tp in divisors(chips / ep) {
+                    let shardings: &[Sharding] = if self.chip.kind == ChipKind::Tpu && tp > 1 {
+                        &[Sharding::OneD, Sharding::TwoDWs]
+                    } else {
+                        &[Sharding::OneD]
+                    };
+                    for &sharding in shardings {
+                        for &wdt in &self.weights_dtypes {
+                            for &kdt in &self.kv_dtypes {
+                                let ok = a.n_heads % tp == 0 && {
+                                    let f_tp = if a.dense_layers() > 0 {
+                                        a.d_ff
+                                    } else {
+                                        a.d_ff_expert()
+                                    };
+                                    f_tp % tp == 0 && (a.moe.is_none() || a.d_ff_expert() % tp == 0)
+                                };
+                                if !ok {
+                                    bad += 1;
+                                    continue;
+                                }
+                                out.push(Layout {
+                                    mesh: mesh.clone(),
+                                    tp,
+                                    ep,
+                                    sharding,
+                                    wdt,
+                                    kdt,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (out, bad)
+    }
+
+    fn point(&self, l: &Layout, batch: u64) -> Option<(InferPoint, bool)> {
+        let q = InferQuery {
+            weights_dtype: l.wdt,
+            kv_dtype: l.kdt,
+            compute_dtype: self.compute_dtype,
+            batch,
+            prompt_len: self.prompt_len,
+            context: self.prompt_len + self.gen_len,
+            gen_len: self.gen_len,
+            mesh: l.mesh.clone(),
+            tp: Some(l.tp),
+            ep: Some(l.ep),
+            sharding: l.sharding,
+            mfu: self.mfu,
+        };
+        let r = evaluate(self.spec, self.chip, &q, &mut NoTrace).ok()?;
+        Some((point_of(&r, l), r.batch_fits))
+    }
+
+    fn meets(&self, p: &InferPoint) -> (bool, bool) {
+        (
+            self.ttft_slo.map_or(true, |s| p.ttft_s <= s),
+            self.tpot_slo.map_or(true, |s| p.tpot_s <= s),
+        )
+    }
+
+    fn cmp(&self, a: &InferPoint, b: &InferPoint) -> Ordering {
+        let tps = |p: &InferPoint| -p.tokens_per_s_per_chip;
+        let keys = |p: &InferPoint| -> [f64; 3] {
+            match self.objective {
+                InferObjective::Throughput => [tps(p), p.tpot_s, p.chips as f64],
+                InferObjective::Cost => [
+                    p.cost_per_million_tokens_usd.unwrap_or(tps(p)),
+                    p.tpot_s,
+                    p.chips as f64,
+                ],
+                InferObjective::Latency => [p.tpot_s, p.ttft_s, tps(p)],
+            }
+        };
+        let (ka, kb) = (keys(a), keys(b));
+        for i in 0..3 {
+            match ka[i].total_cmp(&kb[i]) {
+                Ordering::Equal => {}
+                x => return x,
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// Run the search.
+    pub fn run(&self) -> InferResult {
+        let t0 = Instant::now();
+        let (slices, slice_reasons) = self.slices();
+        let (layouts, bad) = self.layouts(&slices);
+        let mut rejected = [0u64; 5];
+        rejected[InferReject::Layout.idx()] = bad;
+        let eval_layout = |l: &Layout| -> (Vec<(InferPoint, bool)>, u64, u64) {
+            // batch 1 first: the largest batch that fits follows from it
+            let q1 = self.point(l, 1);
+            let Some((p1, fits1)) = q1 else {
+                return (Vec::new(), 1, 0);
+            };
+            if !fits1 {
+                return (Vec::new(), 0, 1);
+            }
+            let mb = {
+                let q = p1.query(self);
+                evaluate(self.spec, self.chip, &q, &mut NoTrace)
+                    .map(|r| r.max_batch)
+                    .unwrap_or(1)
+                    .min(self.max_batch)
+            };
+            let mut v = vec![(p1, true)];
+            let mut b = 2;
+            while b <= mb {
+                if let Some(x) = self.point(l, b) {
+                    v.push(x);
+                }
+                b *= 2;
+            }
+            if mb > 1 && !mb.is_power_of_two() {
+                if let Some(x) = self.point(l, mb) {
+                    v.push(x);
+                }
+            }
+            (v, 0, 0)
+        };
+        let results: Vec<(Vec<(InferPoint, bool)>, u64, u64)> = match self.threads {
+            Some(1) => layouts.iter().map(eval_layout).collect(),
+            _ => layouts.par_iter().map(eval_layout).collect(),
+        };
+        let mut pts: Vec<InferPoint> = Vec::new();
+        let mut candidates = bad;
+        for (v, lay, nofit) in results {
+            rejected[InferReject::Layout.idx()] += lay;
+            rejected[InferReject::WeightsDoNotFit.idx()] += nofit;
+            candidates += lay + nofit + v.len() as u64;
+            for (mut p, fits) in v {
+                if !fits {
+                    rejected[InferReject::BatchDoesNotFit.idx()] += 1;
+                    continue;
+                }
+                let (a, b) = self.meets(&p);
+                p.meets_slo = a && b;
+                pts.push(p);
+            }
+        }
+        let fitting = pts.len() as u64;
+        // Pareto front: TPOT ascending, keep strictly better throughput per chip.
+        let mut by_lat: Vec<&InferPoint> = pts.iter().collect();
+        by_lat.sort_by(|a, b| {
+            a.tpot_s
+                .total_cmp(&b.tpot_s)
+                .then(b.tokens_per_s_per_chip.total_cmp(&a.tokens_per_s_per_chip))
+        });
+        let mut pareto = Vec::new();
+        let mut best = f64::NEG_INFINITY;
+        for p in by_lat {
+            if p.tokens_per_s_per_chip > best {
+                best = p.tokens_per_s_per_chip;
+                pareto.push(p.clone());
+            }
+        }
+        let mut ok: Vec<InferPoint> = Vec::new();
+        for p in pts {
+            let (a, b) = self.meets(&p);
+            if !a {
+                rejected[InferReject::TtftSlo.idx()] += 1;
+            } else if !b {
+                rejected[InferReject::TpotSlo.idx()] += 1;
+            } else {
+                ok.push(p);
+            }
+        }
+        ok.sort_by(|a, b| self.cmp(a, b));
+        ok.truncate(self.top_k);
+        InferResult {
+            plans: ok,
+            pareto,
+            rejected,
+            candidates,
+            fitting,
+            slices,
+            slice_reasons,
+            elapsed: t0.elapsed(),
+        }
+    }
+
+    /// The full report of a point.
+    pub fn report(&self, p: &InferPoint) -> crate::Result<InferReport> {
+        evaluate(self.spec, self.chip, &p.query(self), &mut NoTrace)
+    }
+}
+
+fn point_of(r: &InferReport, l: &Layout) -> InferPoint {
+    InferPoint {
+        mesh: l.mesh.clone(),
+        chips: r.chips,
+        tp: r.tp,
+        ep: r.ep,
+        replicas: r.replicas,
+        sharding: r.sharding,
+        weights_dtype: r.weights_dtype,
+        kv_dtype: r.kv_dtype,
+        batch: r.batch,
+        tpot_s: r.decode_step_time_s.get(),
+        ttft_s: r.ttft_s.get(),
+        tokens_per_s_per_chip: r.tokens_per_s_per_chip,
+        tokens_per_s: r.tokens_per_s,
+        cost_per_million_tokens_usd: r.cost_per_million_tokens_usd,
+        meets_slo: true,
+    }
+}

@@ -1,0 +1,99 @@
+//! Bad claims files: line-precise errors, never a panic.
+
+use meshplan_core::check::{check, parse_claims};
+use meshplan_core::{Catalog, Error};
+use proptest::prelude::*;
+
+fn parse_err(src: &str) -> Error {
+    let f = parse_claims(src, "bad.toml", &mut |p| Err(format!("no file {p}")));
+    match f {
+        Err(e) => e,
+        Ok(f) => check(&f, Catalog::builtin(), false).expect_err("should be an error"),
+    }
+}
+
+fn line_of(e: &Error) -> usize {
+    match e {
+        Error::Parse { line, .. } => *line,
+        e => panic!("not a parse error: {e}"),
+    }
+}
+
+const HEAD: &str = "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\nhardware = { chip = \"tpu-v5e@book\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\n";
+
+#[test]
+fn unknown_quantity() {
+    let e = parse_err(&format!(
+        "{HEAD}quantity = \"params_totl\"\nclaimed = \"7\"\n"
+    ));
+    assert_eq!(line_of(&e), 8, "{e}");
+    assert!(e.to_string().contains("params_total"), "{e}");
+}
+
+#[test]
+fn unit_mismatch_seconds_vs_bytes() {
+    let e = parse_err(&format!(
+        "{HEAD}quantity = \"kv_cache_bytes_per_token\"\nclaimed = \"1.3 ms\"\n"
+    ));
+    assert_eq!(line_of(&e), 9, "{e}");
+    assert!(e.to_string().contains("unit mismatch"), "{e}");
+}
+
+#[test]
+fn missing_scenario() {
+    let e = parse_err("[[claim]]\nid = \"a\"\nscenario = \"nope\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
+    assert_eq!(line_of(&e), 3, "{e}");
+    assert!(e.to_string().contains("unknown scenario"), "{e}");
+}
+
+#[test]
+fn missing_scenario_file() {
+    let e = parse_err("[[claim]]\nid = \"a\"\nscenario = \"missing.toml\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
+    assert_eq!(line_of(&e), 3, "{e}");
+}
+
+#[test]
+fn malformed_toml() {
+    let e = parse_err("title = \"x\"\n[[claim]\nid = 3\n");
+    assert_eq!(line_of(&e), 2, "{e}");
+}
+
+#[test]
+fn unknown_field_and_command() {
+    let e = parse_err(&format!(
+        "{HEAD}quantity = \"params_total\"\nclaimed = \"7\"\ntolerance = 0.1\n"
+    ));
+    assert_eq!(line_of(&e), 10, "{e}");
+    let e = parse_err(&format!(
+        "{HEAD}command = \"serve\"\nquantity = \"params_total\"\nclaimed = \"7\"\n"
+    ));
+    assert_eq!(line_of(&e), 8, "{e}");
+    assert!(e.to_string().contains("unknown command"), "{e}");
+}
+
+#[test]
+fn scenario_without_model_and_word_for_number() {
+    let e = parse_err("[scenarios.s]\nhardware = { chip = \"tpu-v5e\" }\n[[claim]]\nid = \"a\"\nscenario = \"s\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
+    assert_eq!(line_of(&e), 3, "{e}");
+    let e = parse_err(&format!(
+        "{HEAD}quantity = \"params_total\"\nclaimed = \"fits\"\n"
+    ));
+    assert!(e.to_string().contains("claim a number"), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(s in "\\PC{0,300}") {
+        if let Ok(f) = parse_claims(&s, "p.toml", &mut |_| Err("x".into())) {
+            let _ = check(&f, Catalog::builtin(), true);
+        }
+    }
+
+    #[test]
+    fn arbitrary_claimed_never_panics(c in "[0-9a-zA-Z ,.:/µ~≈%+-]{0,24}", q in prop::sample::select(vec!["params_total", "kv_cache_bytes_per_token", "hbm_bandwidth_bytes_per_s", "critical_intensity_hbm"])) {
+        let src = format!("{HEAD}quantity = \"{q}\"\nclaimed = {}\n", toml::Value::String(c));
+        if let Ok(f) = parse_claims(&src, "p.toml", &mut |_| Err("x".into())) {
+            let _ = check(&f, Catalog::builtin(), true);
+        }
+    }
+}
