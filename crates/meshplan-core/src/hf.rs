@@ -91,27 +91,8 @@ impl Cfg<'_> {
 /// F and the family's details.
 fn skeleton(n_layers: u64, d: u64, n: u64, k: u64, h: u64, vocab: u64, tied: bool) -> Arch {
     Arch {
-        n_layers,
-        d_model: d,
-        d_ff: 0,
-        n_heads: n,
-        n_kv_heads: k,
-        d_head: h,
-        vocab,
         tied_embeddings: tied,
-        mlp: MlpKind::Gated,
-        norm: NormKind::Rms,
-        norms_per_layer: 2,
-        final_norm: true,
-        qk_norm: false,
-        qkv_bias: false,
-        attn_out_bias: false,
-        mlp_bias: false,
-        learned_pos_emb: 0,
-        lm_head_bias: false,
-        moe: None,
-        mla: None,
-        sliding_window: None,
+        ..Arch::dense(n_layers, d, 0, n, k, h, vocab)
     }
 }
 

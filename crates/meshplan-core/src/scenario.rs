@@ -285,32 +285,17 @@ impl ModelSection {
                 };
                 let d_model = need(self.d_model, "d_model")?;
                 let n_heads = need(self.n_heads, "n_heads")?;
-                let arch = Arch {
-                    n_layers: need(self.n_layers, "n_layers")?,
+                let arch = Arch::dense(
+                    need(self.n_layers, "n_layers")?,
                     d_model,
-                    d_ff: self.d_ff.map(|c| c.0).unwrap_or(d_model.saturating_mul(4)),
+                    self.d_ff.map(|c| c.0).unwrap_or(d_model.saturating_mul(4)),
                     n_heads,
-                    n_kv_heads: self.n_kv_heads.map(|c| c.0).unwrap_or(n_heads),
-                    d_head: self
-                        .d_head
+                    self.n_kv_heads.map(|c| c.0).unwrap_or(n_heads),
+                    self.d_head
                         .map(|c| c.0)
                         .unwrap_or(d_model.checked_div(n_heads).unwrap_or(0)),
-                    vocab: need(self.vocab, "vocab")?,
-                    tied_embeddings: false,
-                    mlp: MlpKind::Gated,
-                    norm: NormKind::Rms,
-                    norms_per_layer: 2,
-                    final_norm: true,
-                    qk_norm: false,
-                    qkv_bias: false,
-                    attn_out_bias: false,
-                    mlp_bias: false,
-                    learned_pos_emb: 0,
-                    lm_head_bias: false,
-                    moe: None,
-                    mla: None,
-                    sliding_window: None,
-                };
+                    need(self.vocab, "vocab")?,
+                );
                 ModelSpec::custom("custom", arch)
             }
         };

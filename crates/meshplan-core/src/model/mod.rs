@@ -258,6 +258,45 @@ impl ModelSpec {
 }
 
 impl Arch {
+    /// A dense decoder with the common defaults — gated MLP, two RMSNorms per
+    /// layer plus a final one, no biases, untied embeddings, no MoE/MLA/window
+    /// — and the given L, D, F, N, K, H, V. Importers and inline scenarios
+    /// start here and set the family's details.
+    #[allow(clippy::too_many_arguments)] // the book's seven symbols
+    pub fn dense(
+        n_layers: u64,
+        d_model: u64,
+        d_ff: u64,
+        n_heads: u64,
+        n_kv_heads: u64,
+        d_head: u64,
+        vocab: u64,
+    ) -> Arch {
+        Arch {
+            n_layers,
+            d_model,
+            d_ff,
+            n_heads,
+            n_kv_heads,
+            d_head,
+            vocab,
+            tied_embeddings: false,
+            mlp: MlpKind::Gated,
+            norm: NormKind::Rms,
+            norms_per_layer: 2,
+            final_norm: true,
+            qk_norm: false,
+            qkv_bias: false,
+            attn_out_bias: false,
+            mlp_bias: false,
+            learned_pos_emb: 0,
+            lm_head_bias: false,
+            moe: None,
+            mla: None,
+            sliding_window: None,
+        }
+    }
+
     /// G = N/K, query heads per KV head.
     pub fn group_size(&self) -> u64 {
         self.n_heads / self.n_kv_heads

@@ -458,27 +458,9 @@ mod tests {
     /// Chapter 5's LLaMA-2 13B as the book counts it: no norms.
     pub(crate) fn book_13b() -> Arch {
         Arch {
-            n_layers: 40,
-            d_model: 5120,
-            d_ff: 13824,
-            n_heads: 40,
-            n_kv_heads: 40,
-            d_head: 128,
-            vocab: 32000,
-            tied_embeddings: false,
-            mlp: MlpKind::Gated,
-            norm: NormKind::Rms,
             norms_per_layer: 0,
             final_norm: false,
-            qk_norm: false,
-            qkv_bias: false,
-            attn_out_bias: false,
-            mlp_bias: false,
-            learned_pos_emb: 0,
-            lm_head_bias: false,
-            moe: None,
-            mla: None,
-            sliding_window: None,
+            ..Arch::dense(40, 5120, 13824, 40, 40, 128, 32000)
         }
     }
 

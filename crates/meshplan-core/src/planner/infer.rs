@@ -222,6 +222,9 @@ impl InferResult {
     }
 }
 
+/// Points of one layout (with batch_fits), layout rejections, weight misfits.
+type LayoutOutcome = (Vec<(InferPoint, bool)>, u64, u64);
+
 struct Layout {
     mesh: Vec<u64>,
     tp: u64,
@@ -431,7 +434,7 @@ impl InferSearch<'_> {
         let (layouts, bad) = self.layouts(&slices);
         let mut rejected = [0u64; 5];
         rejected[InferReject::Layout.idx()] = bad;
-        let eval_layout = |l: &Layout| -> (Vec<(InferPoint, bool)>, u64, u64) {
+        let eval_layout = |l: &Layout| -> LayoutOutcome {
             // batch 1 first: the largest batch that fits follows from it
             let q1 = self.point(l, 1);
             let Some((p1, fits1)) = q1 else {
@@ -462,7 +465,7 @@ impl InferSearch<'_> {
             }
             (v, 0, 0)
         };
-        let results: Vec<(Vec<(InferPoint, bool)>, u64, u64)> = match self.threads {
+        let results: Vec<LayoutOutcome> = match self.threads {
             Some(1) => layouts.iter().map(eval_layout).collect(),
             _ => layouts.par_iter().map(eval_layout).collect(),
         };
