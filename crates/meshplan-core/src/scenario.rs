@@ -169,6 +169,8 @@ pub struct TrainingSection {
     pub causal: Option<bool>,
     /// Count attention FLOPs (default true; the book's exercises ignore them).
     pub include_attention: Option<bool>,
+    /// Fraction of link bandwidth collectives achieve, in (0, 1] (default 1).
+    pub comm_efficiency: Option<f64>,
 }
 
 /// `[inference]` (filled in by `meshplan infer`).

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use meshplan_core::hardware::parse_shape;
-use meshplan_core::inference::{self, check_mesh, InferQuery, Sharding};
+use meshplan_core::inference::scenario::{resolve, InferSetup};
+use meshplan_core::inference::{self};
+use meshplan_core::scenario::{Count, Scenario};
 use meshplan_core::trace::{NoTrace, Recorder};
-use meshplan_core::units::{fmt_si, parse_count, DType};
+use meshplan_core::units::{fmt_si, parse_count};
 
 use crate::common::{print_json, render_steps, scenario, user_catalog, ExplainFormat};
 
@@ -74,78 +75,72 @@ pub struct InferArgs {
     pub explain_format: ExplainFormat,
 }
 
-fn count(s: &Option<String>, file: Option<u64>, default: u64, what: &str) -> Result<u64> {
-    match s {
-        Some(v) => parse_count(v).with_context(|| format!("--{what}")),
-        None => Ok(file.unwrap_or(default)),
-    }
-}
-
-fn dtype(s: Option<&str>, default: DType) -> Result<DType> {
-    Ok(match s {
-        Some(v) => DType::parse(v)?,
-        None => default,
-    })
-}
-
-/// Run the command.
-pub fn run(a: InferArgs) -> Result<ExitCode> {
-    let cat = user_catalog()?;
-    let mut sc = scenario(a.scenario.as_deref())?;
+/// Write the flags into the scenario (flags override the file).
+fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
+    let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
+        s.as_deref()
+            .map(|x| parse_count(x).map(Count).with_context(|| format!("--{what}")))
+            .transpose()
+    };
     if let Some(m) = &a.model {
         sc.model.name = Some(m.clone());
     }
     if let Some(h) = &a.hw {
         sc.hardware.chip = Some(h.clone());
     }
-    if sc.model.name.is_none() && !sc.model.has_overrides() {
-        bail!("no model given: use --model NAME or a scenario with [model]");
+    // --mesh beats --chips, and either beats the file's mesh/chips.
+    if let Some(m) = &a.mesh {
+        sc.hardware.mesh = Some(m.clone());
+    } else if let Some(c) = count(&a.chips, "chips")? {
+        sc.hardware.mesh = None;
+        sc.hardware.chips = Some(c);
     }
-    let model = sc.model.resolve(&cat)?;
-    let chip = sc.hardware.resolve_chip(&cat)?;
-    let inf = &sc.inference;
-    let mesh = match (&a.mesh, &a.chips) {
-        (Some(m), _) => parse_shape(m)?,
-        (None, Some(c)) => vec![parse_count(c).context("--chips")?],
-        (None, None) => match (&sc.hardware.mesh, sc.hardware.chips) {
-            (Some(m), _) => parse_shape(m)?,
-            (None, Some(c)) => vec![c.0],
-            (None, None) => bail!("no slice given: use --mesh 4x4 (TPU) or --chips N"),
-        },
-    };
-    check_mesh(&chip, &mesh)?;
-    let wdt = dtype(
-        a.weights_dtype.as_deref().or(inf.weights_dtype.as_deref()),
-        DType::Bf16,
-    )?;
-    let kvdt = dtype(a.kv_dtype.as_deref().or(inf.kv_dtype.as_deref()), wdt)?;
-    let cdt = dtype(
-        a.compute_dtype.as_deref().or(inf.compute_dtype.as_deref()),
-        DType::Bf16,
-    )?;
-    let context = count(&a.context, inf.context.map(|c| c.0), 4096, "context")?;
-    let q = InferQuery {
-        weights_dtype: wdt,
-        kv_dtype: kvdt,
-        compute_dtype: cdt,
-        batch: count(&a.batch, inf.batch.map(|c| c.0), 1, "batch")?,
-        prompt_len: count(
-            &a.prompt_len,
-            inf.prompt_len.map(|c| c.0),
-            context.min(2048),
-            "prompt-len",
-        )?,
-        context,
-        gen_len: count(&a.gen_len, inf.gen_len.map(|c| c.0), 512, "gen-len")?,
-        mesh,
-        tp: a.tp.or(sc.parallelism.tp),
-        ep: a.ep.or(sc.parallelism.ep),
-        sharding: match a.sharding.as_deref().or(sc.parallelism.sharding.as_deref()) {
-            Some(s) => Sharding::parse(s)?,
-            None => Sharding::OneD,
-        },
-        mfu: a.mfu.or(inf.mfu).unwrap_or(1.0),
-    };
+    let inf = &mut sc.inference;
+    for (dst, src) in [
+        (&mut inf.weights_dtype, &a.weights_dtype),
+        (&mut inf.kv_dtype, &a.kv_dtype),
+        (&mut inf.compute_dtype, &a.compute_dtype),
+    ] {
+        if src.is_some() {
+            dst.clone_from(src);
+        }
+    }
+    for (dst, src, what) in [
+        (&mut inf.batch, &a.batch, "batch"),
+        (&mut inf.prompt_len, &a.prompt_len, "prompt-len"),
+        (&mut inf.context, &a.context, "context"),
+        (&mut inf.gen_len, &a.gen_len, "gen-len"),
+    ] {
+        if let Some(c) = count(src, what)? {
+            *dst = Some(c);
+        }
+    }
+    if a.mfu.is_some() {
+        inf.mfu = a.mfu;
+    }
+    let p = &mut sc.parallelism;
+    if a.tp.is_some() {
+        p.tp = a.tp;
+    }
+    if a.ep.is_some() {
+        p.ep = a.ep;
+    }
+    if a.sharding.is_some() {
+        p.sharding.clone_from(&a.sharding);
+    }
+    Ok(())
+}
+
+/// Run the command.
+pub fn run(a: InferArgs) -> Result<ExitCode> {
+    let cat = user_catalog()?;
+    let mut sc = scenario(a.scenario.as_deref())?;
+    apply_flags(&a, &mut sc)?;
+    let InferSetup {
+        model,
+        chip,
+        query: q,
+    } = resolve(&sc, &cat)?;
     let (r, steps) = if a.explain {
         let mut rec = Recorder::default();
         let r = inference::evaluate(&model, &chip, &q, &mut rec)?;

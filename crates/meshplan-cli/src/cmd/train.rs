@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use meshplan_core::mesh::{Degrees, Topology};
-use meshplan_core::scenario::Scenario;
+use meshplan_core::scenario::{Count, Scenario};
 use meshplan_core::trace::{NoTrace, Recorder};
-use meshplan_core::training::{analyze, Optimizer, Remat, Schedule, TrainConfig, TrainReport};
-use meshplan_core::units::{fmt_si, parse_count, sig4, DType};
+use meshplan_core::training::scenario::{resolve, TrainSetup};
+use meshplan_core::training::{analyze, TrainReport};
+use meshplan_core::units::{fmt_si, parse_count, sig4};
 
 use crate::common::{self, ExplainFormat};
 
@@ -109,111 +109,17 @@ pub struct TrainArgs {
     pub explain_format: ExplainFormat,
 }
 
-fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
-    match s {
-        Some(x) => DType::parse(x).with_context(|| format!("training.{what}")),
-        None => Ok(d),
-    }
-}
-
 /// Run the command.
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let cat = common::user_catalog()?;
     let mut sc: Scenario = common::scenario(a.scenario.as_deref())?;
-    if let Some(m) = &a.model {
-        sc.model.name = Some(m.clone());
-    }
-    if let Some(h) = &a.hw {
-        sc.hardware.chip = Some(h.clone());
-    }
-    if let Some(m) = &a.mesh {
-        sc.hardware.mesh = Some(m.clone());
-    }
-    let spec = sc.model.resolve(&cat)?;
-    let chip = sc.hardware.resolve_chip(&cat)?;
-    let chips_flag = a.chips.as_deref().map(parse_count).transpose()?;
-    let topo = match (
-        &sc.hardware.mesh,
-        chips_flag.or(sc.hardware.chips.map(|c| c.0)),
-    ) {
-        (Some(m), _) => Topology::parse(&chip, m)?,
-        (None, Some(n)) => match &chip.ici {
-            Some(_) => anyhow::bail!("a TPU needs --mesh with a slice shape like 16x16x16"),
-            None => Topology::gpus(n, chip.nvlink.as_ref().map_or(1, |x| x.domain_size)),
-        },
-        (None, None) => anyhow::bail!("give --mesh (TPU slice or NODESxGPUS) or --chips"),
-    };
-    let t = &sc.training;
-    let p = &sc.parallelism;
-    let mut cfg = TrainConfig::default();
-    cfg.batch_tokens = match &a.batch_tokens {
-        Some(s) => parse_count(s)?,
-        None => t.batch_tokens.map(|c| c.0).unwrap_or(cfg.batch_tokens),
-    };
-    cfg.seq_len = match &a.seq_len {
-        Some(s) => parse_count(s)?,
-        None => t.seq_len.map(|c| c.0).unwrap_or(cfg.seq_len),
-    };
-    cfg.param_dtype = dtype(&t.param_dtype, cfg.param_dtype, "param_dtype")?;
-    cfg.grad_dtype = dtype(&t.grad_dtype, cfg.param_dtype, "grad_dtype")?;
-    cfg.optimizer_dtype = dtype(&t.optimizer_dtype, cfg.optimizer_dtype, "optimizer_dtype")?;
-    cfg.activation_dtype = dtype(
-        &t.activation_dtype,
-        cfg.activation_dtype,
-        "activation_dtype",
-    )?;
-    if let Some(o) = a.optimizer.as_ref().or(t.optimizer.as_ref()) {
-        cfg.optimizer = Optimizer::parse(o)?;
-    }
-    cfg.master_weights = a.master_weights || t.master_weights.unwrap_or(false);
-    if let Some(r) = a.remat.as_ref().or(t.remat.as_ref()) {
-        cfg.remat = Remat::parse(r)?;
-    }
-    cfg.mfu = a.mfu.or(t.mfu);
-    if let Some(m) = cfg.mfu {
-        if !(m > 0.0 && m <= 1.0) {
-            anyhow::bail!("--mfu must be in (0, 1], got {m}");
-        }
-    }
-    cfg.train_tokens = match &a.train_tokens {
-        Some(s) => Some(parse_count(s)?),
-        None => t.train_tokens.map(|c| c.0),
-    };
-    cfg.causal = t.causal.unwrap_or(true);
-    cfg.include_attention = !a.no_attention && t.include_attention.unwrap_or(true);
-    let pick = |f: Option<u64>, s: Option<u64>| f.or(s).unwrap_or(1);
-    cfg.degrees = Degrees {
-        dp: pick(a.dp, p.dp),
-        fsdp: pick(a.fsdp, p.fsdp),
-        tp: pick(a.tp, p.tp),
-        pp: pick(a.pp, p.pp),
-        cp: pick(a.cp, p.cp),
-        ep: pick(a.ep, p.ep),
-    };
-    // No degree given at all: pure data parallelism over every chip.
-    if cfg.degrees == Degrees::default() && topo.chips() > 1 {
-        cfg.degrees.dp = topo.chips();
-    }
-    let zero = a.zero.or(p.zero).unwrap_or(0);
-    if zero > 3 {
-        anyhow::bail!("--zero must be 0, 1, 2 or 3, got {zero}");
-    }
-    cfg.zero = zero as u8;
-    if let Some(s) = a.schedule.as_ref().or(p.schedule.as_ref()) {
-        cfg.schedule = Schedule::parse(s)?;
-    }
-    cfg.microbatches = a
-        .microbatches
-        .or(p.microbatches)
-        .unwrap_or(cfg.degrees.pp.max(1));
-    cfg.virtual_stages = a.virtual_stages.or(p.virtual_stages).unwrap_or(1);
-    cfg.sequence_parallel = a.sequence_parallel || p.sequence_parallel.unwrap_or(false);
-    if let Some(e) = a.comm_efficiency {
-        if !(e > 0.0 && e <= 1.0) {
-            anyhow::bail!("--comm-efficiency must be in (0, 1], got {e}");
-        }
-        cfg.comm_efficiency = e;
-    }
+    apply_flags(&a, &mut sc)?;
+    let TrainSetup {
+        spec,
+        chip,
+        topo,
+        cfg,
+    } = resolve(&sc, &cat)?;
 
     if a.explain {
         let mut rec = Recorder::default();
@@ -230,6 +136,79 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         print_human(&r);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write the flags into the scenario (flags override the file).
+fn apply_flags(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
+    let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
+        s.as_deref()
+            .map(|x| parse_count(x).map(Count).with_context(|| format!("--{what}")))
+            .transpose()
+    };
+    let h = &mut sc.hardware;
+    if let Some(m) = &a.model {
+        sc.model.name = Some(m.clone());
+    }
+    if let Some(x) = &a.hw {
+        h.chip = Some(x.clone());
+    }
+    if let Some(m) = &a.mesh {
+        h.mesh = Some(m.clone());
+    }
+    if let Some(c) = count(&a.chips, "chips")? {
+        h.chips = Some(c);
+    }
+    let t = &mut sc.training;
+    if let Some(b) = count(&a.batch_tokens, "batch-tokens")? {
+        t.batch_tokens = Some(b);
+    }
+    if let Some(x) = count(&a.seq_len, "seq-len")? {
+        t.seq_len = Some(x);
+    }
+    if let Some(x) = count(&a.train_tokens, "train-tokens")? {
+        t.train_tokens = Some(x);
+    }
+    if a.optimizer.is_some() {
+        t.optimizer.clone_from(&a.optimizer);
+    }
+    if a.remat.is_some() {
+        t.remat.clone_from(&a.remat);
+    }
+    if a.mfu.is_some() {
+        t.mfu = a.mfu;
+    }
+    if a.master_weights {
+        t.master_weights = Some(true);
+    }
+    if a.no_attention {
+        t.include_attention = Some(false);
+    }
+    if a.comm_efficiency.is_some() {
+        t.comm_efficiency = a.comm_efficiency;
+    }
+    let p = &mut sc.parallelism;
+    for (dst, src) in [
+        (&mut p.dp, a.dp),
+        (&mut p.fsdp, a.fsdp),
+        (&mut p.tp, a.tp),
+        (&mut p.pp, a.pp),
+        (&mut p.cp, a.cp),
+        (&mut p.ep, a.ep),
+        (&mut p.zero, a.zero),
+        (&mut p.microbatches, a.microbatches),
+        (&mut p.virtual_stages, a.virtual_stages),
+    ] {
+        if src.is_some() {
+            *dst = src;
+        }
+    }
+    if a.schedule.is_some() {
+        p.schedule.clone_from(&a.schedule);
+    }
+    if a.sequence_parallel {
+        p.sequence_parallel = Some(true);
+    }
+    Ok(())
 }
 
 fn print_verdicts(r: &TrainReport) {

@@ -15,6 +15,7 @@ the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 pub mod latency;
 pub mod memory;
 pub mod roofline;
+pub mod scenario;
 pub mod sharding;
 
 use serde::Serialize;

@@ -22,6 +22,7 @@ Entry point: [`analyze`] (a [`TrainConfig`] → [`TrainReport`]). See
 */
 
 pub mod rules;
+pub mod scenario;
 
 use serde::Serialize;
 

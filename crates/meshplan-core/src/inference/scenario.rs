@@ -1,0 +1,79 @@
+//! Scenario → inference query: the defaults and validation that
+//! `meshplan infer` applies (shared with `meshplan check`). Flags are
+//! written into the [`Scenario`] first (they override the file), then
+//! [`resolve`] turns it into a model, a chip and an [`InferQuery`].
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::hardware::{parse_shape, Chip};
+use crate::model::ModelSpec;
+use crate::scenario::Scenario;
+use crate::units::DType;
+
+use super::{check_mesh, InferQuery, Sharding};
+
+/// Everything [`super::evaluate`] needs.
+#[derive(Clone, Debug)]
+pub struct InferSetup {
+    /// The model.
+    pub model: ModelSpec,
+    /// The chip.
+    pub chip: Chip,
+    /// The query.
+    pub query: InferQuery,
+}
+
+fn dtype(s: Option<&str>, default: DType) -> Result<DType> {
+    Ok(match s {
+        Some(v) => DType::parse(v)?,
+        None => default,
+    })
+}
+
+/// Resolve a scenario (with any flags already written into it) the way
+/// `meshplan infer` does: the mesh is `[hardware] mesh`, else `chips`; the
+/// slice must be one the chip offers; weights bf16, KV in the weight dtype,
+/// compute bf16, batch 1, context 4096, prompt min(context, 2048), 512
+/// generated tokens, 1D sharding, MFU 1.
+pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
+    if sc.model.name.is_none() && !sc.model.has_overrides() {
+        return Err(Error::Invalid(
+            "no model given: use --model NAME or a scenario with [model]".into(),
+        ));
+    }
+    let model = sc.model.resolve(cat)?;
+    let chip = sc.hardware.resolve_chip(cat)?;
+    let inf = &sc.inference;
+    let mesh = match (&sc.hardware.mesh, sc.hardware.chips) {
+        (Some(m), _) => parse_shape(m)?,
+        (None, Some(c)) => vec![c.0],
+        (None, None) => {
+            return Err(Error::Invalid(
+                "no slice given: use --mesh 4x4 (TPU) or --chips N".into(),
+            ))
+        }
+    };
+    check_mesh(&chip, &mesh)?;
+    let wdt = dtype(inf.weights_dtype.as_deref(), DType::Bf16)?;
+    let kvdt = dtype(inf.kv_dtype.as_deref(), wdt)?;
+    let cdt = dtype(inf.compute_dtype.as_deref(), DType::Bf16)?;
+    let context = inf.context.map(|c| c.0).unwrap_or(4096);
+    let query = InferQuery {
+        weights_dtype: wdt,
+        kv_dtype: kvdt,
+        compute_dtype: cdt,
+        batch: inf.batch.map(|c| c.0).unwrap_or(1),
+        prompt_len: inf.prompt_len.map(|c| c.0).unwrap_or(context.min(2048)),
+        context,
+        gen_len: inf.gen_len.map(|c| c.0).unwrap_or(512),
+        mesh,
+        tp: sc.parallelism.tp,
+        ep: sc.parallelism.ep,
+        sharding: match sc.parallelism.sharding.as_deref() {
+            Some(s) => Sharding::parse(s)?,
+            None => Sharding::OneD,
+        },
+        mfu: inf.mfu.unwrap_or(1.0),
+    };
+    Ok(InferSetup { model, chip, query })
+}
