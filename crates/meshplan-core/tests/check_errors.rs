@@ -97,3 +97,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn unknown_train_and_infer_quantities_suggest() {
+    let e = parse_err(&format!(
+        "{HEAD}command = \"train\"\nquantity = \"rules.x_optt\"\nclaimed = \"7\"\n"
+    ));
+    assert_eq!(line_of(&e), 9, "{e}");
+    assert!(e.to_string().contains("rules.x_opt"), "{e}");
+    let e = parse_err(&format!(
+        "{HEAD}command = \"infer\"\nquantity = \"max_batchh\"\nclaimed = \"7\"\n"
+    ));
+    assert!(e.to_string().contains("max_batch"), "{e}");
+}
+
+#[test]
+fn infer_args_and_missing_mesh_are_errors() {
+    // unknown args key
+    let e = parse_err(&format!(
+        "{HEAD}command = \"infer\"\nquantity = \"max_batch\"\nargs = {{ batchh = 3 }}\nclaimed = \"7\"\n"
+    ));
+    assert!(e.to_string().contains("unknown args key `batchh`"), "{e}");
+    // the scenario has no slice: an error naming the claim, not a panic
+    let e = parse_err(&format!(
+        "{HEAD}command = \"infer\"\nquantity = \"max_batch\"\nclaimed = \"7\"\n"
+    ));
+    assert!(e.to_string().contains("no slice given"), "{e}");
+    // args override the scenario: a mesh makes it evaluable
+    let src = format!(
+        "{HEAD}command = \"infer\"\nquantity = \"max_batch\"\nargs = {{ mesh = \"4x4\", weights_dtype = \"int8\", kv_dtype = \"int8\", context = \"128k\" }}\nclaimed = \"7\"\n"
+    );
+    let f = parse_claims(&src, "ok.toml", &mut |p| Err(p.to_string())).unwrap();
+    let r = check(&f, Catalog::builtin(), false).unwrap();
+    assert_eq!(r.claims[0].verdict, meshplan_core::check::Verdict::Pass);
+}

@@ -1,7 +1,8 @@
 //! Fidelity regression figures on a fixed subset (every 10th Playbook row) and
 //! a calibrate round trip. Thresholds are the figures reached today plus a
-//! margin: they catch regressions, they are NOT the issue-7 targets (see
-//! docs/fidelity.md for the figures and the gap).
+//! small margin, so regressions fail. Issue-7 targets still missed (step-time
+//! median ≤ 10 %, Korthikanti ratios within 5 %) are #[ignore]d tests with the
+//! measured figure in the reason (docs/fidelity.md).
 
 use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
@@ -11,6 +12,9 @@ use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile};
 const CSV: &str = include_str!("fixtures/validation/playbook_subset.csv");
 const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 const PUBLISHED: &str = include_str!("fixtures/validation/published_runs.json");
+
+/// Memory median reached on the subset (full set: 9.8 %).
+const MEM_SUBSET: f64 = 0.109;
 
 fn prof(c: &str) -> EfficiencyProfile {
     EfficiencyProfile::builtin(c).expect("profile")
@@ -29,10 +33,14 @@ fn playbook_subset_figures_do_not_regress() {
     let rc = with_chips(&runs);
     let rows = compare(&rc, &prof);
     let s = summarize(&rows);
-    // reached: step median ≈ 0.55, memory median ≈ 0.15, OOM ≈ 0.89
-    assert!(s.step.median < 0.65, "step median {}", s.step.median);
-    assert!(s.memory.median < 0.18, "memory median {}", s.memory.median);
-    assert!(s.oom_accuracy > 0.86, "oom {}", s.oom_accuracy);
+    // reached on this subset: step median 31.4 %, memory median (see below), OOM 93.0 %
+    assert!(s.step.median < 0.34, "step median {}", s.step.median);
+    assert!(
+        s.memory.median < MEM_SUBSET + 0.015,
+        "memory median {}",
+        s.memory.median
+    );
+    assert!(s.oom_accuracy > 0.92, "oom {}", s.oom_accuracy);
 }
 
 #[test]
@@ -43,8 +51,35 @@ fn published_pairs_parse_and_22b_ratio_close() {
     let rc = with_chips(&runs);
     let s = summarize(&compare(&rc, &prof));
     assert_eq!(s.pairs.len(), 4);
-    let p22 = s.pairs.iter().find(|p| p.pair == "kor22-22b").unwrap();
-    assert!(p22.error.abs() < 0.05, "22B ratio error {}", p22.error);
+    // reached: 22B 6.1 %, 175B 8.9 %, 530B 18.4 %, 1T 6.5 % (were 150-460 %)
+    for (k, lim) in [
+        ("kor22-22b", 0.07),
+        ("kor22-175b", 0.10),
+        ("kor22-530b", 0.20),
+        ("kor22-1t", 0.075),
+    ] {
+        let p = s.pairs.iter().find(|p| p.pair == k).unwrap();
+        assert!(p.error.abs() < lim, "{k} ratio error {}", p.error);
+    }
+}
+
+#[test]
+#[ignore = "target NOT met: Korthikanti full/selective ratio errors 6.1 % (22B), 8.9 % (175B), 18.4 % (530B), 6.5 % (1T) vs the 5 % target"]
+fn korthikanti_ratios_within_5pct() {
+    let (runs, _) = parse_published_json(PUBLISHED).unwrap();
+    let rc = with_chips(&runs);
+    let s = summarize(&compare(&rc, &prof));
+    for p in &s.pairs {
+        assert!(p.error.abs() < 0.05, "{} ratio error {}", p.pair, p.error);
+    }
+}
+
+#[test]
+#[ignore = "target NOT met: step-time median |error| 28.0 % on the 1,716 clean runs (31.4 % on this subset) vs the 10 % target"]
+fn step_time_median_within_10pct() {
+    let runs = parse_playbook_csv(CSV, MODELS).unwrap();
+    let s = summarize(&compare(&with_chips(&runs), &prof));
+    assert!(s.step.median <= 0.10, "step median {}", s.step.median);
 }
 
 #[test]
@@ -65,7 +100,7 @@ fn calibrate_round_trip_recovers_parameters() {
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     let mut truth = prof("h100");
     truth.matmul_efficiency = 0.7;
-    truth.layer_overhead_s = 0.001;
+    truth.layer_overhead_s = 0.0004;
     truth.p2p_efficiency = 0.2;
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
     let mut syn = Vec::new();
@@ -80,7 +115,7 @@ fn calibrate_round_trip_recovers_parameters() {
     let rc: Vec<_> = syn.iter().map(|r| (r, chip)).collect();
     let mut start = truth.clone();
     start.matmul_efficiency = 0.5;
-    start.layer_overhead_s = 0.003;
+    start.layer_overhead_s = 0.0002;
     start.p2p_efficiency = 0.05;
     start.logits_fp32_copies = 2.0;
     let c = calibrate(&rc, &start, 600, 0);
@@ -90,7 +125,6 @@ fn calibrate_round_trip_recovers_parameters() {
 }
 
 #[test]
-#[ignore = "target NOT met today: held-out median 57% uncalibrated -> 68% calibrated (model structure misses multi-node EFA/PP behaviour)"]
 fn calibration_improves_held_out_playbook() {
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     let rc = with_chips(&runs);
@@ -98,18 +132,32 @@ fn calibration_improves_held_out_playbook() {
         .into_iter()
         .filter(|(r, _)| r.clean)
         .partition(|(r, _)| !meshplan_core::fidelity::is_held_out(&r.id));
-    // the "uncalibrated" profile: literature starting values
+    // the "uncalibrated" profile: literature starting values, measured curves kept
     let mut start = prof("h100");
     start.matmul_efficiency = 0.75;
-    start.matmul_half_dim = 128.0;
-    start.attention_efficiency = 0.45;
-    start.inter_node_efficiency = 0.9;
-    start.inter_node_congestion = 0.7;
+    start.matmul_half_dim = 64.0;
+    start.attention_efficiency = 0.5;
     start.layer_overhead_s = 0.0002;
     start.step_overhead_s = 0.1;
-    start.p2p_efficiency = 0.1;
-    let c = calibrate(&train, &start, 400, 0);
+    start.collective_latency_s = 2e-5;
+    start.inter_node_latency_s = 1e-4;
+    start.p2p_latency_s = 1e-4;
+    start.latency_node_exponent = 0.0;
+    start.node_overhead_s = 0.0;
+    start.tp_overlap = 0.3;
+    start.dp_overlap = 0.3;
+    start.p2p_efficiency = 0.5;
+    start.logits_fp32_copies = 2.0;
+    start.grad_extra_bytes = 0.0;
+    start.activation_scale = 1.0;
+    let c = calibrate(&train, &start, 1500, 0);
     let before = median_error(&test, &start, Target::Time);
     let after = median_error(&test, &c.profile, Target::Time);
-    assert!(after <= before, "held-out before {before} after {after}");
+    let mb = median_error(&test, &start, Target::Memory);
+    let ma = median_error(&test, &c.profile, Target::Memory);
+    assert!(
+        after < before - 0.05,
+        "held-out before {before} after {after}"
+    );
+    assert!(ma < mb, "held-out memory before {mb} after {ma}");
 }

@@ -79,7 +79,11 @@ pub struct InferArgs {
 fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
     let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
         s.as_deref()
-            .map(|x| parse_count(x).map(Count).with_context(|| format!("--{what}")))
+            .map(|x| {
+                parse_count(x)
+                    .map(Count)
+                    .with_context(|| format!("--{what}"))
+            })
             .transpose()
     };
     if let Some(m) = &a.model {

@@ -142,7 +142,11 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
 fn apply_flags(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
     let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
         s.as_deref()
-            .map(|x| parse_count(x).map(Count).with_context(|| format!("--{what}")))
+            .map(|x| {
+                parse_count(x)
+                    .map(Count)
+                    .with_context(|| format!("--{what}"))
+            })
             .transpose()
     };
     let h = &mut sc.hardware;

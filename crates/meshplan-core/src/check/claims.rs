@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::eval::{dim_of, known_keys, Args, Command};
+use super::eval::{dim_of, is_known_key, known_keys, Args, Command};
 use super::value::{parse_claimed, Claimed, Dim};
 use crate::catalog::suggestions;
 use crate::error::{from_toml, Error, Result};
@@ -294,9 +294,7 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                 .find(|k| known_keys(*k).contains(&c.quantity.as_str()))
                 .ok_or_else(|| unknown_quantity(file, at("quantity"), i, &c.quantity, None))?,
         };
-        if matches!(command, Command::Model | Command::Hw)
-            && !known_keys(command).contains(&c.quantity.as_str())
-        {
+        if !is_known_key(command, &c.quantity) {
             return Err(unknown_quantity(
                 file,
                 at("quantity"),

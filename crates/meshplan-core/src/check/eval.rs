@@ -80,10 +80,195 @@ pub fn evaluate(
     match command {
         Command::Model => eval_model(scenario, catalog, args, with_trace),
         Command::Hw => eval_hw(scenario, catalog, args, with_trace),
-        // Wire `meshplan train` / `meshplan infer` here when they land.
-        Command::Train | Command::Infer => Err(EvalError::Unavailable(
-            "command not available in this build".into(),
-        )),
+        Command::Train => eval_train(scenario, catalog, args, with_trace),
+        Command::Infer => eval_infer(scenario, catalog, args, with_trace),
+    }
+}
+
+/// Keys `args` accepts for `train`: every `[training]` and `[parallelism]`
+/// key of a scenario (docs/scenario.md), plus `mesh` and `chips`.
+pub fn train_arg_keys() -> Vec<String> {
+    let mut v = section_keys(&crate::scenario::TrainingSection::default());
+    v.extend(section_keys(&crate::scenario::ParallelismSection::default()));
+    v.extend(["mesh".to_string(), "chips".to_string()]);
+    v
+}
+
+/// Keys `args` accepts for `infer`: every `[inference]` key plus `tp`, `ep`,
+/// `sharding`, `mesh` and `chips`.
+pub fn infer_arg_keys() -> Vec<String> {
+    let mut v = section_keys(&crate::scenario::InferenceSection::default());
+    v.extend(
+        ["tp", "ep", "sharding", "mesh", "chips"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    v
+}
+
+fn section_keys<T: Serialize>(t: &T) -> Vec<String> {
+    match serde_json::to_value(t) {
+        Ok(Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Write `args` into the scenario sections (the claim's overrides), through
+/// serde so that values are checked exactly as in a scenario file.
+fn apply_args(s: &Scenario, args: &Args, cmd: Command) -> Result<Scenario, EvalError> {
+    if args.is_empty() {
+        return Ok(s.clone());
+    }
+    let allowed = match cmd {
+        Command::Train => train_arg_keys(),
+        _ => infer_arg_keys(),
+    };
+    let allowed_ref: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    check_args(args, &allowed_ref, cmd.name())?;
+    let mut v = serde_json::to_value(s)
+        .map_err(|e| EvalError::Input(Error::Invalid(format!("scenario: {e}"))))?;
+    for (k, x) in args {
+        let section = match (cmd, k.as_str()) {
+            (_, "mesh" | "chips") => "hardware",
+            (Command::Train, k)
+                if section_keys(&crate::scenario::TrainingSection::default())
+                    .iter()
+                    .any(|t| t == k) =>
+            {
+                "training"
+            }
+            (Command::Train, _) => "parallelism",
+            (_, "tp" | "ep" | "sharding") => "parallelism",
+            _ => "inference",
+        };
+        if let Some(o) = v.get_mut(section).and_then(Value::as_object_mut) {
+            o.insert(k.clone(), x.clone());
+        }
+        if k == "chips" {
+            // `chips` replaces the scenario's mesh (as `--chips` does).
+            if let Some(o) = v.get_mut("hardware").and_then(Value::as_object_mut) {
+                o.insert("mesh".into(), Value::Null);
+            }
+        }
+    }
+    serde_json::from_value(v).map_err(|e| EvalError::Input(Error::Invalid(format!("args: {e}"))))
+}
+
+fn need_model_and_chip(s: &Scenario, cmd: Command) -> Result<(), EvalError> {
+    if s.model.name.is_none() && !s.model.has_overrides() {
+        return Err(Error::Invalid(format!(
+            "`{}` needs a [model] (a catalog `name` or inline hyperparameters)",
+            cmd.name()
+        ))
+        .into());
+    }
+    if s.hardware.chip.is_none() && s.hardware.inline.is_none() {
+        return Err(Error::Invalid(format!(
+            "`{}` needs a [hardware] chip (and a `mesh` or `chips`)",
+            cmd.name()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn eval_train(
+    s: &Scenario,
+    cat: &Catalog,
+    args: &Args,
+    with_trace: bool,
+) -> Result<(Value, Vec<Step>), EvalError> {
+    let s = apply_args(s, args, Command::Train)?;
+    need_model_and_chip(&s, Command::Train)?;
+    let setup = crate::training::scenario::resolve(&s, cat)?;
+    let (spec, chip, topo, cfg) = (&setup.spec, &setup.chip, &setup.topo, &setup.cfg);
+    if with_trace {
+        let mut r = Recorder::default();
+        let d = cfg.degrees;
+        let a = &spec.arch;
+        let mut inputs = Step::new(
+            "inputs.train",
+            &format!("Train {} on {} {}", spec.name, chip.name, topo.describe()),
+            "inputs",
+        )
+        .bind("L", a.n_layers as f64, "")
+        .bind("D", a.d_model as f64, "")
+        .bind("F", a.d_ff as f64, "")
+        .bind("B", cfg.batch_tokens as f64, "tokens")
+        .bind("T", cfg.seq_len as f64, "tokens")
+        .bind("N", topo.chips() as f64, "chips")
+        .bind("C", chip.flops(cfg.compute_dtype).get(), "FLOP/s")
+        .bind("HBM", chip.hbm_capacity.get(), "B");
+        inputs.source = Some(format!(
+            "dp={} fsdp={} tp={} pp={} cp={} ep={}, zero {}, remat {:?}, optimizer {:?} (state {}, master {}), MFU {}",
+            d.dp,
+            d.fsdp,
+            d.tp,
+            d.pp,
+            d.cp,
+            d.ep,
+            cfg.zero,
+            cfg.remat,
+            cfg.optimizer,
+            cfg.optimizer_dtype.name(),
+            cfg.master_weights,
+            cfg.mfu.map_or("-".to_string(), |m| m.to_string())
+        ));
+        let rep = crate::training::analyze(spec, chip, topo, cfg, &mut r);
+        let mut steps = vec![inputs];
+        steps.extend(r.into_steps());
+        Ok((to_value(&rep)?, steps))
+    } else {
+        let rep = crate::training::analyze(spec, chip, topo, cfg, &mut NoTrace);
+        Ok((to_value(&rep)?, Vec::new()))
+    }
+}
+
+fn eval_infer(
+    s: &Scenario,
+    cat: &Catalog,
+    args: &Args,
+    with_trace: bool,
+) -> Result<(Value, Vec<Step>), EvalError> {
+    let s = apply_args(s, args, Command::Infer)?;
+    need_model_and_chip(&s, Command::Infer)?;
+    let setup = crate::inference::scenario::resolve(&s, cat)?;
+    let (m, chip, q) = (&setup.model, &setup.chip, &setup.query);
+    if with_trace {
+        let mut r = Recorder::default();
+        let a = &m.arch;
+        let mut inputs = Step::new(
+            "inputs.infer",
+            &format!("Serve {} on {}", m.name, chip.name),
+            "inputs",
+        )
+        .bind("L", a.n_layers as f64, "")
+        .bind("D", a.d_model as f64, "")
+        .bind("F", a.d_ff as f64, "")
+        .bind("K", a.n_kv_heads as f64, "")
+        .bind("H", a.d_head as f64, "")
+        .bind("B", q.batch as f64, "sequences")
+        .bind("S", q.context as f64, "tokens")
+        .bind("N", q.mesh.iter().product::<u64>() as f64, "chips")
+        .bind("C", chip.flops(q.compute_dtype).get(), "FLOP/s")
+        .bind("W_hbm", chip.hbm_bandwidth.get(), "B/s")
+        .bind("HBM", chip.hbm_capacity.get(), "B");
+        inputs.source = Some(format!(
+            "weights {}, KV {}, compute {}, tp {:?}, ep {:?}, {} sharding",
+            q.weights_dtype.name(),
+            q.kv_dtype.name(),
+            q.compute_dtype.name(),
+            q.tp,
+            q.ep,
+            q.sharding
+        ));
+        let rep = crate::inference::evaluate(m, chip, q, &mut r)?;
+        let mut steps = vec![inputs];
+        steps.extend(r.into_steps());
+        Ok((to_value(&rep)?, steps))
+    } else {
+        let rep = crate::inference::evaluate(m, chip, q, &mut NoTrace)?;
+        Ok((to_value(&rep)?, Vec::new()))
     }
 }
 
@@ -338,10 +523,179 @@ pub fn known_keys(c: Command) -> &'static [&'static str] {
             "usd_per_chip_hour",
             "notes",
         ],
-        // Filled in when `train` / `infer` are wired: until then any key is
-        // accepted and the claim is CANNOT-CHECK.
-        Command::Train | Command::Infer => &[],
+        // `meshplan train --json` (TrainReport); array entries such as
+        // `comms.0.seconds` are accepted under their array key.
+        Command::Train => &[
+            "bound",
+            "bubble_fraction",
+            "chip",
+            "chip_hours",
+            "chips",
+            "comms",
+            "cost_usd",
+            "degrees",
+            "degrees.cp",
+            "degrees.dp",
+            "degrees.ep",
+            "degrees.fsdp",
+            "degrees.pp",
+            "degrees.tp",
+            "feasible",
+            "fits",
+            "flops_per_step",
+            "hardware_flops_per_step",
+            "hbm_bytes",
+            "memory_margin_bytes",
+            "memory_per_device.activations_bytes",
+            "memory_per_device.grads_bytes",
+            "memory_per_device.optimizer_bytes",
+            "memory_per_device.params_bytes",
+            "memory_per_device.params_plus_optimizer_bytes",
+            "memory_per_device.total_bytes",
+            "memory_total_unsharded_bytes",
+            "mesh",
+            "mfu_at_lower_bound",
+            "model",
+            "notes",
+            "optimizer_bytes_per_param",
+            "params",
+            "params_active",
+            "params_per_device",
+            "reasons",
+            "rules.alpha",
+            "rules.batch_per_chip",
+            "rules.dcn_min_batch_per_slice",
+            "rules.dp_min_batch_per_chip",
+            "rules.fsdp_max_chips",
+            "rules.fsdp_max_chips_train_time_s",
+            "rules.fsdp_min_batch_tokens",
+            "rules.fsdp_tp",
+            "rules.fsdp_tp.ok",
+            "rules.fsdp_tp.reason",
+            "rules.fsdp_tp_m_x",
+            "rules.fsdp_tp_m_y",
+            "rules.fsdp_tp_max_chips",
+            "rules.fsdp_tp_min_batch_per_chip",
+            "rules.m_all",
+            "rules.pure_dp",
+            "rules.pure_dp.ok",
+            "rules.pure_dp.reason",
+            "rules.pure_fsdp",
+            "rules.pure_fsdp.ok",
+            "rules.pure_fsdp.reason",
+            "rules.tp_max_degree",
+            "rules.x_chosen",
+            "rules.x_opt",
+            "rules.y_chosen",
+            "slice_hbm_bytes",
+            "step_time_at_mfu_s",
+            "step_time_lower_s",
+            "step_time_upper_s",
+            "t_bubble_s",
+            "t_comms_s",
+            "t_comms_sum_s",
+            "t_math_s",
+            "tokens_per_s",
+            "train_flops",
+            "train_time_s",
+        ],
+        // `meshplan infer --json` (InferReport).
+        Command::Infer => &[
+            "attention_decode_intensity",
+            "attention_prefill_critical_len",
+            "b_crit_tokens",
+            "batch",
+            "batch_fits",
+            "beta_hbm_over_ici",
+            "bound_decode",
+            "bound_prefill",
+            "chip",
+            "chips",
+            "chips_per_replica",
+            "compute_dtype",
+            "context",
+            "cost_per_million_tokens_usd",
+            "decode_comms_latency_bound",
+            "decode_comms_time_s",
+            "decode_components",
+            "decode_compute_time_s",
+            "decode_kv_load_time_s",
+            "decode_step_time_roofline_s",
+            "decode_step_time_s",
+            "decode_tp_collective_bytes",
+            "disagg_prefill_per_generate",
+            "ep",
+            "fits",
+            "free_hbm_bytes_per_device",
+            "gen_len",
+            "hbm_bytes_per_device",
+            "kv_cache_bytes_per_device",
+            "kv_cache_bytes_per_sequence",
+            "kv_cache_bytes_per_token",
+            "kv_dtype",
+            "kv_sharding",
+            "latency_bound_bytes",
+            "leftover_hbm_bytes_per_device",
+            "max_batch",
+            "max_batch_exact",
+            "max_batch_one_kv_head",
+            "mesh",
+            "min_chips",
+            "min_slice",
+            "model",
+            "params_active",
+            "params_total",
+            "prefill_comms_time_s",
+            "prefill_components",
+            "prefill_compute_time_s",
+            "prefill_memory_time_s",
+            "prefill_time_s",
+            "prompt_len",
+            "replicas",
+            "request_latency_s",
+            "sharding",
+            "tokens_per_s",
+            "tokens_per_s_per_chip",
+            "tp",
+            "tp_limit_generate",
+            "tp_limit_prefill",
+            "ttft_s",
+            "two_d_ws",
+            "two_d_ws.crossover_chips",
+            "two_d_ws.t_comms",
+            "two_d_ws.t_comms_1d",
+            "two_d_ws.t_math",
+            "two_d_ws.x_opt",
+            "two_d_ws.yz_opt",
+            "warnings",
+            "weight_load_time_per_device_s",
+            "weight_load_time_s",
+            "weights_bytes",
+            "weights_bytes_per_device",
+            "weights_dtype",
+        ],
     }
+}
+
+/// Array-valued keys whose elements (`comms.0.seconds`) are addressable.
+const ARRAY_KEYS: [&str; 7] = [
+    "comms",
+    "notes",
+    "reasons",
+    "decode_components",
+    "prefill_components",
+    "kv_sharding",
+    "warnings",
+];
+
+/// Whether `key` is a quantity `c` reports (an exact key, or an element path
+/// under an array key).
+pub fn is_known_key(c: Command, key: &str) -> bool {
+    let keys = known_keys(c);
+    keys.contains(&key)
+        || ARRAY_KEYS
+            .iter()
+            .any(|a| keys.contains(a) && key.strip_prefix(a).is_some_and(|r| r.starts_with('.')))
 }
 
 /// Dimension of a known key (explicit where the name does not say it).
@@ -355,6 +709,9 @@ pub fn dim_of(c: Command, key: &str) -> super::value::Dim {
         }
         (Command::Model, k) if k.starts_with("flops_per_token") => Dim::Flops,
         (Command::Hw, "hbm_capacity_bytes") => Dim::Bytes,
+        (Command::Train | Command::Infer, "tokens_per_s" | "tokens_per_s_per_chip") => Dim::Count,
+        (Command::Train, "train_flops") => Dim::Flops,
+        (Command::Infer, "decode_comms_latency_bound") => Dim::Count,
         _ => dim_of_key(key),
     }
 }

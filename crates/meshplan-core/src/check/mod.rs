@@ -326,7 +326,7 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
             (Claimed::Verdict { word }, a) => {
                 let got = match a {
                     Value::Bool(b) => b.to_string(),
-                    Value::String(s) => value::normalize_word(s),
+                    Value::String(s) => value::normalize_report_word(s),
                     Value::Object(o) if o.get("ok").is_some_and(Value::is_boolean) => {
                         o["ok"].as_bool().unwrap_or(false).to_string()
                     }

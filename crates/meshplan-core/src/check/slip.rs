@@ -110,7 +110,7 @@ pub fn diagnose(
         if let Some(x) = v.as_f64() {
             if x != actual
                 && x != 0.0
-                && close(claimed, x, tol.max(1e-9))
+                && close(claimed, x, tol.clamp(1e-9, 0.02))
                 && dim_of_key(&p) == dim_of_key(quantity)
             {
                 return hint(
@@ -167,12 +167,23 @@ pub fn diagnose(
             );
         }
     }
+    // Rounding in the last printed digit: off by less than one unit of it.
+    if tol > 0.0 && (claimed - actual).abs() < 2.0 * tol * actual.abs() {
+        return hint(
+            SlipKind::RoundedInputs,
+            format!(
+                "rounding: meshplan's {} is less than one unit of the last printed digit away, but rounds to a different number; rounded the wrong way or carried a rounded intermediate",
+                crate::units::sig4(actual)
+            ),
+        );
+    }
     // Digit typo.
     if let Some(m) = digit_typo(digits, actual) {
         return hint(SlipKind::DigitTypo, m);
     }
-    // Rounded inputs.
-    if (r - 1.0).abs() <= 0.02 && tol < (r - 1.0).abs() {
+    // Rounded inputs (coarse claims of one or two digits can carry more).
+    let limit = if digits.len() <= 2 { 0.08 } else { 0.02 };
+    if (r - 1.0).abs() <= limit && tol < (r - 1.0).abs() {
         return hint(
             SlipKind::RoundedInputs,
             format!(

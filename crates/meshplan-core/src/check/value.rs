@@ -382,6 +382,22 @@ pub fn normalize_word(s: &str) -> String {
     }
 }
 
+/// Normalise a word a report gives (`bound` = "communication (fsdp)" or
+/// "compute", `bound_decode` = "kv-load"): the parenthetical goes, and a
+/// bare regime name becomes its "…-bound" word so it compares with claims
+/// such as "comms-bound". Weight and KV loading are memory-bound.
+pub fn normalize_report_word(s: &str) -> String {
+    let head = s.split('(').next().unwrap_or(s);
+    let w = normalize_word(head);
+    match w.as_str() {
+        "compute" | "math" | "flops" => "computebound".into(),
+        "communication" | "comms" | "comm" | "collective" | "ici" => "commsbound".into(),
+        "memory" | "hbm" | "weightload" | "kvload" => "memorybound".into(),
+        "latency" => "latencybound".into(),
+        _ => w,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,5 +467,8 @@ mod tests {
         assert_eq!(dim_of_key("critical_intensity_hbm"), Dim::Count);
         assert_eq!(dim_of_key("params_total"), Dim::Count);
         assert_eq!(dim_of_key("max_batch"), Dim::Count);
+        assert_eq!(normalize_report_word("communication (fsdp)"), "commsbound");
+        assert_eq!(normalize_report_word("compute"), "computebound");
+        assert_eq!(normalize_report_word("kv-load"), "memorybound");
     }
 }

@@ -1,4 +1,3 @@
-#![allow(clippy::needless_range_loop)]
 //! Least-squares calibration of an [`EfficiencyProfile`] (Nelder–Mead on a
 //! pseudo-Huber loss of log errors) with bootstrap uncertainty.
 
@@ -29,8 +28,8 @@ pub fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usiz
         }
         let mut c = vec![0.0; n];
         for (x, _) in &simplex[..n] {
-            for j in 0..n {
-                c[j] += x[j] / n as f64;
+            for (cj, xj) in c.iter_mut().zip(x) {
+                *cj += xj / n as f64;
             }
         }
         let lerp = |t: f64| -> Vec<f64> {
@@ -58,8 +57,8 @@ pub fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: f64, iters: usiz
             } else {
                 let best = simplex[0].0.clone();
                 for s in simplex.iter_mut().skip(1) {
-                    for j in 0..n {
-                        s.0[j] = best[j] + 0.5 * (s.0[j] - best[j]);
+                    for (sj, bj) in s.0.iter_mut().zip(&best) {
+                        *sj = bj + 0.5 * (*sj - bj);
                     }
                     s.1 = f(&s.0);
                 }

@@ -263,14 +263,13 @@ fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) 
     inter.min(intra)
 }
 
-/// Ring collective time: `factor·(n−1)/n·V/W + (n−1)·α` (factor 2 for all-reduce).
-fn ring_time(p: &EfficiencyProfile, bytes: f64, n: u64, bw: f64, factor: f64, nodes: u64) -> f64 {
-    if n <= 1 {
-        return 0.0;
-    }
-    let nf = n as f64;
-    let lat = p.collective_latency_s * if nodes > 1 { 4.0 } else { 1.0 };
-    factor * (nf - 1.0) / nf * bytes / bw + (nf - 1.0) * factor * lat
+/// Bandwidth (bytes/s) of one collective over a group with `per` GPUs on each
+/// of `nodes` nodes: the profile's measured curve when it has one (all-reduce
+/// or all-gather / reduce-scatter, interpolated by node count), else the
+/// analytic [`bus_bandwidth`].
+fn coll_bw(p: &EfficiencyProfile, chip: &Chip, allreduce: bool, per: u64, nodes: u64) -> f64 {
+    p.measured_bw(allreduce, nodes)
+        .unwrap_or_else(|| bus_bandwidth(p, chip, per, nodes))
 }
 
 /// Predict step time, MFU and peak memory of one run.
@@ -329,16 +328,37 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let layer_ew = t_ew * (1.0 + recomp_ew);
 
     // ---------- TP / SP collectives per layer per micro-batch
+    let nodes = spec.n_gpus.div_ceil(per_node).max(1);
+    let nodes_f = nodes as f64;
     let (tp_per, tp_nodes) = group_layout(tp, 1, per_node);
-    let tp_bw = bus_bandwidth(p, chip, tp_per, tp_nodes);
     let act_bytes = tok * d * 2.0;
-    // SP: 2 all-gathers + 2 reduce-scatters fwd, same bwd; no SP: 2 all-reduces fwd + 2 bwd
-    let per_op = ring_time(p, act_bytes, tp, tp_bw, 1.0, tp_nodes);
-    let mut tp_ops = 8.0;
+    // cross-node latency grows with the job (stragglers, congestion on EFA)
+    let inter_lat = |n: u64| -> f64 {
+        p.inter_node_latency_s * ((n as f64) / 2.0).max(1.0).powf(p.latency_node_exponent)
+    };
+    let (tp_ops, per_op) = if tp <= 1 {
+        (0.0, 0.0)
+    } else if sp {
+        // SP: 2 all-gathers + 2 reduce-scatters forward, the same backward
+        let bw = coll_bw(p, chip, false, tp_per, tp_nodes);
+        (8.0, (tpf - 1.0) / tpf * act_bytes / bw)
+    } else {
+        // plain TP: 2 all-reduces forward + 2 backward
+        let bw = coll_bw(p, chip, true, tp_per, tp_nodes);
+        (4.0, 2.0 * (tpf - 1.0) / tpf * act_bytes / bw)
+    };
+    let tp_lat = if tp <= 1 {
+        0.0
+    } else if tp_nodes <= 1 {
+        p.collective_latency_s
+    } else {
+        inter_lat(tp_nodes)
+    };
+    let mut tp_ops_all = tp_ops;
     if spec.remat == Remat::Full {
-        tp_ops += 4.0;
+        tp_ops_all += tp_ops / 2.0; // the recomputed forward repeats its collectives
     }
-    let t_tp_layer = tp_ops * per_op * (1.0 - p.tp_overlap);
+    let t_tp_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + tp_lat);
 
     let t_layer = layer_mm + layer_attn + layer_ew + t_tp_layer + p.layer_overhead_s;
     let t_mb = l_stage * t_layer + t_head_mm + t_loss; // last stage (LM head) is the slowest
@@ -364,54 +384,47 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         .scale_out
         .as_ref()
         .map_or(1e10, |x| x.per_chip.one_way_rate().get());
-    let nodes = spec.n_gpus.div_ceil(per_node).max(1);
     let p2p_bytes = act_bytes / if sp { tpf } else { 1.0 };
-    let p2p_bw = if pp_cross {
-        so * p.p2p_efficiency * (nodes as f64).powf(-p.inter_node_congestion)
+    let (p2p_bw, p2p_lat) = if pp_cross {
+        (
+            so * p.p2p_efficiency,
+            p.p2p_latency_s * nodes_f.powf(p.latency_node_exponent),
+        )
     } else {
-        bus_bandwidth(p, chip, 1, 1)
+        (coll_bw(p, chip, false, 2, 1), p.collective_latency_s)
     };
     let t_pp = if pp > 1 {
         // fwd send + bwd send per micro-batch on the critical path, plus the fill
-        2.0 * (m + ppf - 1.0) * (p2p_bytes / p2p_bw + p.collective_latency_s)
+        2.0 * (m + ppf - 1.0) * v_st * (p2p_bytes / p2p_bw + p2p_lat)
     } else {
         0.0
     };
 
-    // ---------- data parallel
+    // ---------- data parallel (once per step, after gradient accumulation)
     let stage_params = s.params() / ppf / tpf; // approximate (embeddings spread)
     let (dp_per, dp_nodes) = group_layout(dp, tp, per_node);
-    let dp_bw = bus_bandwidth(p, chip, dp_per, dp_nodes);
     let grad_bytes = match spec.framework {
         Framework::Nanotron => 4.0,
         Framework::Megatron => 2.0,
     };
-    let t_dp_raw = if dp > 1 {
-        let gr = ring_time(p, stage_params * grad_bytes, dp, dp_bw, 2.0, dp_nodes);
-        // ZeRO ≥ 1: reduce-scatter grads + all-gather bf16 params (≈ same bus volume
-        // as the all-reduce for the grads, plus the bf16 gather)
-        let ag = if spec.zero >= 1 {
-            ring_time(p, stage_params * 2.0, dp, dp_bw, 1.0, dp_nodes)
-        } else {
-            0.0
-        };
-        if spec.zero >= 1 {
-            0.5 * gr + ag
-        } else {
-            gr
-        }
-    } else {
+    let t_dp_raw = if dp <= 1 {
         0.0
+    } else if spec.zero >= 1 {
+        // reduce-scatter of the gradients + all-gather of the bf16 parameters
+        let bw = coll_bw(p, chip, false, dp_per, dp_nodes);
+        (dpf - 1.0) / dpf * stage_params * (grad_bytes + 2.0) / bw
+    } else {
+        let bw = coll_bw(p, chip, true, dp_per, dp_nodes);
+        2.0 * (dpf - 1.0) / dpf * stage_params * grad_bytes / bw
     };
-    // overlap with the backward of the last micro-batch
-    let bwd_last = l_stage * (2.0 * t_layer_mm_fwd + 2.5 * t_attn_fwd);
-    let t_dp = (t_dp_raw - p.dp_overlap * bwd_last).max(0.0);
+    let t_dp = t_dp_raw * (1.0 - p.dp_overlap);
 
     // ---------- optimizer (HBM bound): ~34 B/param touched
     let opt_params = stage_params / if spec.zero >= 1 { dpf } else { 1.0 };
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
-    let overhead = p.step_overhead_s + m * l_stage * p.layer_overhead_s;
+    let overhead =
+        p.step_overhead_s + p.node_overhead_s * nodes_f + m * l_stage * p.layer_overhead_s;
     let compute_total = mm_total + attn_total + ew_total;
     let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
 
@@ -501,7 +514,7 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
     let m = spec.grad_acc.max(1) as f64;
     let state = |params: f64| -> (f64, f64, f64) {
         let pb = 2.0 * params;
-        let gb = 4.0 * params; // fp32 gradient accumulation buffer
+        let gb = (4.0 + p.grad_extra_bytes) * params; // fp32 accumulation buffer (+ bf16 grads)
         let ob = 12.0 * params / if spec.zero >= 1 { dpf } else { 1.0 };
         let gb = gb / if spec.zero >= 2 { dpf } else { 1.0 };
         let pb = pb / if spec.zero >= 3 { dpf } else { 1.0 };
@@ -511,7 +524,8 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
     let logits = tok * v / tpf * (2.0 + 4.0 * p.logits_fp32_copies);
     let mk = |params: f64, inflight: f64, with_logits: bool| -> MemoryBreakdown {
         let (pb, gb, ob) = state(params);
-        let act = inflight * tok * l_stage * act_tl + 2.0 * tok * d / if sp { tpf } else { 1.0 };
+        let act = p.activation_scale * inflight * tok * l_stage * act_tl
+            + 2.0 * tok * d / if sp { tpf } else { 1.0 };
         let lg = if with_logits { logits } else { 0.0 };
         let reserve = p.runtime_reserve_gb * 1e9;
         MemoryBreakdown {

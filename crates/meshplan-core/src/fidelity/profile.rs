@@ -50,13 +50,53 @@ pub struct EfficiencyProfile {
     /// Fraction of the per-GPU scale-out bandwidth a pipeline point-to-point
     /// transfer between nodes reaches (blocking send/recv, one NIC).
     pub p2p_efficiency: f64,
+    /// Latency of one TP collective whose group spans nodes, at 2 nodes
+    /// (scaled by `(nodes/2)^latency_node_exponent`), seconds.
+    #[serde(default)]
+    pub inter_node_latency_s: f64,
+    /// Latency of one cross-node pipeline send/recv (scaled by
+    /// `nodes^latency_node_exponent`: stragglers and congestion grow with the job), seconds.
+    #[serde(default)]
+    pub p2p_latency_s: f64,
+    /// How cross-node latencies grow with the number of nodes in the job.
+    #[serde(default)]
+    pub latency_node_exponent: f64,
+    /// Fixed time per optimizer step per node (global syncs, barriers, loss
+    /// all-reduce, logging), seconds.
+    #[serde(default)]
+    pub node_overhead_s: f64,
+    /// Extra bytes per parameter held for gradients besides the fp32
+    /// accumulation buffer (nanotron keeps the bf16 `param.grad` too).
+    #[serde(default)]
+    pub grad_extra_bytes: f64,
+    /// Multiplier on the saved-activation estimate (extra autograd tensors:
+    /// RoPE tables, softmax statistics, casts; allocator rounding).
+    #[serde(default = "one")]
+    pub activation_scale: f64,
+    /// Multiplier on the measured collective bandwidth curves (1 = as measured).
+    #[serde(default = "one")]
+    pub net_scale: f64,
+    /// Node counts of the measured collective bandwidth curves (empty = use the
+    /// analytic NVLink / scale-out bandwidths with the efficiencies above).
+    #[serde(default)]
+    pub measured_bw_nodes: Vec<f64>,
+    /// Measured all-reduce bandwidth at each node count, GB/s (bus-bandwidth convention).
+    #[serde(default)]
+    pub measured_allreduce_gbs: Vec<f64>,
+    /// Measured all-gather / reduce-scatter bandwidth at each node count, GB/s.
+    #[serde(default)]
+    pub measured_allgather_gbs: Vec<f64>,
     /// Per-parameter source notes.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
 }
 
+fn one() -> f64 {
+    1.0
+}
+
 /// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 16] = [
+pub const PARAM_NAMES: [&str; 23] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -73,23 +113,40 @@ pub const PARAM_NAMES: [&str; 16] = [
     "runtime_reserve_gb",
     "usable_hbm_fraction",
     "p2p_efficiency",
+    "inter_node_latency_s",
+    "p2p_latency_s",
+    "latency_node_exponent",
+    "node_overhead_s",
+    "net_scale",
+    "grad_extra_bytes",
+    "activation_scale",
 ];
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 9] = [
+pub const TIME_FIT: [&str; 14] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
-    "inter_node_efficiency",
-    "inter_node_congestion",
-    "tp_overlap",
     "layer_overhead_s",
-    "step_overhead_s",
+    "net_scale",
+    "tp_overlap",
+    "collective_latency_s",
+    "inter_node_latency_s",
     "p2p_efficiency",
+    "p2p_latency_s",
+    "dp_overlap",
+    "step_overhead_s",
+    "latency_node_exponent",
+    "node_overhead_s",
 ];
 
 /// Parameters `calibrate` fits from peak memory.
-pub const MEM_FIT: [&str; 2] = ["logits_fp32_copies", "runtime_reserve_gb"];
+pub const MEM_FIT: [&str; 4] = [
+    "logits_fp32_copies",
+    "runtime_reserve_gb",
+    "grad_extra_bytes",
+    "activation_scale",
+];
 
 const H100: &str = include_str!("../../../../data/profiles/h100.toml");
 const A100: &str = include_str!("../../../../data/profiles/a100-80gb.toml");
@@ -151,7 +208,14 @@ impl EfficiencyProfile {
             12 => self.logits_fp32_copies,
             13 => self.runtime_reserve_gb,
             14 => self.usable_hbm_fraction,
-            _ => self.p2p_efficiency,
+            15 => self.p2p_efficiency,
+            16 => self.inter_node_latency_s,
+            17 => self.p2p_latency_s,
+            18 => self.latency_node_exponent,
+            19 => self.node_overhead_s,
+            20 => self.net_scale,
+            21 => self.grad_extra_bytes,
+            _ => self.activation_scale,
         }
     }
 
@@ -173,7 +237,14 @@ impl EfficiencyProfile {
             12 => &mut self.logits_fp32_copies,
             13 => &mut self.runtime_reserve_gb,
             14 => &mut self.usable_hbm_fraction,
-            _ => &mut self.p2p_efficiency,
+            15 => &mut self.p2p_efficiency,
+            16 => &mut self.inter_node_latency_s,
+            17 => &mut self.p2p_latency_s,
+            18 => &mut self.latency_node_exponent,
+            19 => &mut self.node_overhead_s,
+            20 => &mut self.net_scale,
+            21 => &mut self.grad_extra_bytes,
+            _ => &mut self.activation_scale,
         };
         *r = v;
     }
@@ -183,22 +254,58 @@ impl EfficiencyProfile {
         PARAM_NAMES.iter().position(|n| *n == name)
     }
 
-    /// Valid range of each parameter (used to bound the fit).
+    /// Physical range of each parameter (bounds the fit, so that fitted values
+    /// stay physical: no 100 % matmul efficiency, no multi-ms kernel launches).
     pub fn bounds(i: usize) -> (f64, f64) {
         match i {
-            0 | 2 => (0.05, 1.0),
-            1 => (1.0, 4096.0),
+            0 => (0.3, 0.9),
+            1 => (1.0, 1024.0),
+            2 => (0.2, 0.8),
             3..=5 => (0.02, 1.0),
             6 => (0.0, 2.0),
-            7 => (1e-7, 1e-3),
-            8 | 9 => (0.0, 1.0),
-            10 => (0.0, 0.05),
-            11 => (0.0, 30.0),
+            7 => (1e-6, 2e-3),
+            8 | 9 => (0.0, 0.9),
+            10 => (0.0, 1e-3),
+            11 => (0.0, 2.0),
             12 => (0.0, 8.0),
             13 => (0.0, 20.0),
             14 => (0.5, 1.0),
-            _ => (1e-4, 1.0),
+            15 => (0.01, 1.0),
+            16 => (0.0, 2e-2),
+            17 => (0.0, 5e-2),
+            18 => (0.0, 1.5),
+            19 => (0.0, 0.2),
+            20 => (0.3, 2.0),
+            21 => (0.0, 4.0),
+            _ => (0.7, 1.6),
         }
+    }
+
+    /// Measured bandwidth (bytes/s) of a collective spanning `nodes` nodes,
+    /// log-log interpolated between the measured node counts (clamped at the
+    /// ends), times `net_scale`; `None` when the profile has no curve.
+    pub fn measured_bw(&self, allreduce: bool, nodes: u64) -> Option<f64> {
+        let ys = if allreduce {
+            &self.measured_allreduce_gbs
+        } else {
+            &self.measured_allgather_gbs
+        };
+        let xs = &self.measured_bw_nodes;
+        if xs.is_empty() || xs.len() != ys.len() {
+            return None;
+        }
+        let n = (nodes.max(1) as f64).ln();
+        let lx: Vec<f64> = xs.iter().map(|x| x.max(1.0).ln()).collect();
+        let y = if n <= lx[0] {
+            ys[0]
+        } else if n >= lx[lx.len() - 1] {
+            ys[ys.len() - 1]
+        } else {
+            let k = lx.iter().position(|&x| x >= n).unwrap_or(1).max(1);
+            let t = (n - lx[k - 1]) / (lx[k] - lx[k - 1]).max(1e-12);
+            (ys[k - 1].max(1e-3).ln() * (1.0 - t) + ys[k].max(1e-3).ln() * t).exp()
+        };
+        Some(y * 1e9 * self.net_scale)
     }
 }
 

@@ -219,6 +219,10 @@ pub struct InferReport {
     pub b_crit_tokens: f64,
     /// P·bytes_w/(N·W_hbm).
     pub weight_load_time_s: Seconds,
+    /// weights_bytes_per_device/W_hbm: the load time of the most loaded chip
+    /// (larger than `weight_load_time_s` when some weights are replicated,
+    /// e.g. attention over the expert axis).
+    pub weight_load_time_per_device_s: Seconds,
     /// Decode: B·KV/(N·W_hbm).
     pub decode_kv_load_time_s: Seconds,
     /// Decode: 2·B·P/(N·C).
@@ -227,6 +231,9 @@ pub struct InferReport {
     pub decode_comms_time_s: Seconds,
     /// Decode step time.
     pub decode_step_time_s: Seconds,
+    /// The book's decode roofline without communication:
+    /// B·KV/(N·W_hbm) + max(2·B·P/(N·C), P_bytes/(N·W_hbm)) (ch7 pop quiz).
+    pub decode_step_time_roofline_s: Seconds,
     /// What dominates the decode step.
     pub bound_decode: Bound,
     /// Prefill of one prompt (= TTFT).
@@ -261,6 +268,15 @@ pub struct InferReport {
     pub latency_bound_bytes: Bytes,
     /// Whether the decode TP collective is latency-bound.
     pub decode_comms_latency_bound: bool,
+    /// Bytes of one decode TP collective buffer: B·D·bytes_a (the activations
+    /// a Megatron AllGather/ReduceScatter moves per layer half).
+    pub decode_tp_collective_bytes: Bytes,
+    /// Prompt length above which MHA prefill attention is compute-bound:
+    /// 2·C/W_hbm (book ch7: 480 on a v5e).
+    pub attention_prefill_critical_len: f64,
+    /// Arithmetic intensity of decode attention (one query against S keys,
+    /// G = N/K query heads per KV head): S·G/(G + S) (≈ 1 for MHA).
+    pub attention_decode_intensity: f64,
     /// 2D weight-stationary analysis (TPU with ≥ 2 chips).
     pub two_d_ws: Option<sharding::TwoDWs>,
     /// Smallest offered slice for the weights plus B·KV_seq.
@@ -597,6 +613,70 @@ pub fn evaluate<T: Tracer>(
     } else {
         None
     };
+    let t_roof = ds.t_kv + ds.t_math.max(ds.t_weights);
+    tr.record(|| {
+        Step::new(
+            "infer.decode_step_time_roofline",
+            "Decode step time without communication",
+            "B·KV/(N·W_hbm) + max(2·B·P/(N·C), P_bytes/(N·W_hbm))",
+        )
+        .bind("T_kv", ds.t_kv.get(), "s")
+        .bind("T_math", ds.t_math.get(), "s")
+        .bind("T_weights", ds.t_weights.get(), "s")
+        .result(t_roof.get(), "s")
+        .source("How To Scale Your Model, ch7 (general step time)")
+    });
+    let t_load_dev = Seconds::new(w_dev.get() / w_hbm.get());
+    tr.record(|| {
+        Step::new(
+            "infer.weight_load_time_per_device",
+            "Weight loading time of one chip",
+            "w_dev/W_hbm",
+        )
+        .bind("w_dev", w_dev.get(), "B")
+        .bind("W_hbm", w_hbm.get(), "B/s")
+        .result(t_load_dev.get(), "s")
+        .source("How To Scale Your Model, ch7")
+    });
+    let coll_bytes = Bytes::new(q.batch as f64 * d * ab);
+    let c_over_w = c_bf16.get() / w_hbm.get();
+    let attn_crit = roofline::attention_prefill_critical_len(c_over_w);
+    let g = (a.n_heads as f64 / a.n_kv_heads.max(1) as f64).max(1.0);
+    let attn_dec = roofline::attention_intensity(1.0, q.context as f64, g);
+    tr.record(|| {
+        Step::new(
+            "infer.decode_tp_collective_bytes",
+            "Decode TP collective buffer",
+            "B·D·bytes_a",
+        )
+        .bind("B", q.batch as f64, "sequences")
+        .bind("D", d, "")
+        .bind("bytes_a", ab, "B")
+        .result(coll_bytes.get(), "B")
+        .source("How To Scale Your Model, ch7 Appendix C")
+    });
+    tr.record(|| {
+        Step::new(
+            "infer.attention_prefill_critical_len",
+            "Prefill length above which MHA attention is compute-bound",
+            "T/2 > C/W_hbm → T > 2·C/W_hbm",
+        )
+        .bind("C", c_bf16.get(), "FLOP/s")
+        .bind("W_hbm", w_hbm.get(), "B/s")
+        .result(attn_crit, "tokens")
+        .source("How To Scale Your Model, ch7")
+    });
+    tr.record(|| {
+        Step::new(
+            "infer.attention_decode_intensity",
+            "Decode attention arithmetic intensity",
+            "T·S·G/(T·G + S), T = 1",
+        )
+        .bind("S", q.context as f64, "tokens")
+        .bind("G", g, "")
+        .result(attn_dec, "FLOPs/B")
+        .source("How To Scale Your Model, ch7")
+    });
     let need = sharding::min_chips(weights + Bytes::new(q.batch as f64 * kvs.get()), hbm, tr);
     let min_slice = match &chip.ici {
         Some(ici) if !ici.slice_shapes.is_empty() => {
@@ -654,10 +734,12 @@ pub fn evaluate<T: Tracer>(
         batch_fits,
         b_crit_tokens: b_crit,
         weight_load_time_s: t_load,
+        weight_load_time_per_device_s: t_load_dev,
         decode_kv_load_time_s: ds.t_kv,
         decode_compute_time_s: ds.t_math,
         decode_comms_time_s: ds.t_comms,
         decode_step_time_s: ds.step,
+        decode_step_time_roofline_s: t_roof,
         bound_decode: ds.bound,
         prefill_time_s: t_prefill,
         prefill_compute_time_s: t_pm,
@@ -675,6 +757,9 @@ pub fn evaluate<T: Tracer>(
         beta_hbm_over_ici: beta,
         latency_bound_bytes: lb_bytes,
         decode_comms_latency_bound: lat_bound,
+        decode_tp_collective_bytes: coll_bytes,
+        attention_prefill_critical_len: attn_crit,
+        attention_decode_intensity: attn_dec,
         two_d_ws: two_d,
         min_slice,
         min_chips: need,

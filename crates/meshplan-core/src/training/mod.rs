@@ -225,6 +225,9 @@ pub struct MemoryPerDevice {
     pub activations_bytes: Bytes,
     /// Sum.
     pub total_bytes: Bytes,
+    /// Parameters + optimizer state (the book's "10 bytes per parameter"
+    /// lower bound; gradients and activations excluded).
+    pub params_plus_optimizer_bytes: Bytes,
 }
 
 /// One collective in a step.
@@ -265,6 +268,16 @@ pub struct Rules {
     pub fsdp_tp_m_x: f64,
     /// See `fsdp_tp_m_x`.
     pub fsdp_tp_m_y: f64,
+    /// Most chips pure DP/FSDP over all axes can use at this batch and stay
+    /// compute-bound: B·M_X/α (= B / `dp_min_batch_per_chip`).
+    pub fsdp_max_chips: f64,
+    /// Most chips mixed FSDP+TP can use at this batch: B·M_X·M_Y·F/α²
+    /// (= B / `fsdp_tp_min_batch_per_chip`).
+    pub fsdp_tp_max_chips: f64,
+    /// Time to train `train_flops` on `fsdp_max_chips` chips at the MFU
+    /// given: train FLOPs/(fsdp_max_chips·C·MFU) (book ch5, LLaMA-3 70B).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsdp_max_chips_train_time_s: Option<Seconds>,
     /// α²/(M_X·M_Y·F).
     pub fsdp_tp_min_batch_per_chip: f64,
     /// M_Y·F/α.
@@ -327,6 +340,15 @@ pub struct TrainReport {
     pub memory_margin_bytes: f64,
     /// Unsharded params + grads + optimizer + activations of the whole job.
     pub memory_total_unsharded_bytes: Bytes,
+    /// Parameters one device holds (after tp/pp/ep and ZeRO-3/FSDP sharding).
+    pub params_per_device: f64,
+    /// Optimizer-state bytes per parameter (moments + fp32 master copy).
+    pub optimizer_bytes_per_param: f64,
+    /// HBM of the whole slice: usable HBM per chip × chips.
+    pub slice_hbm_bytes: Bytes,
+    /// Model FLOPs to train on `train_tokens` (flops_per_step · train_tokens / B).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_flops: Option<Flops>,
     /// Model FLOPs per step (6·P·B + attention).
     pub flops_per_step: Flops,
     /// Hardware FLOPs (with remat recompute).
@@ -368,6 +390,8 @@ pub struct TrainReport {
     /// Rules and verdicts.
     pub rules: Rules,
 }
+
+const CH5_SRC: &str = "How To Scale Your Model ch5 (training)";
 
 fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b.max(1))
@@ -608,7 +632,43 @@ pub fn analyze<T: Tracer>(
         optimizer_bytes: Bytes::new(optimizer_bytes),
         activations_bytes: Bytes::new(activations_bytes),
         total_bytes: Bytes::new(total),
+        params_plus_optimizer_bytes: Bytes::new(params_bytes + optimizer_bytes),
     };
+    let params_dev = p_mp / (fsdp * if z >= 3 { zshard } else { 1.0 });
+    tr.record(|| {
+        Step::new(
+            "train.params_per_device",
+            "Parameters per device",
+            "P_shard/(fsdp·Z_p)",
+        )
+        .bind("P_shard", p_mp, "params")
+        .bind("fsdp", fsdp, "")
+        .bind("Z_p", if z >= 3 { zshard } else { 1.0 }, "")
+        .result(params_dev, "params")
+        .source("How To Scale Your Model ch5")
+    });
+    tr.record(|| {
+        Step::new(
+            "train.memory.params_plus_optimizer",
+            "Parameters + optimizer state per device",
+            "params_bytes + optimizer_bytes",
+        )
+        .bind("params_bytes", params_bytes, "B")
+        .bind("optimizer_bytes", optimizer_bytes, "B")
+        .bind("bytes_opt", ob, "B/param")
+        .result(params_bytes + optimizer_bytes, "B")
+        .source("How To Scale Your Model ch5")
+    });
+    tr.record(|| {
+        Step::new(
+            "train.memory.unsharded",
+            "Unsharded memory of the whole job",
+            "P·(bytes_p + bytes_g + bytes_opt) + B·L·e·bytes_a",
+        )
+        .bind("P", p_total, "params")
+        .bind("B", cfg.batch_tokens as f64, "tokens")
+        .result(unsharded, "B")
+    });
     tr.record(|| {
         Step::new(
             "train.memory.total",
@@ -1021,7 +1081,29 @@ pub fn analyze<T: Tracer>(
     let chip_hours = train_time.map(|t| t * nf / 3600.0);
     let cost_usd = chip_hours.and_then(|h| chip.usd_per_chip_hour.map(|p| h * p));
 
-    let rules = book_rules(spec, chip, &mesh, cfg, p_total, pb + ob, tr);
+    let mut rules = book_rules(spec, chip, &mesh, cfg, p_total, pb + ob, tr);
+    let train_flops = cfg
+        .train_tokens
+        .map(|t| model_flops * t as f64 / b.max(1.0));
+    if let (Some(f), Some(m)) = (train_flops, cfg.mfu.filter(|m| *m > 0.0)) {
+        let chips_max = rules.fsdp_max_chips;
+        let t = f / (chips_max * c * m);
+        tr.record(|| {
+            Step::new(
+                "rules.fsdp_max_chips_train_time",
+                "Training time on the most chips pure FSDP can use",
+                "FLOPs_train/(N_max·C·MFU)",
+            )
+            .bind("FLOPs_train", f, "FLOPs")
+            .bind("N_max", chips_max, "chips")
+            .bind("C", c, "FLOP/s")
+            .bind("MFU", m, "")
+            .result(t, "s")
+            .source(CH5_SRC)
+        });
+        rules.fsdp_max_chips_train_time_s = Some(Seconds::new(t));
+    }
+    let slice_hbm = hbm * nf;
     TrainReport {
         model: spec.name.clone(),
         chip: chip.name.clone(),
@@ -1038,6 +1120,10 @@ pub fn analyze<T: Tracer>(
         fits: total <= hbm,
         memory_margin_bytes: hbm - total,
         memory_total_unsharded_bytes: Bytes::new(unsharded),
+        params_per_device: params_dev,
+        optimizer_bytes_per_param: ob,
+        slice_hbm_bytes: Bytes::new(slice_hbm),
+        train_flops: train_flops.map(Flops::new),
         flops_per_step: Flops::new(model_flops),
         hardware_flops_per_step: Flops::new(hw_flops),
         t_math_s: Seconds::new(t_math),
@@ -1176,9 +1262,40 @@ fn book_rules<T: Tracer>(
             reason: format!("B/N = {per_chip:.0} ≤ α²/(M_X·M_Y·F) = {ftmin:.0}: communication-bound even with the best FSDP×TP split"),
         }
     };
+    let fsdp_max_chips = b / dp_min;
+    let fsdp_tp_max_chips = b / ftmin;
+    tr.record(|| {
+        Step::new(
+            "rules.fsdp_max_chips",
+            "Most chips pure FSDP can use compute-bound",
+            "B·M_X/α",
+        )
+        .bind("B", b, "tokens")
+        .bind("M_X", m_all, "")
+        .bind("α", alpha, "")
+        .result(fsdp_max_chips, "chips")
+        .source(CH5_SRC)
+    });
+    tr.record(|| {
+        Step::new(
+            "rules.fsdp_tp_max_chips",
+            "Most chips FSDP+TP can use compute-bound",
+            "B·M_X·M_Y·F/α²",
+        )
+        .bind("B", b, "tokens")
+        .bind("M_X", mx, "")
+        .bind("M_Y", my, "")
+        .bind("F", f, "")
+        .bind("α", alpha, "")
+        .result(fsdp_tp_max_chips, "chips")
+        .source(CH5_SRC)
+    });
     Rules {
         alpha,
         m_all,
+        fsdp_max_chips,
+        fsdp_tp_max_chips,
+        fsdp_max_chips_train_time_s: None,
         batch_per_chip: per_chip,
         dp_min_batch_per_chip: dp_min,
         fsdp_min_batch_tokens: n * dp_min,

@@ -1,0 +1,111 @@
+//! End-to-end tests of `meshplan validate` and `meshplan calibrate` (issue 7):
+//! the fixture subset, threshold exit codes, a calibrate round trip through
+//! `--hw-profile`, and bad inputs (exit 2, never a panic).
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const SUBSET: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv";
+const PUBLISHED: &str = "crates/meshplan-core/tests/fixtures/validation/published_runs.json";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("meshplan")
+        .unwrap()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str, body: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("meshplan-cli-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn validate_subset_json_and_thresholds() {
+    let (code, out, err) = run(&["validate", SUBSET, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let s = &v["summary"];
+    assert!(s["step"]["median"].as_f64().unwrap() < 0.34);
+    assert!(s["oom_accuracy"].as_f64().unwrap() > 0.92);
+    // thresholds: met -> 0, missed -> 1
+    let (ok, _, _) = run(&[
+        "validate",
+        SUBSET,
+        "--min-oom-accuracy",
+        "0.9",
+        "--max-memory-error",
+        "0.2",
+    ]);
+    assert_eq!(ok, 0);
+    let (bad, _, _) = run(&["validate", SUBSET, "--max-median-error", "0.10"]);
+    assert_eq!(bad, 1);
+    let (bad, _, _) = run(&["validate", SUBSET, "--min-oom-accuracy", "0.99"]);
+    assert_eq!(bad, 1);
+}
+
+#[test]
+fn validate_published_pairs() {
+    let (code, out, err) = run(&["validate", PUBLISHED]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("recompute pair kor22-175b"), "{out}");
+}
+
+#[test]
+fn calibrate_round_trip_through_hw_profile() {
+    let (code, toml, err) = run(&[
+        "calibrate",
+        SUBSET,
+        "--chip",
+        "h100",
+        "--iters",
+        "150",
+        "--bootstrap",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(toml.contains("matmul_efficiency"), "{toml}");
+    let p = tmp("cal.toml", &toml);
+    let (code, _, err) = run(&["validate", SUBSET, "--hw-profile", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn bad_inputs_exit_2_without_panic() {
+    let junk = tmp("junk.csv", "a,b\n1,2\n");
+    let badjson = tmp("bad.json", "{not json");
+    let badprof = tmp("bad.toml", "chip = \"h100\"\nmatmul_efficiency = \"x\"\n");
+    let missing = root().join("no/such/file.csv");
+    for args in [
+        vec!["validate", missing.to_str().unwrap()],
+        vec!["validate", badjson.to_str().unwrap()],
+        vec![
+            "validate",
+            SUBSET,
+            "--hw-profile",
+            badprof.to_str().unwrap(),
+        ],
+        vec!["calibrate", junk.to_str().unwrap(), "--chip", "h100"],
+        vec!["calibrate", SUBSET, "--chip", "no-such-chip"],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
