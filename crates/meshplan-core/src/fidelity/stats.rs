@@ -59,8 +59,7 @@ pub struct Row {
     pub fits: bool,
     /// Recompute pair key.
     pub pair: Option<String>,
-    /// Full prediction.
-    #[serde(skip)]
+    /// Full prediction (time and memory breakdowns).
     pub prediction: Option<Prediction>,
 }
 
