@@ -84,7 +84,7 @@ pub struct PlanTrainArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// One JSON object (keys in docs/quantities-plan.md).
+    /// One JSON object (keys in docs/quantities.md).
     #[arg(long)]
     pub json: bool,
     /// Print the derivation of the chosen plan.

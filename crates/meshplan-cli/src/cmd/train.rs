@@ -98,7 +98,7 @@ pub struct TrainArgs {
     /// Fraction of link bandwidth collectives achieve (default 1).
     #[arg(long)]
     pub comm_efficiency: Option<f64>,
-    /// Print one JSON object in SI base units (keys in docs/quantities-train.md).
+    /// Print one JSON object in SI base units (keys in docs/quantities.md).
     #[arg(long)]
     pub json: bool,
     /// Print the derivation in the book's symbols.

@@ -148,7 +148,7 @@ pub fn check_mesh(chip: &Chip, mesh: &[u64]) -> Result<()> {
 /// One decode/prefill component, as reported.
 pub use roofline::Component;
 
-/// Everything `meshplan infer` reports (SI units; see docs/quantities-infer.md).
+/// Everything `meshplan infer` reports (SI units; see docs/quantities.md).
 #[derive(Clone, Debug, Serialize)]
 pub struct InferReport {
     /// Model name.
