@@ -1,10 +1,12 @@
 //! Full planner searches (issue 5): 13B on 64 H100s, 70B on 1,024 H100s,
 //! 405B on 16,384 H100s with a 16M-token batch; each on one thread and on
 //! all cores. Candidates per search are printed once (stderr) so the
-//! candidates/s figure follows from divan's time per search.
+//! candidates/s figure follows from divan's time per search. `fidelity_predict`
+//! times one calibrated prediction (the planner runs one per plan that passes
+//! the roofline checks).
 
 use meshplan_core::mesh::Topology;
-use meshplan_core::planner::TrainSearch;
+use meshplan_core::planner::{RejectReason, TrainSearch};
 use meshplan_core::training::TrainConfig;
 use meshplan_core::Catalog;
 
@@ -15,8 +17,14 @@ fn main() {
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
-                "{name}: {} candidates ({} evaluated, {} degree tuples, {} fit)",
-                r.candidates, r.evaluated, r.tuples, r.fitting
+                "{name}: {} candidates ({} evaluated, {} degree tuples, {} fit; {} by the fidelity model: {} predicted-memory, {} unpredictable rejections)",
+                r.candidates,
+                r.evaluated,
+                r.tuples,
+                r.fitting,
+                if r.predicted { "ranked" } else { "not ranked" },
+                r.rejected_for(RejectReason::PredictedMemory),
+                r.rejected_for(RejectReason::Unpredictable)
             );
         }
     }
@@ -59,4 +67,29 @@ fn plan_train_all_cores(b: divan::Bencher, case: usize) {
     let (_, m, n, bt, t) = CASES[case];
     let s = search(m, n, bt, t, None);
     b.bench(|| s.run());
+}
+
+/// One `fidelity::predict` call (the planner's per-candidate extra cost):
+/// 405B, dp=128 tp=8 pp=16 on 16,384 H100s.
+#[divan::bench]
+fn fidelity_predict(b: divan::Bencher) {
+    use meshplan_core::training::predicted::{active_profile, run_spec};
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3.1-405b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let prof = active_profile(&chip.name, None).unwrap().unwrap();
+    let cfg = TrainConfig {
+        batch_tokens: 16 << 20,
+        seq_len: 8192,
+        degrees: meshplan_core::mesh::Degrees {
+            dp: 128,
+            tp: 8,
+            pp: 16,
+            ..Default::default()
+        },
+        microbatches: 16,
+        ..TrainConfig::default()
+    };
+    let rs = run_spec(spec, &cfg).unwrap();
+    b.bench(|| meshplan_core::fidelity::predict(divan::black_box(&rs), chip, &prof.profile));
 }

@@ -1,12 +1,17 @@
 //! Planner: the fast evaluator equals `training::analyze`; the search's top
 //! plan equals a brute-force loop over `training::analyze`; every returned
 //! plan is feasible and fits; plans are ranked; bad input gives a verdict.
+//! With an efficiency profile (H100) the objective is the calibrated
+//! predicted step time, in the search and in the brute-force reference alike.
 
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::planner::fast::{fast_eval, tuple_ctx, TrainCtx};
 use meshplan_core::planner::train::{factorizations, inner_choices, RejectReason};
 use meshplan_core::planner::{ChipBudget, InferSearch, TrainObjective, TrainSearch, TrainSpace};
 use meshplan_core::trace::NoTrace;
+use meshplan_core::training::predicted::{
+    active_profile, attach, model_unsupported, run_spec, NO_PROFILE_NOTE,
+};
 use meshplan_core::training::{analyze, TrainConfig};
 use meshplan_core::Catalog;
 
@@ -159,6 +164,10 @@ fn brute_best(
     base: &TrainConfig,
     obj: TrainObjective,
 ) -> Option<(f64, f64, f64)> {
+    // the same objective as the search: the calibrated prediction when the
+    // chip has an efficiency profile and the model is one it covers
+    let prof = active_profile(&chip.name, None).unwrap();
+    let predicting = prof.is_some() && model_unsupported(spec, base).is_none();
     let space = TrainSpace {
         permute_torus: false,
         ..TrainSpace::default()
@@ -176,28 +185,46 @@ fn brute_best(
         };
         inner_choices(&space, base, spec.arch.n_layers, &deg, &mut buf);
         for inner in &buf {
-            let r = analyze(spec, chip, topo, &inner.config(base, deg), &mut NoTrace);
+            let cfg = inner.config(base, deg);
+            let mut r = analyze(spec, chip, topo, &cfg, &mut NoTrace);
             if !r.feasible || !r.fits {
                 continue;
             }
-            let k = match obj {
-                TrainObjective::MemoryHeadroom => (
-                    -r.memory_margin_bytes,
-                    r.step_time_lower_s.get(),
-                    r.step_time_upper_s.get(),
-                ),
-                _ => (
-                    r.step_time_lower_s.get(),
-                    r.step_time_upper_s.get(),
-                    r.memory_per_device.total_bytes.get(),
-                ),
-            };
+            attach(&mut r, spec, chip, &cfg, prof.as_ref());
+            if predicting && r.predicted.as_ref().map_or(true, |p| !p.fits) {
+                continue; // not predictable, or the predicted peak memory does not fit
+            }
+            let k = objective_key(&r, obj);
             if best.map_or(true, |b| k < b) {
                 best = Some(k);
             }
         }
     }
     best
+}
+
+/// The search's objective on a report: (predicted step | lower, …) for time,
+/// (−margin, predicted step | lower, …) for memory headroom.
+fn objective_key(r: &meshplan_core::training::TrainReport, obj: TrainObjective) -> (f64, f64, f64) {
+    let lower = r.step_time_lower_s.get();
+    match (obj, &r.predicted) {
+        (TrainObjective::MemoryHeadroom, None) => {
+            (-r.memory_margin_bytes, lower, r.step_time_upper_s.get())
+        }
+        (TrainObjective::MemoryHeadroom, Some(p)) => {
+            (-r.memory_margin_bytes, p.step_time_s.get(), lower)
+        }
+        (_, None) => (
+            lower,
+            r.step_time_upper_s.get(),
+            r.memory_per_device.total_bytes.get(),
+        ),
+        (_, Some(p)) => (
+            p.step_time_s.get(),
+            lower,
+            r.memory_per_device.total_bytes.get(),
+        ),
+    }
 }
 
 #[test]
@@ -215,18 +242,13 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
             let want = brute_best(spec, chip, &topo, &base, obj).expect("something fits");
             let top = &r.plans[0];
             let rep = s.report(&r, top);
-            let got = match obj {
-                TrainObjective::MemoryHeadroom => (
-                    -rep.memory_margin_bytes,
-                    rep.step_time_lower_s.get(),
-                    rep.step_time_upper_s.get(),
-                ),
-                _ => (
-                    rep.step_time_lower_s.get(),
-                    rep.step_time_upper_s.get(),
-                    rep.memory_per_device.total_bytes.get(),
-                ),
-            };
+            assert_eq!(
+                r.predicted,
+                h == "h100",
+                "{m}: H100 searches rank by predictions, TPU ones cannot"
+            );
+            assert_eq!(rep.predicted.is_some(), r.predicted, "{m}");
+            let got = objective_key(&rep, obj);
             assert!(
                 rel(got.0, want.0) < 1e-9 && rel(got.1, want.1) < 1e-9,
                 "{m} {obj:?}: {got:?} vs {want:?}"
@@ -239,6 +261,14 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
                     "{m}: returned plan {:?} infeasible",
                     p.deg
                 );
+                if r.predicted {
+                    let pr = rep.predicted.as_ref().expect("predicted");
+                    assert!(pr.fits, "{m}: returned plan {:?} over predicted HBM", p.deg);
+                    let fp = p.pred.expect("pred");
+                    assert!(rel(fp.step_time_s, pr.step_time_s.get()) < 1e-12);
+                    assert!(rel(fp.mfu, pr.mfu) < 1e-12);
+                    assert!(rel(fp.peak_bytes, pr.peak_memory_bytes.get()) < 1e-12);
+                }
                 assert!(p.score() >= prev, "{m}: not ranked");
                 prev = p.score();
             }
@@ -247,14 +277,23 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
                 r.evaluated
                     + RejectReason::ALL
                         .iter()
-                        .filter(|x| **x != RejectReason::Memory)
+                        .filter(|x| !x.after_evaluation())
                         .map(|x| r.rejected_for(*x))
                         .sum::<u64>()
             );
             assert_eq!(
                 r.evaluated,
-                r.fitting + r.rejected_for(RejectReason::Memory)
+                r.fitting
+                    + RejectReason::ALL
+                        .iter()
+                        .filter(|x| x.after_evaluation())
+                        .map(|x| r.rejected_for(*x))
+                        .sum::<u64>()
             );
+            if !r.predicted {
+                assert_eq!(r.rejected_for(RejectReason::PredictedMemory), 0);
+                assert_eq!(r.rejected_for(RejectReason::Unpredictable), 0);
+            }
         }
     }
 }
@@ -399,4 +438,117 @@ fn infer_search_pareto_and_slo() {
             w[0].tpot_s <= w[1].tpot_s && w[0].tokens_per_s_per_chip < w[1].tokens_per_s_per_chip
         );
     }
+}
+
+#[test]
+fn prediction_mapping_and_fallbacks() {
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-2-13b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let cfg = |dp, fsdp, tp, pp, cp, zero, m| TrainConfig {
+        batch_tokens: 4 << 20,
+        seq_len: 4096,
+        degrees: Degrees {
+            dp,
+            fsdp,
+            tp,
+            pp,
+            cp,
+            ep: 1,
+        },
+        zero,
+        microbatches: m,
+        ..TrainConfig::default()
+    };
+    // 1024 sequences: fsdp 16 × dp 2 = 32 replicas of 32 sequences, 4 micro-batches of 8
+    let rs = run_spec(spec, &cfg(2, 16, 2, 1, 1, 3, 4)).unwrap();
+    assert_eq!(
+        (rs.dp, rs.zero, rs.tp, rs.mbs, rs.grad_acc, rs.n_gpus),
+        (32, 3, 2, 8, 4, 64)
+    );
+    // fsdp alone is ZeRO-3 whatever `zero` says
+    assert_eq!(run_spec(spec, &cfg(1, 64, 1, 1, 1, 0, 1)).unwrap().zero, 3);
+    assert_eq!(run_spec(spec, &cfg(64, 1, 1, 1, 1, 1, 1)).unwrap().zero, 1);
+    for (c, why) in [
+        (cfg(2, 32, 1, 1, 1, 1, 1), "hybrid sharding"),
+        (cfg(32, 1, 1, 1, 2, 0, 1), "context parallelism"),
+        (cfg(16, 1, 1, 4, 1, 0, 3), "micro-batches"),
+    ] {
+        let e = run_spec(spec, &c).unwrap_err();
+        assert!(e.contains(why), "{e}");
+        let mut r = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace);
+        let rl = r.step_time_lower_s;
+        attach(
+            &mut r,
+            spec,
+            chip,
+            &c,
+            active_profile("h100", None).unwrap().as_ref(),
+        );
+        assert!(r.predicted.is_none());
+        assert!(r
+            .prediction_note
+            .as_deref()
+            .unwrap()
+            .starts_with("prediction not available:"));
+        assert_eq!(r.step_time_lower_s, rl, "roofline untouched");
+    }
+    // a supported plan: the prediction is above the compute roofline, MFU below 1
+    let c = cfg(8, 1, 8, 1, 1, 1, 1);
+    let mut r = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace);
+    attach(
+        &mut r,
+        spec,
+        chip,
+        &c,
+        active_profile("h100", None).unwrap().as_ref(),
+    );
+    let p = r.predicted.as_ref().unwrap();
+    assert!(p.step_time_s.get() > r.t_math_s.get() * 0.9);
+    assert!(p.mfu > 0.05 && p.mfu < r.mfu_at_lower_bound, "{}", p.mfu);
+    assert!(p.tokens_per_s_per_device > 0.0 && p.peak_memory_bytes.get() > 0.0);
+    // MoE: not modelled; TPU: no profile
+    let moe = cat.model("mixtral-8x7b").unwrap();
+    assert!(model_unsupported(moe, &TrainConfig::default()).is_some());
+    assert!(active_profile("tpu-v5p", None).unwrap().is_none());
+}
+
+#[test]
+fn searches_without_predictions_say_why() {
+    let cat = Catalog::builtin();
+    let base = TrainConfig {
+        batch_tokens: 1 << 20,
+        seq_len: 4096,
+        ..TrainConfig::default()
+    };
+    let tpu = TrainSearch::new(
+        cat.model("llama-2-7b").unwrap(),
+        cat.chip("tpu-v5p").unwrap(),
+        Topology::Torus {
+            slices: 1,
+            shape: vec![2, 2, 4],
+        },
+        base.clone(),
+    );
+    assert!(tpu.profile.is_none());
+    let r = tpu.run();
+    assert!(!r.predicted && r.plans.iter().all(|p| p.pred.is_none()));
+    assert_eq!(r.prediction_note.as_deref(), Some(NO_PROFILE_NOTE));
+    let moe = TrainSearch::new(
+        cat.model("mixtral-8x7b").unwrap(),
+        cat.chip("h100").unwrap(),
+        Topology::gpus(32, 8),
+        TrainConfig {
+            batch_tokens: 2 << 20,
+            ..base
+        },
+    );
+    let r = moe.run();
+    assert!(!r.predicted);
+    assert!(r
+        .prediction_note
+        .as_deref()
+        .unwrap()
+        .starts_with("prediction not available: mixture-of-experts"));
+    assert!(!r.plans.is_empty());
 }

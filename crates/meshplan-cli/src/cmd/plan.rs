@@ -24,6 +24,7 @@ use meshplan_core::planner::{
     ChipBudget, InferObjective, InferSearch, RejectReason, TrainObjective, TrainResult, TrainSearch,
 };
 use meshplan_core::trace::Recorder;
+use meshplan_core::training::predicted::{active_profile, ActiveProfile};
 use meshplan_core::training::{analyze, Optimizer, TrainConfig, TrainReport};
 use meshplan_core::units::{fmt_int, fmt_si, parse_count, parse_seconds, sig4, DType};
 use serde::Serialize;
@@ -84,6 +85,9 @@ pub struct PlanTrainArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub hw_profile: Option<PathBuf>,
     /// One JSON object (keys in docs/quantities.md).
     #[arg(long)]
     pub json: bool,
@@ -215,6 +219,25 @@ struct TrainInput {
     topo: Option<Topology>,
     topo_problem: Option<String>,
     base: TrainConfig,
+    profile: Option<ActiveProfile>,
+}
+
+/// The efficiency profile for `chip`: `--hw-profile FILE` when given, else the built-in one.
+pub(crate) fn load_profile(
+    chip: &str,
+    file: Option<&std::path::Path>,
+) -> Result<Option<ActiveProfile>> {
+    let user = match file {
+        Some(p) => Some((
+            std::fs::read_to_string(p).with_context(|| format!("--hw-profile {}", p.display()))?,
+            p.display().to_string(),
+        )),
+        None => None,
+    };
+    Ok(active_profile(
+        chip,
+        user.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
+    )?)
 }
 
 fn train_input(a: &PlanTrainArgs) -> Result<TrainInput> {
@@ -309,12 +332,14 @@ fn train_input(a: &PlanTrainArgs) -> Result<TrainInput> {
         }
         base.comm_efficiency = e;
     }
+    let profile = load_profile(&chip.name, a.hw_profile.as_deref())?;
     Ok(TrainInput {
         spec,
         chip,
         topo,
         topo_problem,
         base,
+        profile,
     })
 }
 
@@ -330,6 +355,9 @@ struct PlanJson<'a> {
     sequence_parallel: bool,
     axis_placement: Vec<(String, String)>,
     leading_collective: Option<String>,
+    predicted_step_time_s: Option<f64>,
+    predicted_mfu: Option<f64>,
+    predicted_peak_memory_bytes: Option<f64>,
     #[serde(flatten)]
     report: &'a TrainReport,
 }
@@ -348,6 +376,9 @@ struct TrainJson<'a> {
     degree_tuples: u64,
     fitting: u64,
     search_time_s: f64,
+    ranked_by_prediction: bool,
+    profile: Option<String>,
+    prediction_note: Option<String>,
     rejected: serde_json::Map<String, serde_json::Value>,
     plans: Vec<PlanJson<'a>>,
     best_rejected: Option<PlanJson<'a>>,
@@ -381,6 +412,9 @@ fn plan_json<'a>(
             .map(|(a, d)| (a.name().to_string(), d))
             .collect(),
         leading_collective: leading(rep),
+        predicted_step_time_s: f.pred.map(|p| p.step_time_s),
+        predicted_mfu: f.pred.map(|p| p.mfu),
+        predicted_peak_memory_bytes: f.pred.map(|p| p.peak_bytes),
         report: rep,
     }
 }
@@ -415,6 +449,7 @@ fn train_suggestions(inp: &TrainInput, topo: Option<&Topology>, a: &PlanTrainArg
     let mut out = Vec::new();
     let run = |topo: Topology, base: TrainConfig| -> Option<(TrainResult, TrainSearch)> {
         let mut s = TrainSearch::new(&inp.spec, &inp.chip, topo, base);
+        s.profile.clone_from(&inp.profile);
         s.top_k = 1;
         s.threads = a.threads;
         let r = s.run();
@@ -454,7 +489,7 @@ fn train_suggestions(inp: &TrainInput, topo: Option<&Topology>, a: &PlanTrainArg
                 m,
                 r.topologies[f.topo].describe(),
                 deg_str(f),
-                fmt_si(s.report(&r, f).step_time_lower_s.get(), "s")
+                step_str(f, &s.report(&r, f))
             ));
             break;
         }
@@ -524,9 +559,28 @@ fn deg_str(f: &Found) -> String {
     )
 }
 
+/// Step time of a plan: the prediction when there is one, else the roofline lower bound.
+fn step_str(f: &Found, r: &TrainReport) -> String {
+    match f.pred {
+        Some(p) => format!(
+            "{} (predicted; roofline ≥ {})",
+            fmt_si(p.step_time_s, "s"),
+            fmt_si(r.step_time_lower_s.get(), "s")
+        ),
+        None => fmt_si(r.step_time_lower_s.get(), "s"),
+    }
+}
+
 /// What the best rejected plan needs to fit (activations scale with the batch).
 fn fix_for(f: &Found, hbm: f64, batch: u64) -> String {
     let e = &f.eval;
+    if let Some(p) = f.pred.filter(|p| !p.fits && e.fits) {
+        return format!(
+            "its roofline memory ({}) fits, but the predicted peak memory ({}, fidelity model: fp32 gradient buffer, logits, runtime reserve) exceeds the usable HBM — shard more (higher fsdp/ZeRO/tp/pp) or save fewer activations",
+            fmt_si(e.total_bytes, "B"),
+            fmt_si(p.peak_bytes, "B")
+        );
+    }
     let over = e.total_bytes - hbm;
     if e.static_bytes >= hbm {
         format!(
@@ -566,6 +620,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let mut s = TrainSearch::new(&inp.spec, &inp.chip, topo.clone(), inp.base.clone());
+    s.profile.clone_from(&inp.profile);
     s.objective = objective;
     s.top_k = a.top.max(1).max(a.explain_rank.unwrap_or(0));
     s.threads = a.threads;
@@ -675,6 +730,13 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
             degree_tuples: res.tuples,
             fitting: res.fitting,
             search_time_s: res.elapsed.as_secs_f64(),
+            ranked_by_prediction: res.predicted,
+            profile: s
+                .profile
+                .as_ref()
+                .filter(|_| res.predicted)
+                .map(|p| format!("{} ({})", p.profile.chip, p.origin)),
+            prediction_note: res.prediction_note.clone(),
             rejected: rej,
             plans: res
                 .plans
@@ -717,6 +779,15 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         fmt_si(res.elapsed.as_secs_f64(), "s"),
         fmt_int(res.fitting)
     );
+    match (&res.prediction_note, &s.profile) {
+        (Some(n), _) => println!("note: {n}"),
+        (None, Some(p)) => println!(
+            "ranked by predicted step time (efficiency profile {}, {}); MFU (pred.) is a prediction; 'step ≥' is the roofline lower bound",
+            p.profile.chip, p.origin
+        ),
+        (None, None) => {}
+    }
+    let pred = res.predicted;
     if !reports.is_empty() {
         let mut rows = vec![vec![
             "#".to_string(),
@@ -731,9 +802,10 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
             "remat".into(),
             "pipeline".into(),
             "sp".into(),
-            "mem/chip".into(),
-            "step".into(),
-            "MFU".into(),
+            if pred { "mem/chip (pred.)" } else { "mem/chip" }.into(),
+            if pred { "step (pred.)" } else { "step" }.into(),
+            if pred { "step ≥" } else { "" }.into(),
+            if pred { "MFU (pred.)" } else { "MFU" }.into(),
             "bound".into(),
             "leading collective".into(),
         ]];
@@ -752,19 +824,39 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
                 remat_name(f.inner.remat).into(),
                 sched_name(f),
                 if f.inner.sp { "yes" } else { "-" }.into(),
-                fmt_si(r.memory_per_device.total_bytes.get(), "B"),
-                fmt_si(r.step_time_lower_s.get(), "s"),
-                format!("{:.1}%", 100.0 * r.mfu_at_lower_bound),
+                match f.pred {
+                    Some(p) => fmt_si(p.peak_bytes, "B"),
+                    None => fmt_si(r.memory_per_device.total_bytes.get(), "B"),
+                },
+                match f.pred {
+                    Some(p) => fmt_si(p.step_time_s, "s"),
+                    None => fmt_si(r.step_time_lower_s.get(), "s"),
+                },
+                if pred {
+                    fmt_si(r.step_time_lower_s.get(), "s")
+                } else {
+                    String::new()
+                },
+                match f.pred {
+                    Some(p) => format!("{:.1}%", 100.0 * p.mfu),
+                    None => format!("{:.1}%", 100.0 * r.mfu_at_lower_bound),
+                },
                 r.bound.clone(),
                 leading_collective(r)
                     .map(|c| format!("{} {} ({})", c.kind, c.axis.name(), c.seconds))
                     .unwrap_or_else(|| "-".into()),
             ]);
         }
-        print!(
-            "{}",
-            common::render_table(&rows, &[0, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14])
-        );
+        let right: &[usize] = if pred {
+            &[0, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15]
+        } else {
+            // no prediction: drop the empty roofline column
+            for r in rows.iter_mut() {
+                r.remove(14);
+            }
+            &[0, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14]
+        };
+        print!("{}", common::render_table(&rows, right));
     }
     let rej: Vec<String> = RejectReason::ALL
         .iter()
@@ -780,7 +872,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
                 "best rejected plan: {} on {} — {} per step, {} per chip: {}",
                 deg_str(f),
                 r.mesh,
-                fmt_si(r.step_time_lower_s.get(), "s"),
+                step_str(f, r),
                 fmt_si(r.memory_per_device.total_bytes.get(), "B"),
                 fix_for(f, hbm, inp.base.batch_tokens)
             );

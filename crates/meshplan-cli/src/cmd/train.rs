@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use meshplan_core::scenario::{Count, Scenario};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::training::scenario::{resolve, TrainSetup};
-use meshplan_core::training::{analyze, TrainReport};
+use meshplan_core::training::{analyze, predicted, TrainReport};
 use meshplan_core::units::{fmt_si, parse_count, sig4};
 
 use crate::common::{self, ExplainFormat};
@@ -98,6 +98,9 @@ pub struct TrainArgs {
     /// Fraction of link bandwidth collectives achieve (default 1).
     #[arg(long)]
     pub comm_efficiency: Option<f64>,
+    /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub hw_profile: Option<PathBuf>,
     /// Print one JSON object in SI base units (keys in docs/quantities.md).
     #[arg(long)]
     pub json: bool,
@@ -120,16 +123,21 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         topo,
         cfg,
     } = resolve(&sc, &cat)?;
+    let profile = super::plan::load_profile(&chip.name, a.hw_profile.as_deref())?;
 
     if a.explain {
         let mut rec = Recorder::default();
-        let r = analyze(&spec, &chip, &topo, &cfg, &mut rec);
+        let mut r = analyze(&spec, &chip, &topo, &cfg, &mut rec);
+        predicted::attach(&mut r, &spec, &chip, &cfg, profile.as_ref());
         print!("{}", common::render_steps(rec.steps(), a.explain_format));
         println!();
+        print_prediction(&r);
         print_verdicts(&r);
         return Ok(ExitCode::SUCCESS);
     }
-    let r = analyze(&spec, &chip, &topo, &cfg, &mut NoTrace);
+    let mut r = analyze(&spec, &chip, &topo, &cfg, &mut NoTrace);
+    // the calibrated prediction: after the (traced) roofline analysis, off its hot path
+    predicted::attach(&mut r, &spec, &chip, &cfg, profile.as_ref());
     if a.json {
         common::print_json(&r)?;
     } else {
@@ -215,6 +223,30 @@ fn apply_flags(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
     Ok(())
 }
 
+/// The calibrated prediction beside the roofline bounds, or why there is none.
+fn print_prediction(r: &TrainReport) {
+    match (&r.predicted, &r.prediction_note) {
+        (Some(p), _) => {
+            println!(
+                "predicted (efficiency profile {}, {}): step {} (roofline {} … {}), MFU {:.1}% (roofline bound {:.1}%), {} tokens/s per device, peak memory {} of {} usable ({})",
+                p.profile,
+                p.profile_origin,
+                p.step_time_s,
+                r.step_time_lower_s,
+                r.step_time_upper_s,
+                100.0 * p.mfu,
+                100.0 * r.mfu_at_lower_bound,
+                sig4(p.tokens_per_s_per_device),
+                p.peak_memory_bytes,
+                p.usable_memory_bytes,
+                if p.fits { "fits" } else { "does NOT fit" }
+            );
+        }
+        (None, Some(n)) => println!("note: {n}"),
+        (None, None) => {}
+    }
+}
+
 fn print_verdicts(r: &TrainReport) {
     let q = &r.rules;
     println!("Book rules (α = C/W = {}):", sig4(q.alpha));
@@ -264,7 +296,7 @@ fn print_human(r: &TrainReport) {
         println!("note: {x}");
     }
     let m = &r.memory_per_device;
-    let rows = vec![
+    let mut rows = vec![
         vec!["memory per device".into(), String::new()],
         vec!["  params".into(), m.params_bytes.both()],
         vec!["  grads".into(), m.grads_bytes.both()],
@@ -304,6 +336,38 @@ fn print_human(r: &TrainReport) {
             r.step_time_upper_s.to_string(),
         ],
     ];
+    if let Some(p) = &r.predicted {
+        rows.extend([
+            vec![
+                "step time predicted".into(),
+                format!(
+                    "{} (profile {}, {})",
+                    p.step_time_s, p.profile, p.profile_origin
+                ),
+            ],
+            vec![
+                "MFU predicted".into(),
+                format!(
+                    "{:.1}% (roofline bound {:.1}%)",
+                    100.0 * p.mfu,
+                    100.0 * r.mfu_at_lower_bound
+                ),
+            ],
+            vec![
+                "tokens/s per device (pred.)".into(),
+                sig4(p.tokens_per_s_per_device),
+            ],
+            vec![
+                "peak memory (pred.)".into(),
+                format!(
+                    "{} of {} usable: {}",
+                    p.peak_memory_bytes,
+                    p.usable_memory_bytes,
+                    if p.fits { "fits" } else { "does NOT fit" }
+                ),
+            ],
+        ]);
+    }
     print!("{}", common::render_table(&rows, &[]));
     if let Some(t) = r.step_time_at_mfu_s {
         println!("step time at MFU: {t}");
@@ -314,6 +378,21 @@ fn print_human(r: &TrainReport) {
     }
     if let Some(c) = r.cost_usd {
         println!("cost: ${}", sig4(c));
+    }
+    if let Some(p) = &r.predicted {
+        if let (Some(t), Some(h)) = (p.train_time_s, p.chip_hours) {
+            println!(
+                "train time (predicted): {} ({} chip-hours)",
+                t.human(),
+                sig4(h)
+            );
+        }
+        if let Some(c) = p.cost_usd {
+            println!("cost (predicted): ${}", sig4(c));
+        }
+    }
+    if let Some(n) = &r.prediction_note {
+        println!("note: {n}");
     }
     if !r.comms.is_empty() {
         let mut rows = vec![vec![

@@ -361,7 +361,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let t_tp_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + tp_lat);
 
     let t_layer = layer_mm + layer_attn + layer_ew + t_tp_layer + p.layer_overhead_s;
-    let t_mb = l_stage * t_layer + t_head_mm + t_loss; // last stage (LM head) is the slowest
+    let t_mb = l_stage * t_layer + t_head_mm + t_loss + p.microbatch_overhead_s; // last stage (LM head) is the slowest
     let mm_total = m * (l_stage * layer_mm + t_head_mm);
     let attn_total = m * l_stage * layer_attn;
     let ew_total = m * (l_stage * layer_ew + t_loss);
@@ -388,7 +388,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let (p2p_bw, p2p_lat) = if pp_cross {
         (
             so * p.p2p_efficiency,
-            p.p2p_latency_s * nodes_f.powf(p.latency_node_exponent),
+            p.p2p_latency_s * nodes_f.powf(p.p2p_node_exponent),
         )
     } else {
         (coll_bw(p, chip, false, 2, 1), p.collective_latency_s)
@@ -423,8 +423,9 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let opt_params = stage_params / if spec.zero >= 1 { dpf } else { 1.0 };
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
-    let overhead =
-        p.step_overhead_s + p.node_overhead_s * nodes_f + m * l_stage * p.layer_overhead_s;
+    let overhead = p.step_overhead_s
+        + p.node_overhead_s * nodes_f
+        + m * (l_stage * p.layer_overhead_s + p.microbatch_overhead_s);
     let compute_total = mm_total + attn_total + ew_total;
     let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
 

@@ -76,6 +76,14 @@ pub struct EfficiencyProfile {
     /// Multiplier on the measured collective bandwidth curves (1 = as measured).
     #[serde(default = "one")]
     pub net_scale: f64,
+    /// Fixed time per micro-batch per pipeline stage (scheduler, Python,
+    /// send/recv handshakes, stream syncs), seconds; also paid in the bubble.
+    #[serde(default)]
+    pub microbatch_overhead_s: f64,
+    /// How the latency of one cross-node pipeline send/recv grows with the
+    /// nodes of the job: `p2p_latency_s · nodes^p2p_node_exponent`.
+    #[serde(default)]
+    pub p2p_node_exponent: f64,
     /// Node counts of the measured collective bandwidth curves (empty = use the
     /// analytic NVLink / scale-out bandwidths with the efficiencies above).
     #[serde(default)]
@@ -96,7 +104,7 @@ fn one() -> f64 {
 }
 
 /// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 23] = [
+pub const PARAM_NAMES: [&str; 25] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -120,10 +128,12 @@ pub const PARAM_NAMES: [&str; 23] = [
     "net_scale",
     "grad_extra_bytes",
     "activation_scale",
+    "microbatch_overhead_s",
+    "p2p_node_exponent",
 ];
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 14] = [
+pub const TIME_FIT: [&str; 16] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -138,6 +148,8 @@ pub const TIME_FIT: [&str; 14] = [
     "step_overhead_s",
     "latency_node_exponent",
     "node_overhead_s",
+    "microbatch_overhead_s",
+    "p2p_node_exponent",
 ];
 
 /// Parameters `calibrate` fits from peak memory.
@@ -215,6 +227,8 @@ impl EfficiencyProfile {
             19 => self.node_overhead_s,
             20 => self.net_scale,
             21 => self.grad_extra_bytes,
+            23 => self.microbatch_overhead_s,
+            24 => self.p2p_node_exponent,
             _ => self.activation_scale,
         }
     }
@@ -244,6 +258,8 @@ impl EfficiencyProfile {
             19 => &mut self.node_overhead_s,
             20 => &mut self.net_scale,
             21 => &mut self.grad_extra_bytes,
+            23 => &mut self.microbatch_overhead_s,
+            24 => &mut self.p2p_node_exponent,
             _ => &mut self.activation_scale,
         };
         *r = v;
@@ -277,6 +293,8 @@ impl EfficiencyProfile {
             19 => (0.0, 0.2),
             20 => (0.3, 2.0),
             21 => (0.0, 4.0),
+            23 => (0.0, 0.2),
+            24 => (0.0, 1.5),
             _ => (0.7, 1.6),
         }
     }

@@ -17,4 +17,4 @@ pub mod infer;
 pub mod train;
 
 pub use infer::{ChipBudget, InferObjective, InferResult, InferSearch};
-pub use train::{RejectReason, TrainObjective, TrainResult, TrainSearch, TrainSpace};
+pub use train::{PredEval, RejectReason, TrainObjective, TrainResult, TrainSearch, TrainSpace};

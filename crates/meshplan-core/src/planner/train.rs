@@ -12,13 +12,19 @@ use crate::hardware::{Chip, ChipKind};
 use crate::mesh::{Degrees, LogicalAxis, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::trace::NoTrace;
+use crate::training::predicted::{
+    active_profile, attach, model_unsupported, run_spec_unchecked, ActiveProfile, NO_PROFILE_NOTE,
+};
 use crate::training::{analyze, Remat, Schedule, TrainConfig, TrainReport};
+use crate::units::DType;
 
 /// What to optimise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TrainObjective {
-    /// Shortest step (lower bound: overlapped communication), ties by the upper bound.
+    /// Shortest step: the predicted step time when the chip has an efficiency
+    /// profile (ties by the roofline lower bound), else the lower bound
+    /// (overlapped communication), ties by the upper bound.
     #[default]
     Time,
     /// Cheapest per token: N·price·step/B. With the chip count fixed this ranks as `time`.
@@ -65,11 +71,19 @@ pub enum RejectReason {
     Placement,
     /// Memory per device exceeds the usable HBM.
     Memory,
+    /// The fidelity model's peak memory exceeds the profile's usable HBM.
+    PredictedMemory,
+    /// The fidelity model cannot predict this plan (cp > 1, hybrid sharding,
+    /// uneven micro-batches); only when predictions rank the search.
+    Unpredictable,
 }
+
+/// Number of [`RejectReason`]s.
+pub const N_REASONS: usize = 11;
 
 impl RejectReason {
     /// All reasons, in report order.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; N_REASONS] = [
         RejectReason::Topology,
         RejectReason::TpHeads,
         RejectReason::TpKvHeads,
@@ -79,7 +93,17 @@ impl RejectReason {
         RejectReason::EpDataAxes,
         RejectReason::Placement,
         RejectReason::Memory,
+        RejectReason::PredictedMemory,
+        RejectReason::Unpredictable,
     ];
+    /// Reasons given after a candidate reached the evaluator (its degree
+    /// tuple was feasible): memory and the fidelity model's verdicts.
+    pub const fn after_evaluation(self) -> bool {
+        matches!(
+            self,
+            RejectReason::Memory | RejectReason::PredictedMemory | RejectReason::Unpredictable
+        )
+    }
     /// JSON key.
     pub const fn key(self) -> &'static str {
         match self {
@@ -92,6 +116,8 @@ impl RejectReason {
             RejectReason::EpDataAxes => "ep-data-axes",
             RejectReason::Placement => "placement",
             RejectReason::Memory => "memory",
+            RejectReason::PredictedMemory => "predicted-memory",
+            RejectReason::Unpredictable => "unpredictable",
         }
     }
     /// Sentence.
@@ -106,6 +132,10 @@ impl RejectReason {
             RejectReason::EpDataAxes => "ep does not divide dp·fsdp·cp",
             RejectReason::Placement => "the degrees do not factor into the slice / NVLink domains",
             RejectReason::Memory => "memory per device exceeds HBM",
+            RejectReason::PredictedMemory => "predicted peak memory exceeds HBM (fidelity model)",
+            RejectReason::Unpredictable => {
+                "the fidelity model cannot predict the plan (cp > 1, hybrid sharding or uneven micro-batches)"
+            }
         }
     }
     fn idx(self) -> usize {
@@ -172,6 +202,24 @@ pub struct TrainSearch<'a> {
     pub space: TrainSpace,
     /// Threads (None = all cores; Some(1) = this thread only).
     pub threads: Option<usize>,
+    /// Efficiency profile: when set (and the model is one the fidelity model
+    /// covers), `time`/`cost` rank by the predicted step time and plans whose
+    /// predicted peak memory exceeds HBM are rejected. [`TrainSearch::new`]
+    /// sets the chip's built-in profile.
+    pub profile: Option<ActiveProfile>,
+}
+
+/// The fidelity model's verdict on one plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PredEval {
+    /// Predicted seconds per step.
+    pub step_time_s: f64,
+    /// Model FLOPs / (N·C·predicted step time).
+    pub mfu: f64,
+    /// Predicted peak memory (bytes) of the most loaded device.
+    pub peak_bytes: f64,
+    /// Peak ≤ the profile's usable HBM.
+    pub fits: bool,
 }
 
 /// One costed candidate.
@@ -185,6 +233,8 @@ pub struct Found {
     pub inner: Inner,
     /// Costs.
     pub eval: FastEval,
+    /// Calibrated prediction (when the search predicts and the plan fits the roofline memory check).
+    pub pred: Option<PredEval>,
     key: [f64; 3],
     id: (u32, u32),
 }
@@ -218,7 +268,7 @@ pub struct TrainResult {
     /// Best plans, best first.
     pub plans: Vec<Found>,
     /// Rejections per reason (indexed like [`RejectReason::ALL`]).
-    pub rejected: [u64; 9],
+    pub rejected: [u64; N_REASONS],
     /// Every point of the space (degree tuples × inner choices).
     pub candidates: u64,
     /// Points that reached the evaluator (feasible degree tuples).
@@ -236,6 +286,11 @@ pub struct TrainResult {
     pub tuples: u64,
     /// Wall time of the search.
     pub elapsed: Duration,
+    /// Whether `time`/`cost` ranked by the fidelity model's predictions.
+    pub predicted: bool,
+    /// Why times are roofline bounds ("no efficiency profile …" or
+    /// "prediction not available: …"); `None` when predictions rank the plans.
+    pub prediction_note: Option<String>,
 }
 
 impl TrainResult {
@@ -383,7 +438,7 @@ struct Work {
 struct Local {
     top: Vec<Found>,
     k: usize,
-    rejected: [u64; 9],
+    rejected: [u64; N_REASONS],
     candidates: u64,
     evaluated: u64,
     fitting: u64,
@@ -397,7 +452,7 @@ impl Local {
         Local {
             top: Vec::with_capacity(k + 1),
             k,
-            rejected: [0; 9],
+            rejected: [0; N_REASONS],
             candidates: 0,
             evaluated: 0,
             fitting: 0,
@@ -449,7 +504,7 @@ impl Local {
         for f in o.top {
             self.offer(f);
         }
-        for i in 0..9 {
+        for i in 0..N_REASONS {
             self.rejected[i] += o.rejected[i];
         }
         self.candidates += o.candidates;
@@ -480,11 +535,22 @@ impl Local {
     }
 }
 
-fn key_of(obj: TrainObjective, e: &FastEval, hbm: f64, usd_per_token_s: f64) -> [f64; 3] {
-    match obj {
-        TrainObjective::Time => [e.lower, e.upper, e.total_bytes],
-        TrainObjective::Cost => [e.lower * usd_per_token_s, e.upper, e.total_bytes],
-        TrainObjective::MemoryHeadroom => [e.total_bytes - hbm, e.lower, e.upper],
+fn key_of(
+    obj: TrainObjective,
+    e: &FastEval,
+    pred: Option<&PredEval>,
+    hbm: f64,
+    usd_per_token_s: f64,
+) -> [f64; 3] {
+    match (obj, pred) {
+        (TrainObjective::Time, None) => [e.lower, e.upper, e.total_bytes],
+        (TrainObjective::Cost, None) => [e.lower * usd_per_token_s, e.upper, e.total_bytes],
+        (TrainObjective::MemoryHeadroom, None) => [e.total_bytes - hbm, e.lower, e.upper],
+        (TrainObjective::Time, Some(p)) => [p.step_time_s, e.lower, e.total_bytes],
+        (TrainObjective::Cost, Some(p)) => {
+            [p.step_time_s * usd_per_token_s, e.lower, e.total_bytes]
+        }
+        (TrainObjective::MemoryHeadroom, Some(p)) => [e.total_bytes - hbm, p.step_time_s, e.lower],
     }
 }
 
@@ -505,6 +571,7 @@ impl TrainSearch<'_> {
             top_k: 10,
             space: TrainSpace::default(),
             threads: None,
+            profile: active_profile(&chip.name, None).ok().flatten(),
         }
     }
 
@@ -530,6 +597,17 @@ impl TrainSearch<'_> {
         let topologies = self.topologies();
         let n = self.topology.chips();
         let ctx = TrainCtx::new(self.spec, self.chip, &self.base);
+        let unsupported = model_unsupported(self.spec, &self.base);
+        let prof = self.profile.as_ref().filter(|_| unsupported.is_none());
+        let prediction_note = match (&self.profile, &unsupported) {
+            (None, _) => Some(NO_PROFILE_NOTE.to_string()),
+            (Some(_), Some(r)) => Some(format!(
+                "prediction not available: {r}: times are roofline bounds"
+            )),
+            (Some(_), None) => None,
+        };
+        let c_bf16 = self.chip.flops(DType::Bf16).get();
+        let model_flops = ctx.model_flops();
         let hbm = ctx.hbm();
         let price = self.chip.usd_per_chip_hour.unwrap_or(1.0);
         let usd_per_token_s = n as f64 * price / 3600.0 / self.base.batch_tokens.max(1) as f64;
@@ -593,17 +671,49 @@ impl TrainSearch<'_> {
                     acc.evaluated += size;
                     for (ii, inner) in buf.iter().enumerate() {
                         let e = fast_eval(&ctx, &tc, inner);
+                        // the fidelity model, only for plans that pass the roofline checks
+                        let pred = match prof {
+                            Some(p) if e.fits => {
+                                let cfg = inner.config(&self.base, w.deg);
+                                match run_spec_unchecked(self.spec, &cfg) {
+                                    Err(_) => {
+                                        acc.rejected[RejectReason::Unpredictable.idx()] += 1;
+                                        continue;
+                                    }
+                                    Ok(rs) => {
+                                        let x =
+                                            crate::fidelity::predict(&rs, self.chip, &p.profile);
+                                        let n = rs.n_gpus.max(1) as f64;
+                                        Some(PredEval {
+                                            step_time_s: x.step_time_s,
+                                            mfu: if x.step_time_s > 0.0 {
+                                                model_flops / (n * c_bf16 * x.step_time_s)
+                                            } else {
+                                                0.0
+                                            },
+                                            peak_bytes: x.memory.total,
+                                            fits: x.fits,
+                                        })
+                                    }
+                                }
+                            }
+                            _ => None,
+                        };
                         let f = Found {
                             topo: w.topo,
                             deg: w.deg,
                             inner: *inner,
                             eval: e,
-                            key: key_of(self.objective, &e, hbm, usd_per_token_s),
+                            pred,
+                            key: key_of(self.objective, &e, pred.as_ref(), hbm, usd_per_token_s),
                             id: (w.id, ii as u32),
                         };
-                        if e.fits {
+                        if e.fits && pred.map_or(true, |p| p.fits) {
                             acc.fitting += 1;
                             acc.offer(f);
+                        } else if e.fits {
+                            acc.rejected[RejectReason::PredictedMemory.idx()] += 1;
+                            acc.offer_rejected(f, hbm);
                         } else {
                             acc.rejected[RejectReason::Memory.idx()] += 1;
                             acc.offer_rejected(f, hbm);
@@ -649,6 +759,8 @@ impl TrainSearch<'_> {
             topology_reasons: pure.reasons,
             tuples: total,
             elapsed: t0.elapsed(),
+            predicted: prof.is_some(),
+            prediction_note,
         }
     }
 
@@ -657,15 +769,19 @@ impl TrainSearch<'_> {
         self.run_with_progress(&|_, _| {})
     }
 
-    /// The full `training::analyze` report of a found plan (NoTrace).
+    /// The full `training::analyze` report of a found plan (NoTrace), with
+    /// the calibrated prediction attached when the search has a profile.
     pub fn report(&self, r: &TrainResult, f: &Found) -> TrainReport {
-        analyze(
+        let cfg = f.config(&self.base);
+        let mut rep = analyze(
             self.spec,
             self.chip,
             &r.topologies[f.topo],
-            &f.config(&self.base),
+            &cfg,
             &mut NoTrace,
-        )
+        );
+        attach(&mut rep, self.spec, self.chip, &cfg, self.profile.as_ref());
+        rep
     }
 }
 

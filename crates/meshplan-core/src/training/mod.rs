@@ -21,6 +21,7 @@ Entry point: [`analyze`] (a [`TrainConfig`] → [`TrainReport`]). See
   `T_math + T_bubble + Σ all comms`.
 */
 
+pub mod predicted;
 pub mod rules;
 pub mod scenario;
 
@@ -389,6 +390,14 @@ pub struct TrainReport {
     pub cost_usd: Option<f64>,
     /// Rules and verdicts.
     pub rules: Rules,
+    /// Calibrated prediction (issue 7), filled by [`predicted::attach`] when
+    /// the chip has an efficiency profile; `analyze` leaves it empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<predicted::Predicted>,
+    /// Why there is no prediction ("prediction not available: …" or the
+    /// no-profile note), set by [`predicted::attach`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction_note: Option<String>,
 }
 
 const CH5_SRC: &str = "How To Scale Your Model ch5 (training)";
@@ -1146,6 +1155,8 @@ pub fn analyze<T: Tracer>(
         chip_hours,
         cost_usd,
         rules,
+        predicted: None,
+        prediction_note: None,
     }
 }
 
