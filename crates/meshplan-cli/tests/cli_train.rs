@@ -86,3 +86,111 @@ fn explain_shows_rules() {
     assert!(s.contains("√((B/F)·(M_X/M_Y)·N)"), "{s}");
     assert!(s.contains("FSDP+TP:   yes"), "{s}");
 }
+
+#[test]
+fn predicted_section_and_hw_profile() {
+    let args = [
+        "train",
+        "--model",
+        "llama-2-13b",
+        "--hw",
+        "h100",
+        "--chips",
+        "64",
+        "--batch-tokens",
+        "4M",
+        "--seq-len",
+        "4096",
+        "--tp",
+        "8",
+        "--dp",
+        "8",
+        "--zero",
+        "1",
+        "--train-tokens",
+        "1T",
+    ];
+    let mut j = args.to_vec();
+    j.push("--json");
+    let (rc, s) = meshplan(&j);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    let p = &v["predicted"];
+    for k in [
+        "step_time_s",
+        "mfu",
+        "tokens_per_s",
+        "tokens_per_s_per_device",
+        "peak_memory_bytes",
+        "usable_memory_bytes",
+        "train_time_s",
+        "chip_hours",
+        "cost_usd",
+        "micro_batch_size",
+        "grad_accumulation",
+    ] {
+        assert!(p[k].is_number(), "predicted.{k}");
+    }
+    assert_eq!(p["profile"], "h100");
+    assert_eq!(p["profile_origin"], "built-in");
+    assert!(p["fits"].is_boolean());
+    // the roofline fields are still there and the prediction is not below the compute bound
+    let lower = v["step_time_lower_s"].as_f64().unwrap();
+    assert!(p["step_time_s"].as_f64().unwrap() > 0.5 * lower);
+    assert!(p["mfu"].as_f64().unwrap() < v["mfu_at_lower_bound"].as_f64().unwrap());
+    // human output: predicted step and MFU beside the bounds
+    let (rc, h) = meshplan(&args);
+    assert_eq!(rc, 0);
+    assert!(h.contains("step time predicted"), "{h}");
+    assert!(h.contains("MFU predicted"), "{h}");
+    assert!(h.contains("step time lower (overlap)"), "{h}");
+    // --hw-profile: the user's file is used
+    let mut j2 = j.clone();
+    j2.extend(["--hw-profile", "data/profiles/h100.toml"]);
+    let (rc, s2) = meshplan(&j2);
+    assert_eq!(rc, 0);
+    let v2: serde_json::Value = serde_json::from_str(&s2).unwrap();
+    assert_eq!(
+        v2["predicted"]["profile_origin"],
+        "file data/profiles/h100.toml"
+    );
+    assert_eq!(v2["predicted"]["step_time_s"], p["step_time_s"]);
+    // unsupported combination: a note, no number
+    let j3 = [
+        "train",
+        "--model",
+        "llama-2-13b",
+        "--hw",
+        "h100",
+        "--chips",
+        "64",
+        "--batch-tokens",
+        "4M",
+        "--seq-len",
+        "4096",
+        "--tp",
+        "8",
+        "--dp",
+        "4",
+        "--cp",
+        "2",
+        "--json",
+    ];
+    let (rc, s3) = meshplan(&j3);
+    assert_eq!(rc, 0);
+    let v3: serde_json::Value = serde_json::from_str(&s3).unwrap();
+    assert!(v3["predicted"].is_null());
+    assert!(v3["prediction_note"]
+        .as_str()
+        .unwrap()
+        .starts_with("prediction not available: context parallelism"));
+    // TPU (the book's chip): no profile, a one-line note
+    let (rc, s4) = meshplan(&["train", "examples/train/ch5-q3-fsdp-tp.toml", "--json"]);
+    assert_eq!(rc, 0);
+    let v4: serde_json::Value = serde_json::from_str(&s4).unwrap();
+    assert!(v4["predicted"].is_null());
+    assert_eq!(
+        v4["prediction_note"],
+        "no efficiency profile for this chip: times are roofline bounds"
+    );
+}

@@ -212,6 +212,9 @@ pub struct Prediction {
     pub usable_gb: f64,
     /// peak ≤ usable.
     pub fits: bool,
+    /// The job is larger than the profile's calibrated range
+    /// (`calibrated_max_nodes`): job-size terms were held at that size.
+    pub extrapolated: bool,
 }
 
 /// GEMM efficiency for an `[m, k] × [k, n]` matmul: `e_max · x/(x + x½)` with
@@ -259,7 +262,7 @@ fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) 
     let inter = per_node as f64
         * so
         * p.inter_node_efficiency
-        * (nodes as f64).powf(-p.inter_node_congestion);
+        * (clamp_nodes(p, nodes) as f64).powf(-p.inter_node_congestion);
     inter.min(intra)
 }
 
@@ -329,12 +332,17 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     // ---------- TP / SP collectives per layer per micro-batch
     let nodes = spec.n_gpus.div_ceil(per_node).max(1);
-    let nodes_f = nodes as f64;
+    let extrapolated = p.calibrated_max_nodes > 0 && nodes > p.calibrated_max_nodes;
+    // job-size growth terms are held at the calibrated range (see `clamp_nodes`)
+    let nodes_f = clamp_nodes(p, nodes) as f64;
     let (tp_per, tp_nodes) = group_layout(tp, 1, per_node);
     let act_bytes = tok * d * 2.0;
     // cross-node latency grows with the job (stragglers, congestion on EFA)
     let inter_lat = |n: u64| -> f64 {
-        p.inter_node_latency_s * ((n as f64) / 2.0).max(1.0).powf(p.latency_node_exponent)
+        p.inter_node_latency_s
+            * ((clamp_nodes(p, n) as f64) / 2.0)
+                .max(1.0)
+                .powf(p.latency_node_exponent)
     };
     let (tp_ops, per_op) = if tp <= 1 {
         (0.0, 0.0)
@@ -469,8 +477,21 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         peak_mem_gb: memory.total / gb,
         usable_gb: usable / gb,
         fits: memory.total <= usable,
+        extrapolated,
         time,
         memory,
+    }
+}
+
+/// Node count used in the terms that grow with the job: held at the largest
+/// job the profile was fitted on, because a power law fitted on 1–64 nodes
+/// says nothing about 2,048 (it predicted Megatron-Core's 96+ node runs 7–220×
+/// too slow when left unbounded).
+fn clamp_nodes(p: &EfficiencyProfile, nodes: u64) -> u64 {
+    if p.calibrated_max_nodes > 0 {
+        nodes.min(p.calibrated_max_nodes)
+    } else {
+        nodes
     }
 }
 

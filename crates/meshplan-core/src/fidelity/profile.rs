@@ -97,6 +97,12 @@ pub struct EfficiencyProfile {
     /// Per-parameter source notes.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+    /// Largest job (in nodes) the profile was fitted on. The terms that grow
+    /// with the job size (congestion, cross-node latencies) are held at this
+    /// size beyond it rather than extrapolated without bound, and predictions
+    /// beyond it are flagged `extrapolated` (0 = no limit).
+    #[serde(default)]
+    pub calibrated_max_nodes: u64,
 }
 
 fn one() -> f64 {
