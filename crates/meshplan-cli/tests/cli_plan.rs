@@ -99,7 +99,8 @@ fn plan_train_hw_profile_and_tpu_note() {
     let slow: String = src
         .lines()
         .map(|l| {
-            if l.starts_with("matmul_efficiency =") {
+            // the parameter, not its [sources] entry (a string)
+            if l.starts_with("matmul_efficiency =") && !l.contains('"') {
                 "matmul_efficiency = 0.3".to_string()
             } else {
                 l.to_string()

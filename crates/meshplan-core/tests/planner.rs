@@ -472,7 +472,7 @@ fn prediction_mapping_and_fallbacks() {
     for (c, why) in [
         (cfg(2, 32, 1, 1, 1, 1, 1), "hybrid sharding"),
         (cfg(32, 1, 1, 1, 2, 0, 1), "context parallelism"),
-        (cfg(16, 1, 1, 4, 1, 0, 3), "micro-batches"),
+        (cfg(16, 1, 1, 4, 1, 0, 128), "micro-batches"),
     ] {
         let e = run_spec(spec, &c).unwrap_err();
         assert!(e.contains(why), "{e}");

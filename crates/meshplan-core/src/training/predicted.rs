@@ -13,7 +13,7 @@
 //! | `fsdp = 1` | `zero` as given (the fidelity model shards over `dp` only, not `dp·cp`) |
 //! | `tp`, `pp` | the same (`cp = 1`) |
 //! | `microbatches` | `grad_acc` |
-//! | `batch_tokens/(seq_len·dp·fsdp·microbatches)` | `mbs` (must be a whole number) |
+//! | `⌈⌈⌈B/T⌉/(dp·fsdp)⌉/microbatches⌉` | `mbs` (uneven splits: the busiest replica, rounded up) |
 //! | `seq_len`, `remat`, `sequence_parallel`, `schedule`, `virtual_stages` | the same |
 //! | — | `framework = megatron`, bf16 mixed-precision Adam |
 //!
@@ -21,8 +21,8 @@
 //! MoE / `ep > 1`, context parallelism (`cp > 1`: its communication is not
 //! in the fidelity model, which would make cp look free), MLA, sliding-window attention, non-causal attention,
 //! a compute dtype other than bf16, optimizers other than Adam/AdamW,
-//! hybrid sharding (`dp > 1` and `fsdp > 1` with ZeRO < 3), and batches that
-//! do not split into whole sequences per replica and micro-batch.
+//! hybrid sharding (`dp > 1` and `fsdp > 1` with ZeRO < 3), and more
+//! micro-batches than sequences per replica.
 
 use serde::Serialize;
 
@@ -117,24 +117,19 @@ pub(crate) fn run_spec_unchecked(
         ));
     }
     let t = cfg.seq_len;
-    if t == 0 || cfg.batch_tokens % t != 0 {
-        return Err(format!(
-            "the batch of {} tokens is not a whole number of {}-token sequences",
-            cfg.batch_tokens, t
-        ));
+    if t == 0 || cfg.batch_tokens == 0 {
+        return Err("empty batch or sequence".into());
     }
-    let seqs = cfg.batch_tokens / t;
+    // uneven splits (B not a whole number of sequences, sequences not
+    // divisible by dp·fsdp or by the micro-batches): predict the busiest
+    // replica, rounding up (conservative), as the roofline only notes them
+    let seqs = cfg.batch_tokens.div_ceil(t);
     let data = (d.dp * d.fsdp).max(1);
-    if seqs % data != 0 {
-        return Err(format!(
-            "{seqs} sequences do not split evenly over dp·fsdp = {data}"
-        ));
-    }
-    let per = seqs / data;
+    let per = seqs.div_ceil(data);
     let m = cfg.microbatches.max(1);
-    if per % m != 0 || per < m {
+    if per < m {
         return Err(format!(
-            "{per} sequences per replica do not split into {m} whole micro-batches"
+            "{per} sequences per replica cannot fill {m} micro-batches"
         ));
     }
     Ok(RunSpec {
@@ -145,7 +140,7 @@ pub(crate) fn run_spec_unchecked(
         pp: d.pp,
         cp: d.cp,
         zero: if d.fsdp > 1 { 3 } else { cfg.zero.min(3) },
-        mbs: per / m,
+        mbs: per.div_ceil(m),
         grad_acc: m,
         seq_len: t,
         remat: cfg.remat,
