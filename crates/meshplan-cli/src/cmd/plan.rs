@@ -781,10 +781,20 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     );
     match (&res.prediction_note, &s.profile) {
         (Some(n), _) => println!("note: {n}"),
-        (None, Some(p)) => println!(
-            "ranked by predicted step time (efficiency profile {}, {}); MFU (pred.) is a prediction; 'step ≥' is the roofline lower bound",
-            p.profile.chip, p.origin
-        ),
+        (None, Some(p)) => {
+            println!(
+                "ranked by predicted step time (efficiency profile {}, {}); MFU (pred.) is a prediction; 'step ≥' is the roofline lower bound",
+                p.profile.chip, p.origin
+            );
+            let nodes = s.chip.nvlink.as_ref().map_or(1, |n| n.domain_size.max(1));
+            let max = p.profile.calibrated_max_nodes;
+            if max > 0 && s.topology.chips().div_ceil(nodes) > max {
+                println!(
+                    "note: {} nodes is beyond the {max} nodes this profile was fitted on; its job-size terms are held at {max} nodes — treat predicted times as indicative (see docs/fidelity.md)",
+                    s.topology.chips().div_ceil(nodes)
+                );
+            }
+        }
         (None, None) => {}
     }
     let pred = res.predicted;

@@ -223,6 +223,8 @@ fn apply_flags(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
     Ok(())
 }
 
+const EXTRAPOLATED: &str = "the job is larger than the profile was fitted on; its job-size terms are held at the calibrated size — treat the prediction as indicative (docs/fidelity.md)";
+
 /// The calibrated prediction beside the roofline bounds, or why there is none.
 fn print_prediction(r: &TrainReport) {
     match (&r.predicted, &r.prediction_note) {
@@ -241,6 +243,9 @@ fn print_prediction(r: &TrainReport) {
                 p.usable_memory_bytes,
                 if p.fits { "fits" } else { "does NOT fit" }
             );
+            if p.extrapolated {
+                println!("note: {EXTRAPOLATED}");
+            }
         }
         (None, Some(n)) => println!("note: {n}"),
         (None, None) => {}
@@ -344,6 +349,14 @@ fn print_human(r: &TrainReport) {
                     "{} (profile {}, {})",
                     p.step_time_s, p.profile, p.profile_origin
                 ),
+            ],
+            vec![
+                "prediction range".into(),
+                if p.extrapolated {
+                    EXTRAPOLATED.into()
+                } else {
+                    "within the profile's calibrated range".into()
+                },
             ],
             vec![
                 "MFU predicted".into(),

@@ -187,6 +187,9 @@ pub struct Predicted {
     pub micro_batch_size: u64,
     /// Micro-batches per step (gradient accumulation) the prediction used.
     pub grad_accumulation: u64,
+    /// The job is larger than the profile was fitted on: terms that grow with
+    /// the job size were held at the profile's `calibrated_max_nodes`.
+    pub extrapolated: bool,
     /// Step time by part (seconds).
     pub time_breakdown_s: TimeBreakdown,
     /// Peak memory by part (bytes).
@@ -238,6 +241,7 @@ pub fn predict_train(
         zero: rs.zero,
         micro_batch_size: rs.mbs,
         grad_accumulation: rs.grad_acc,
+        extrapolated: p.extrapolated,
         time_breakdown_s: p.time,
         memory_breakdown_bytes: p.memory,
     })
