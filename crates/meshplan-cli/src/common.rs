@@ -159,3 +159,60 @@ pub fn render_steps(steps: &[Step], f: ExplainFormat) -> String {
         ExplainFormat::Markdown => render_markdown(steps),
     }
 }
+
+/// The target of an analysis — scenario file, model, chip, and mesh or chip
+/// count — shared by `train`, `infer` and `plan train` so the flags read and
+/// override the scenario the same way everywhere.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Scenario TOML ([model], [hardware] and the command's workload sections); flags override it.
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: Option<PathBuf>,
+    /// Model: a catalog name or alias.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Chip: a catalog name (NAME@book for the book's numbers).
+    #[arg(long)]
+    pub hw: Option<String>,
+    /// TPU slice ("16x16x16"; "2*16x16x16" = 2 slices over DCN) or GPU layout NODESxGPUS ("8x8").
+    #[arg(long)]
+    pub mesh: Option<String>,
+    /// Number of chips (GPUs), when no --mesh is given ("64", "16k").
+    #[arg(long)]
+    pub chips: Option<String>,
+}
+
+impl TargetArgs {
+    /// Load the scenario (or an empty one) and write the flags into it:
+    /// `--mesh` beats `--chips`, and either replaces the file's mesh/chips.
+    pub fn load(&self) -> Result<Scenario> {
+        let mut sc = scenario(self.scenario.as_deref())?;
+        if let Some(m) = &self.model {
+            sc.model.name = Some(m.clone());
+        }
+        if let Some(h) = &self.hw {
+            sc.hardware.chip = Some(h.clone());
+        }
+        if let Some(m) = &self.mesh {
+            sc.hardware.mesh = Some(m.clone());
+        } else if let Some(c) = count_flag(&self.chips, "chips")? {
+            sc.hardware.mesh = None;
+            sc.hardware.chips = Some(c);
+        }
+        Ok(sc)
+    }
+}
+
+/// Parse an optional count flag ("3M", "128k", "128Ki"), naming it on error.
+pub fn count_flag(
+    s: &Option<String>,
+    flag: &str,
+) -> Result<Option<meshplan_core::scenario::Count>> {
+    s.as_deref()
+        .map(|x| {
+            meshplan_core::units::parse_count(x)
+                .map(meshplan_core::scenario::Count)
+                .with_context(|| format!("--{flag}"))
+        })
+        .transpose()
+}

@@ -2,35 +2,23 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use meshplan_core::inference::scenario::{resolve, InferSetup};
 use meshplan_core::inference::{self};
-use meshplan_core::scenario::{Count, Scenario};
+use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::{NoTrace, Recorder};
-use meshplan_core::units::{fmt_si, parse_count};
+use meshplan_core::units::fmt_si;
 
-use crate::common::{print_json, render_steps, scenario, user_catalog, ExplainFormat};
+use crate::common::{print_json, render_steps, user_catalog, ExplainFormat};
 
 /// Arguments of `meshplan infer`.
 #[derive(clap::Args, Debug)]
 pub struct InferArgs {
-    /// Scenario TOML ([model], [hardware], [inference], [parallelism]); flags override it.
-    pub scenario: Option<PathBuf>,
-    /// Catalog model name.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Catalog chip name (`NAME@book` for the book's numbers).
-    #[arg(long)]
-    pub hw: Option<String>,
-    /// Slice shape, e.g. 4x4 (TPU).
-    #[arg(long)]
-    pub mesh: Option<String>,
-    /// Number of chips (GPUs) when no mesh is given.
-    #[arg(long)]
-    pub chips: Option<String>,
+    /// Scenario, model, chip, mesh or chip count.
+    #[command(flatten)]
+    pub target: crate::common::TargetArgs,
     /// Weight dtype: bf16, fp8, int8, int4.
     #[arg(long)]
     pub weights_dtype: Option<String>,
@@ -77,28 +65,7 @@ pub struct InferArgs {
 
 /// Write the flags into the scenario (flags override the file).
 fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
-    let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
-        s.as_deref()
-            .map(|x| {
-                parse_count(x)
-                    .map(Count)
-                    .with_context(|| format!("--{what}"))
-            })
-            .transpose()
-    };
-    if let Some(m) = &a.model {
-        sc.model.name = Some(m.clone());
-    }
-    if let Some(h) = &a.hw {
-        sc.hardware.chip = Some(h.clone());
-    }
-    // --mesh beats --chips, and either beats the file's mesh/chips.
-    if let Some(m) = &a.mesh {
-        sc.hardware.mesh = Some(m.clone());
-    } else if let Some(c) = count(&a.chips, "chips")? {
-        sc.hardware.mesh = None;
-        sc.hardware.chips = Some(c);
-    }
+    let count = crate::common::count_flag;
     let inf = &mut sc.inference;
     for (dst, src) in [
         (&mut inf.weights_dtype, &a.weights_dtype),
@@ -138,7 +105,7 @@ fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
 /// Run the command.
 pub fn run(a: InferArgs) -> Result<ExitCode> {
     let cat = user_catalog()?;
-    let mut sc = scenario(a.scenario.as_deref())?;
+    let mut sc = a.target.load()?;
     apply_flags(&a, &mut sc)?;
     let InferSetup {
         model,

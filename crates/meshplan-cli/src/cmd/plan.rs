@@ -43,21 +43,9 @@ pub enum PlanCmd {
 /// Arguments of `meshplan plan train`.
 #[derive(clap::Args, Debug)]
 pub struct PlanTrainArgs {
-    /// Scenario TOML ([model], [hardware], [training]); flags override it.
-    #[arg(value_name = "SCENARIO")]
-    pub scenario: Option<PathBuf>,
-    /// Model (catalog name).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Chip (catalog name; NAME@book for the book's numbers).
-    #[arg(long)]
-    pub hw: Option<String>,
-    /// Number of chips (GPUs; for a TPU, an offered slice with this many chips).
-    #[arg(long)]
-    pub chips: Option<String>,
-    /// TPU slice ("16x16x16", "2*16x16x16") or GPU layout NODESxGPUS.
-    #[arg(long)]
-    pub mesh: Option<String>,
+    /// Scenario, model, chip, mesh or chip count.
+    #[command(flatten)]
+    pub target: common::TargetArgs,
     /// Global batch B in tokens ("4M", "16Mi").
     #[arg(long)]
     pub batch_tokens: Option<String>,
@@ -242,22 +230,13 @@ pub(crate) fn load_profile(
 
 fn train_input(a: &PlanTrainArgs) -> Result<TrainInput> {
     let cat = common::user_catalog()?;
-    let mut sc = common::scenario(a.scenario.as_deref())?;
-    if let Some(m) = &a.model {
-        sc.model.name = Some(m.clone());
-    }
-    if let Some(h) = &a.hw {
-        sc.hardware.chip = Some(h.clone());
-    }
-    if let Some(m) = &a.mesh {
-        sc.hardware.mesh = Some(m.clone());
-    }
+    let sc = a.target.load()?;
     if sc.model.name.is_none() && !sc.model.has_overrides() {
         bail!("no model given: use --model NAME or a scenario with [model]");
     }
     let spec = sc.model.resolve(&cat)?;
     let chip = sc.hardware.resolve_chip(&cat)?;
-    let chips_flag = a.chips.as_deref().map(parse_count).transpose()?;
+    let chips_flag = a.target.chips.as_deref().map(parse_count).transpose()?;
     let mut topo_problem = None;
     let topo = match (
         &sc.hardware.mesh,
@@ -460,7 +439,8 @@ fn train_suggestions(inp: &TrainInput, topo: Option<&Topology>, a: &PlanTrainArg
         }
     };
     let n = topo.map_or(
-        a.chips
+        a.target
+            .chips
             .as_deref()
             .and_then(|c| parse_count(c).ok())
             .unwrap_or(1),

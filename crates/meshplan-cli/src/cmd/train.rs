@@ -11,33 +11,21 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use meshplan_core::scenario::{Count, Scenario};
+use anyhow::Result;
+use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::training::scenario::{resolve, TrainSetup};
 use meshplan_core::training::{analyze, predicted, TrainReport};
-use meshplan_core::units::{fmt_si, parse_count, sig4};
+use meshplan_core::units::{fmt_si, sig4};
 
 use crate::common::{self, ExplainFormat};
 
 /// Arguments of `meshplan train`.
 #[derive(clap::Args, Debug)]
 pub struct TrainArgs {
-    /// Scenario TOML with [model], [hardware], [training], [parallelism]; flags override it.
-    #[arg(value_name = "SCENARIO")]
-    pub scenario: Option<PathBuf>,
-    /// Model (catalog name).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Chip (catalog name; NAME@book for the book's numbers).
-    #[arg(long)]
-    pub hw: Option<String>,
-    /// TPU slice ("16x16x16", "2*16x16x16" for 2 slices over DCN) or GPU layout NODESxGPUS ("8x8").
-    #[arg(long)]
-    pub mesh: Option<String>,
-    /// Number of GPUs (when no --mesh).
-    #[arg(long)]
-    pub chips: Option<String>,
+    /// Scenario, model, chip, mesh or chip count.
+    #[command(flatten)]
+    pub target: common::TargetArgs,
     /// Global batch B in tokens ("3M", "16Mi").
     #[arg(long)]
     pub batch_tokens: Option<String>,
@@ -115,7 +103,7 @@ pub struct TrainArgs {
 /// Run the command.
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let cat = common::user_catalog()?;
-    let mut sc: Scenario = common::scenario(a.scenario.as_deref())?;
+    let mut sc: Scenario = a.target.load()?;
     apply_flags(&a, &mut sc)?;
     let TrainSetup {
         spec,
@@ -148,28 +136,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
 
 /// Write the flags into the scenario (flags override the file).
 fn apply_flags(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
-    let count = |s: &Option<String>, what: &str| -> Result<Option<Count>> {
-        s.as_deref()
-            .map(|x| {
-                parse_count(x)
-                    .map(Count)
-                    .with_context(|| format!("--{what}"))
-            })
-            .transpose()
-    };
-    let h = &mut sc.hardware;
-    if let Some(m) = &a.model {
-        sc.model.name = Some(m.clone());
-    }
-    if let Some(x) = &a.hw {
-        h.chip = Some(x.clone());
-    }
-    if let Some(m) = &a.mesh {
-        h.mesh = Some(m.clone());
-    }
-    if let Some(c) = count(&a.chips, "chips")? {
-        h.chips = Some(c);
-    }
+    let count = crate::common::count_flag;
     let t = &mut sc.training;
     if let Some(b) = count(&a.batch_tokens, "batch-tokens")? {
         t.batch_tokens = Some(b);
