@@ -194,3 +194,29 @@ fn predicted_section_and_hw_profile() {
         "no efficiency profile for this chip: times are roofline bounds"
     );
 }
+
+/// Zero degrees, chips, lengths or microbatches are bad input (exit 2 with a
+/// message naming the flag), never a panic; they once reached a `% 0`.
+#[test]
+fn zero_values_are_rejected_without_panic() {
+    let base = ["train", "--model", "llama-2-7b", "--hw", "h100"];
+    for extra in [
+        &["--chips", "8", "--tp", "0"][..],
+        &["--chips", "8", "--pp", "0"],
+        &["--chips", "8", "--dp", "0"],
+        &["--chips", "0"],
+        &["--chips", "8", "--seq-len", "0"],
+        &["--chips", "8", "--batch-tokens", "0"],
+        &["--chips", "8", "--pp", "2", "--microbatches", "0"],
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_meshplan"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains("at least"), "{args:?}: {err}");
+    }
+}

@@ -923,8 +923,8 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         "prompt-len",
     )?;
     s.gen_len = cnt(&a.gen_len, inf.gen_len.map(|c| c.0), 512, "gen-len")?;
-    if s.prompt_len + s.gen_len == 0 {
-        bail!("--prompt-len + --gen-len must be at least 1");
+    if s.prompt_len == 0 || s.gen_len == 0 {
+        bail!("--prompt-len and --gen-len must be at least 1");
     }
     s.ttft_slo = a
         .ttft_slo

@@ -201,7 +201,17 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
         println!("by source:");
         for (k, (s, _)) in &sum.by_source {
-            println!("  {}", line(k, s));
+            // the profile each source was predicted with (chip@network)
+            let profs: std::collections::BTreeSet<&str> = rows
+                .iter()
+                .filter(|r| &r.source == k)
+                .map(|r| r.profile.as_str())
+                .collect();
+            println!(
+                "  {}  [profile {}]",
+                line(k, s),
+                profs.into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
         if sum.oom_runs > 0 {
             println!(

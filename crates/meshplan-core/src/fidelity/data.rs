@@ -55,6 +55,10 @@ pub struct Run {
     pub clean: bool,
     /// Pair key for recompute ratio checks (Korthikanti full vs selective).
     pub pair: Option<String>,
+    /// Cluster network the run was measured on (`efa`, `infiniband`, or `""`
+    /// when unknown), from [`super::profile::network_of`]; selects the
+    /// profile's network sub-profile.
+    pub network: String,
 }
 
 fn num(v: &toml::Value, k: &str) -> u64 {
@@ -185,6 +189,8 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             flops_def: FlopsDef::Nanotron,
             clean: completed && g(12) == "circle" && g(13) == "1",
             pair: None,
+            // README: "communicating between nodes (EFA)"
+            network: "efa".into(),
             spec,
         });
     }
@@ -268,7 +274,12 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
                 Schedule::OneFOneB
             },
             virtual_stages: vst,
-            framework: Framework::Megatron,
+            // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
+            framework: if id.starts_with("kor22") {
+                Framework::Megatron2022
+            } else {
+                Framework::Megatron
+            },
         };
         let tokens = spec.tokens_per_step();
         let step = if let Some(t) = me["iteration_time_s"].as_f64() {
@@ -303,6 +314,10 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
             flops_def: FlopsDef::Megatron,
             clean: true,
             pair,
+            network: super::profile::network_of(
+                e["hardware"]["interconnect"].as_str().unwrap_or(""),
+            )
+            .into(),
         });
     }
     Ok((out, skipped))
@@ -420,6 +435,7 @@ pub fn parse_calibration_csv(
             flops_def: FlopsDef::Nanotron,
             clean: step.is_some(),
             pair: None,
+            network: String::new(),
         });
     }
     Ok(out)

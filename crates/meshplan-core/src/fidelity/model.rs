@@ -101,6 +101,13 @@ pub enum Framework {
     /// Megatron-LM / Megatron-Core: fp32 `main_grad`, bf16/fp32 reductions
     /// overlapped with backward (`--overlap-grad-reduce`).
     Megatron,
+    /// Megatron-LM as of 2022 (Korthikanti et al., Narayanan et al.): as
+    /// [`Framework::Megatron`] but with the unfused attention core (no
+    /// FlashAttention: `QKᵀ` and `PV` as batched GEMMs, the `[b, a, s, s]`
+    /// scores materialized through a fused scale-mask-softmax and dropout) and
+    /// the pipeline scatter/gather optimization (each stage sends 1/tp of the
+    /// activation over the network and all-gathers it over NVLink).
+    Megatron2022,
 }
 
 /// One training configuration to predict (one run).
@@ -309,9 +316,28 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         let fl = 2.0 * tok * k * n;
         t_layer_mm_fwd += fl / (peak * gemm_efficiency(p, tok, k, n));
     }
-    let causal = 0.5;
-    let attn_fwd_flops = 4.0 * tok * seq * nh / tpf * causal;
-    let t_attn_fwd = attn_fwd_flops / (peak * p.attention_efficiency);
+    let legacy_attn = spec.framework == Framework::Megatron2022;
+    let (attn_fwd_flops, t_attn_fwd, t_attn_bwd) = if legacy_attn {
+        // unfused attention core: full s×s scores (no causal skipping), two
+        // batched GEMMs with the head dimension as inner size, and the scores
+        // through HBM: fwd QKᵀ write 2 B, softmax r/w 4 B, dropout r/w + mask
+        // 5 B = 11 B per score element; bwd (PV grad, dropout, softmax, QKᵀ
+        // grads) ≈ 19 B per element (Korthikanti et al. 2022, the 5·a·s/h term).
+        let fl = 4.0 * tok * seq * nh / tpf;
+        let dh = s.d_head as f64;
+        let mm = fl / (peak * gemm_efficiency(p, seq, dh, seq));
+        let elems = spec.mbs as f64 * (s.n_heads as f64 / tpf) * seq * seq;
+        (
+            fl,
+            mm + 11.0 * elems / hbm_bw,
+            2.0 * mm + 19.0 * elems / hbm_bw,
+        )
+    } else {
+        let causal = 0.5;
+        let fl = 4.0 * tok * seq * nh / tpf * causal;
+        let t = fl / (peak * p.attention_efficiency);
+        (fl, t, 2.5 * t) // FA2 backward = 2.5 × forward
+    };
     // element-wise traffic per token·layer (fwd+bwd), bf16: norms+residual 20·D
     // (sharded by SP), SwiGLU 8·F and RoPE 8·N·H (sharded by TP)
     let dsh = if sp || tp == 1 { d / tpf } else { d };
@@ -327,7 +353,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         Remat::Selective | Remat::AfterMatmuls => (0.0, t_attn_fwd, 0.0),
     };
     let layer_mm = 3.0 * t_layer_mm_fwd + recomp_mm;
-    let layer_attn = 3.5 * t_attn_fwd + recomp_attn; // FA2 backward = 2.5 × forward
+    let layer_attn = t_attn_fwd + t_attn_bwd + recomp_attn;
     let layer_ew = t_ew * (1.0 + recomp_ew);
 
     // ---------- TP / SP collectives per layer per micro-batch
@@ -392,7 +418,9 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         .scale_out
         .as_ref()
         .map_or(1e10, |x| x.per_chip.one_way_rate().get());
-    let p2p_bytes = act_bytes / if sp { tpf } else { 1.0 };
+    // Megatron 2022 scatter/gather: 1/tp of the activation crosses the network
+    let scatter = sp || spec.framework == Framework::Megatron2022;
+    let p2p_bytes = act_bytes / if scatter { tpf } else { 1.0 };
     let (p2p_bw, p2p_lat) = if pp_cross {
         (
             so * p.p2p_efficiency,
@@ -413,7 +441,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let (dp_per, dp_nodes) = group_layout(dp, tp, per_node);
     let grad_bytes = match spec.framework {
         Framework::Nanotron => 4.0,
-        Framework::Megatron => 2.0,
+        Framework::Megatron | Framework::Megatron2022 => 2.0,
     };
     let t_dp_raw = if dp <= 1 {
         0.0

@@ -103,6 +103,54 @@ pub struct EfficiencyProfile {
     /// beyond it are flagged `extrapolated` (0 = no limit).
     #[serde(default)]
     pub calibrated_max_nodes: u64,
+    /// Network (cluster fabric and its collective stack) the parameters above
+    /// describe, e.g. `efa` for the Playbook cluster (empty = unspecified).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub network: String,
+    /// Network sub-profiles of the same chip on other clusters, by network
+    /// name (`infiniband`, …): each overrides the network parameters and keeps
+    /// every compute and memory parameter of this profile. See
+    /// [`EfficiencyProfile::for_network`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub networks: BTreeMap<String, NetworkProfile>,
+}
+
+/// The network part of a profile for one cluster fabric: parameter overrides
+/// (names from [`PARAM_NAMES`]) with their sources. The measured collective
+/// curves of the base profile are dropped (they belong to its cluster), so the
+/// analytic NVLink / scale-out bandwidths × efficiencies are used instead.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkProfile {
+    /// What cluster / fabric this describes.
+    #[serde(default)]
+    pub description: String,
+    /// Largest job (nodes) these values were checked on (0 = no limit).
+    #[serde(default)]
+    pub calibrated_max_nodes: u64,
+    /// Parameter overrides.
+    #[serde(default)]
+    pub params: BTreeMap<String, f64>,
+    /// Source per overridden parameter.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The network a free-text interconnect description names: `infiniband`,
+/// `efa`, `roce`, or `""` when none is recognised. Rule (documented in
+/// `docs/fidelity.md`): case-insensitive substring match, EFA first (an EFA
+/// cluster text may mention InfiniBand-like verbs), then InfiniBand, then RoCE.
+pub fn network_of(interconnect: &str) -> &'static str {
+    let t = interconnect.to_ascii_lowercase();
+    if t.contains("efa") {
+        "efa"
+    } else if t.contains("infiniband") || t.contains(" ib ") || t.contains("ndr") {
+        "infiniband"
+    } else if t.contains("roce") {
+        "roce"
+    } else {
+        ""
+    }
 }
 
 fn one() -> f64 {
@@ -175,6 +223,16 @@ impl EfficiencyProfile {
         let p: EfficiencyProfile =
             toml::from_str(src).map_err(|e| super::perr(file, e.to_string()))?;
         p.check(file)?;
+        for (net, n) in &p.networks {
+            for (k, v) in &n.params {
+                if Self::index(k).is_none() || !v.is_finite() || *v < 0.0 {
+                    return Err(super::perr(
+                        file,
+                        format!("networks.{net}.params.{k} = {v}: unknown parameter or < 0"),
+                    ));
+                }
+            }
+        }
         Ok(p)
     }
 
@@ -206,6 +264,36 @@ impl EfficiencyProfile {
             }
         }
         None
+    }
+
+    /// This profile on network `net`: itself when `net` is empty, is its own
+    /// network, or has no sub-profile; otherwise a copy with the sub-profile's
+    /// overrides applied, the measured collective curves dropped, and
+    /// `network`, `calibrated_max_nodes` and the sources updated.
+    pub fn for_network(&self, net: &str) -> EfficiencyProfile {
+        let Some(n) = (!net.is_empty() && net != self.network)
+            .then(|| self.networks.get(net))
+            .flatten()
+        else {
+            return self.clone();
+        };
+        let mut p = self.clone();
+        p.networks.clear();
+        p.network = net.to_string();
+        p.source = format!("{} | network '{net}': {}", self.source, n.description);
+        p.measured_bw_nodes.clear();
+        p.measured_allreduce_gbs.clear();
+        p.measured_allgather_gbs.clear();
+        p.calibrated_max_nodes = n.calibrated_max_nodes;
+        for (k, v) in &n.params {
+            if let Some(i) = Self::index(k) {
+                p.set(i, *v);
+            }
+        }
+        for (k, v) in &n.sources {
+            p.sources.insert(k.clone(), format!("network '{net}': {v}"));
+        }
+        p
     }
 
     /// Parameter by index in [`PARAM_NAMES`].

@@ -27,6 +27,8 @@ pub struct Row {
     pub id: String,
     /// Source.
     pub source: String,
+    /// Profile used: `chip` or `chip@network` when a network sub-profile was picked.
+    pub profile: String,
     /// Model label.
     pub model: String,
     /// Nodes.
@@ -147,7 +149,8 @@ pub fn compare(
 ) -> Vec<Row> {
     runs.iter()
         .map(|(r, chip)| {
-            let p = profile_for(&r.chip);
+            // the chip's profile on the run's network (sub-profile when it has one)
+            let p = profile_for(&r.chip).for_network(&r.network);
             let pr = predict(&r.spec, chip, &p);
             let peak = chip.flops(crate::units::DType::Bf16).get();
             let n = r.spec.n_gpus.max(1) as f64;
@@ -161,6 +164,11 @@ pub fn compare(
             Row {
                 id: r.id.clone(),
                 source: r.source.clone(),
+                profile: if p.network.is_empty() {
+                    p.chip.clone()
+                } else {
+                    format!("{}@{}", p.chip, p.network)
+                },
                 model: r.model.clone(),
                 nodes: r.nodes,
                 config: format!(

@@ -361,9 +361,14 @@ pub fn evaluate<T: Tracer>(
     tr: &mut T,
 ) -> Result<InferReport> {
     let a = &m.arch;
-    if q.batch == 0 || q.context == 0 {
+    if q.batch == 0 || q.context == 0 || q.prompt_len == 0 || q.gen_len == 0 {
         return Err(Error::Invalid(
-            "batch and context must be at least 1".into(),
+            "batch, context, prompt length and generation length must be at least 1".into(),
+        ));
+    }
+    if q.tp == Some(0) || q.ep == Some(0) {
+        return Err(Error::Invalid(
+            "--tp and --ep must be at least 1 (1 = not used)".into(),
         ));
     }
     if !(q.mfu > 0.0 && q.mfu <= 1.0) {

@@ -493,9 +493,30 @@ pub fn analyze<T: Tracer>(
     tr: &mut T,
 ) -> TrainReport {
     let a = &spec.arch;
-    let deg = cfg.degrees;
+    // A zero degree is not a plan; say so and carry on with 1 so that no
+    // division below can fail (the scenario resolver rejects it earlier).
+    let zero_degree = [
+        cfg.degrees.dp,
+        cfg.degrees.fsdp,
+        cfg.degrees.tp,
+        cfg.degrees.pp,
+        cfg.degrees.cp,
+        cfg.degrees.ep,
+    ]
+    .contains(&0);
+    let deg = Degrees {
+        dp: cfg.degrees.dp.max(1),
+        fsdp: cfg.degrees.fsdp.max(1),
+        tp: cfg.degrees.tp.max(1),
+        pp: cfg.degrees.pp.max(1),
+        cp: cfg.degrees.cp.max(1),
+        ep: cfg.degrees.ep.max(1),
+    };
     let mesh = Mesh::build(chip, topo, deg);
     let mut reasons = mesh.reasons.clone();
+    if zero_degree {
+        reasons.push("every parallel degree must be at least 1".into());
+    }
     let mut notes = mesh.notes.clone();
     let n = mesh.chips.max(1);
     let nf = n as f64;

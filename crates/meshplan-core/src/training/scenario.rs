@@ -95,6 +95,28 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
         cp: pick(p.cp),
         ep: pick(p.ep),
     };
+    for (name, v) in [
+        ("dp", cfg.degrees.dp),
+        ("fsdp", cfg.degrees.fsdp),
+        ("tp", cfg.degrees.tp),
+        ("pp", cfg.degrees.pp),
+        ("cp", cfg.degrees.cp),
+        ("ep", cfg.degrees.ep),
+    ] {
+        if v == 0 {
+            return Err(Error::Invalid(format!(
+                "--{name} must be at least 1 (1 = not used), got 0"
+            )));
+        }
+    }
+    if topo.chips() == 0 {
+        return Err(Error::Invalid("the mesh needs at least one chip".into()));
+    }
+    if cfg.batch_tokens == 0 || cfg.seq_len == 0 {
+        return Err(Error::Invalid(
+            "--batch-tokens and --seq-len must be at least 1".into(),
+        ));
+    }
     // No degree given at all: pure data parallelism over every chip.
     if cfg.degrees == Degrees::default() && topo.chips() > 1 {
         cfg.degrees.dp = topo.chips();
@@ -111,6 +133,11 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
     }
     cfg.microbatches = p.microbatches.unwrap_or(cfg.degrees.pp.max(1));
     cfg.virtual_stages = p.virtual_stages.unwrap_or(1);
+    if cfg.microbatches == 0 || cfg.virtual_stages == 0 {
+        return Err(Error::Invalid(
+            "--microbatches and --virtual-stages must be at least 1".into(),
+        ));
+    }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
     if let Some(e) = t.comm_efficiency {
         if !(e > 0.0 && e <= 1.0) {
