@@ -119,6 +119,9 @@ fn playbook_seed_003() {
     assert_verdicts(
         "examples/playbook/seed-003.toml",
         &[
+            ("pp-activations-same-per-gpu", F),
+            ("pp-activations-afab", P),
+            ("pp-activations-1f1b", P),
             ("a3-flops-per-layer-gated", P),
             ("a3-flops-per-layer-plain", P),
             ("a3-flops-per-layer-claimed-32-for-plain", F),
