@@ -65,6 +65,18 @@ fn validate_published_pairs() {
     let (code, out, err) = run(&["validate", PUBLISHED]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("recompute pair kor22-175b"), "{out}");
+    // the per-source summary names the profile picked by the run's interconnect
+    assert!(out.contains("[profile h100@infiniband]"), "{out}");
+    assert!(out.contains("[profile a100-80gb@infiniband]"), "{out}");
+    // Korthikanti ratios within 5 %, Megatron-Core median within 10 %
+    let (code, _, err) = run(&["validate", PUBLISHED, "--max-median-error", "0.10"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, json, _) = run(&["validate", PUBLISHED, "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for p in v["summary"]["pairs"].as_array().unwrap() {
+        assert!(p["error"].as_f64().unwrap().abs() < 0.05, "{p}");
+    }
 }
 
 #[test]

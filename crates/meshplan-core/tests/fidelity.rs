@@ -100,7 +100,10 @@ fn network_sub_profile_overrides_only_network() {
     use meshplan_core::fidelity::profile::network_of;
     let base = prof("h100");
     assert_eq!(base.network, "efa");
-    assert_eq!(network_of("8 GPUs/node NVLink; InfiniBand NDR"), "infiniband");
+    assert_eq!(
+        network_of("8 GPUs/node NVLink; InfiniBand NDR"),
+        "infiniband"
+    );
     assert_eq!(network_of("AWS EFA"), "efa");
     assert_eq!(network_of("unknown"), "");
     // unknown / own / empty network: the base profile unchanged
