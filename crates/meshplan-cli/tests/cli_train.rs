@@ -132,7 +132,7 @@ fn predicted_section_and_hw_profile() {
         assert!(p[k].is_number(), "predicted.{k}");
     }
     assert_eq!(p["profile"], "h100");
-    assert_eq!(p["profile_origin"], "built-in");
+    assert_eq!(p["profile_origin"], "built-in, infiniband network");
     assert!(p["fits"].is_boolean());
     // the roofline fields are still there and the prediction is not below the compute bound
     let lower = v["step_time_lower_s"].as_f64().unwrap();
@@ -154,7 +154,11 @@ fn predicted_section_and_hw_profile() {
         v2["predicted"]["profile_origin"],
         "file data/profiles/h100.toml"
     );
-    assert_eq!(v2["predicted"]["step_time_s"], p["step_time_s"]);
+    // the file is used as written (its own EFA network: measured NVLink and
+    // EFA curves), while the built-in profile switches to the chip's
+    // InfiniBand sub-profile, so the two predictions differ
+    let s_file = v2["predicted"]["step_time_s"].as_f64().unwrap();
+    assert!(s_file > 0.0 && s_file != p["step_time_s"].as_f64().unwrap());
     // unsupported combination: a note, no number
     let j3 = [
         "train",

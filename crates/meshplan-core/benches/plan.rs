@@ -77,7 +77,7 @@ fn fidelity_predict(b: divan::Bencher) {
     let cat = Catalog::builtin();
     let spec = cat.model("llama-3.1-405b").unwrap();
     let chip = cat.chip("h100").unwrap();
-    let prof = active_profile(&chip.name, None).unwrap().unwrap();
+    let prof = active_profile(chip, None).unwrap().unwrap();
     let cfg = TrainConfig {
         batch_tokens: 16 << 20,
         seq_len: 8192,

@@ -166,7 +166,7 @@ fn brute_best(
 ) -> Option<(f64, f64, f64)> {
     // the same objective as the search: the calibrated prediction when the
     // chip has an efficiency profile and the model is one it covers
-    let prof = active_profile(&chip.name, None).unwrap();
+    let prof = active_profile(chip, None).unwrap();
     let predicting = prof.is_some() && model_unsupported(spec, base).is_none();
     let space = TrainSpace {
         permute_torus: false,
@@ -483,7 +483,7 @@ fn prediction_mapping_and_fallbacks() {
             spec,
             chip,
             &c,
-            active_profile("h100", None).unwrap().as_ref(),
+            active_profile(chip, None).unwrap().as_ref(),
         );
         assert!(r.predicted.is_none());
         assert!(r
@@ -501,7 +501,7 @@ fn prediction_mapping_and_fallbacks() {
         spec,
         chip,
         &c,
-        active_profile("h100", None).unwrap().as_ref(),
+        active_profile(chip, None).unwrap().as_ref(),
     );
     let p = r.predicted.as_ref().unwrap();
     assert!(p.step_time_s.get() > r.t_math_s.get() * 0.9);
@@ -510,7 +510,9 @@ fn prediction_mapping_and_fallbacks() {
     // MoE: not modelled; TPU: no profile
     let moe = cat.model("mixtral-8x7b").unwrap();
     assert!(model_unsupported(moe, &TrainConfig::default()).is_some());
-    assert!(active_profile("tpu-v5p", None).unwrap().is_none());
+    assert!(active_profile(cat.chip("tpu-v5p").unwrap(), None)
+        .unwrap()
+        .is_none());
 }
 
 #[test]

@@ -212,7 +212,7 @@ struct TrainInput {
 
 /// The efficiency profile for `chip`: `--hw-profile FILE` when given, else the built-in one.
 pub(crate) fn load_profile(
-    chip: &str,
+    chip: &Chip,
     file: Option<&std::path::Path>,
 ) -> Result<Option<ActiveProfile>> {
     let user = match file {
@@ -311,7 +311,7 @@ fn train_input(a: &PlanTrainArgs) -> Result<TrainInput> {
         }
         base.comm_efficiency = e;
     }
-    let profile = load_profile(&chip.name, a.hw_profile.as_deref())?;
+    let profile = load_profile(&chip, a.hw_profile.as_deref())?;
     Ok(TrainInput {
         spec,
         chip,

@@ -111,7 +111,7 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         topo,
         cfg,
     } = resolve(&sc, &cat)?;
-    let profile = super::plan::load_profile(&chip.name, a.hw_profile.as_deref())?;
+    let profile = super::plan::load_profile(&chip, a.hw_profile.as_deref())?;
 
     if a.explain {
         let mut rec = Recorder::default();

@@ -571,7 +571,7 @@ impl TrainSearch<'_> {
             top_k: 10,
             space: TrainSpace::default(),
             threads: None,
-            profile: active_profile(&chip.name, None).ok().flatten(),
+            profile: active_profile(chip, None).ok().flatten(),
         }
     }
 

@@ -44,13 +44,28 @@ pub struct ActiveProfile {
 }
 
 /// The profile for `chip`: the user's (`--hw-profile`: `(toml_text, file_name)`)
-/// when given, else the built-in one; `None` when the chip has none (TPUs).
-pub fn active_profile(chip: &str, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
-    let origin = match user {
-        Some((_, f)) => format!("file {f}"),
-        None => "built-in".to_string(),
+/// when given, else the built-in one on the chip's own scale-out network
+/// (`[scale_out] kind` of the catalog entry, e.g. InfiniBand for `h100`: the
+/// built-in H100 profile was fitted on the Playbook's AWS EFA cluster and
+/// carries an InfiniBand sub-profile that shares its compute and memory
+/// parameters); `None` when the chip has none (TPUs). A user profile is used
+/// as written: it was calibrated on the user's own cluster.
+pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
+    let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
+        return Ok(None);
     };
-    Ok(fidelity::resolve_profile(chip, user)?.map(|profile| ActiveProfile { profile, origin }))
+    Ok(Some(match user {
+        Some((_, f)) => ActiveProfile {
+            profile,
+            origin: format!("file {f}"),
+        },
+        None => {
+            let net = chip.scale_out.as_ref().map_or("", |s| s.kind.as_str());
+            let profile = profile.for_network(net);
+            let origin = format!("built-in, {} network", profile.network);
+            ActiveProfile { profile, origin }
+        }
+    }))
 }
 
 /// The one-line note shown when a chip has no efficiency profile.
