@@ -33,8 +33,8 @@ fn playbook_subset_figures_do_not_regress() {
     let rc = with_chips(&runs);
     let rows = compare(&rc, &prof);
     let s = summarize(&rows);
-    // reached on this subset: step median 28.1 %, memory median 10.6 %, OOM 92.0 %
-    assert!(s.step.median < 0.30, "step median {}", s.step.median);
+    // reached on this subset: step median 20.9 %, memory median 10.6 %, OOM 92.0 %
+    assert!(s.step.median < 0.225, "step median {}", s.step.median);
     assert!(
         s.memory.median < MEM_SUBSET + 0.015,
         "memory median {}",
@@ -113,11 +113,15 @@ fn network_sub_profile_overrides_only_network() {
     let ib = base.for_network("infiniband");
     assert_eq!(ib.network, "infiniband");
     assert!(ib.measured_bw_nodes.is_empty() && ib.networks.is_empty());
-    // compute and memory parameters are shared with the Playbook fit
-    assert_eq!(ib.matmul_efficiency, base.matmul_efficiency);
-    assert_eq!(ib.attention_efficiency, base.attention_efficiency);
-    assert_eq!(ib.tp_overlap, base.tp_overlap);
+    // memory parameters are shared with the Playbook fit; the kernel-efficiency
+    // parameters of the Megatron-Core stack (TE GEMMs, fused attention) are the
+    // sub-profile's own, documented in its [sources]
     assert_eq!(ib.activation_scale, base.activation_scale);
+    assert_eq!(ib.logits_fp32_copies, base.logits_fp32_copies);
+    assert_eq!(ib.hbm_efficiency, base.hbm_efficiency);
+    assert!(ib.matmul_efficiency > base.matmul_efficiency);
+    assert!(ib.sources["matmul_efficiency"].contains("Megatron-Core"));
+    assert_eq!(ib.pp_tp_latency_s, 0.0);
     assert_eq!(ib.latency_node_exponent, 0.0);
     // a profile written by calibrate still parses with its sub-profiles
     let again = EfficiencyProfile::parse(&base.to_toml(), "rt").unwrap();
@@ -125,7 +129,7 @@ fn network_sub_profile_overrides_only_network() {
 }
 
 #[test]
-#[ignore = "target NOT met: step-time median |error| 24.3 % on the 1,716 clean runs (28.1 % on this subset) vs the 10 % target"]
+#[ignore = "target NOT met: step-time median |error| 20.5 % on the 1,716 clean runs (20.9 % on this subset) vs the 10 % target"]
 fn step_time_median_within_10pct() {
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     let s = summarize(&compare(&with_chips(&runs), &prof));

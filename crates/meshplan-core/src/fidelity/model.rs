@@ -385,6 +385,8 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         0.0
     } else if tp_nodes <= 1 {
         p.collective_latency_s
+    } else if pp > 1 && p.pp_tp_latency_s > 0.0 {
+        inter_lat(tp_nodes) * p.pp_tp_latency_s / p.inter_node_latency_s.max(1e-12)
     } else {
         inter_lat(tp_nodes)
     };
@@ -395,11 +397,16 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let t_tp_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + tp_lat);
 
     let t_layer = layer_mm + layer_attn + layer_ew + t_tp_layer + p.layer_overhead_s;
-    let t_mb = l_stage * t_layer + t_head_mm + t_loss + p.microbatch_overhead_s; // last stage (LM head) is the slowest
-    let mm_total = m * (l_stage * layer_mm + t_head_mm);
-    let attn_total = m * l_stage * layer_attn;
-    let ew_total = m * (l_stage * layer_ew + t_loss);
-    let tp_total = m * l_stage * t_tp_layer;
+    // the slowest pipeline stage sets the pace: (layers on it, holds the LM head)
+    let (l_crit, head_crit) = critical_stage(spec, s, |n, h| {
+        n * t_layer + if h { t_head_mm + t_loss } else { 0.0 }
+    });
+    let head_f = if head_crit { 1.0 } else { 0.0 };
+    let t_mb = l_crit * t_layer + head_f * (t_head_mm + t_loss) + p.microbatch_overhead_s;
+    let mm_total = m * (l_crit * layer_mm + head_f * t_head_mm);
+    let attn_total = m * l_crit * layer_attn;
+    let ew_total = m * (l_crit * layer_ew + head_f * t_loss);
+    let tp_total = m * l_crit * t_tp_layer;
 
     // ---------- pipeline
     let v_st = if spec.schedule == Schedule::Interleaved {
@@ -461,7 +468,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     let overhead = p.step_overhead_s
         + p.node_overhead_s * nodes_f
-        + m * (l_stage * p.layer_overhead_s + p.microbatch_overhead_s);
+        + m * (l_crit * p.layer_overhead_s + p.microbatch_overhead_s);
     let compute_total = mm_total + attn_total + ew_total;
     let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
 
@@ -509,6 +516,59 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         time,
         memory,
     }
+}
+
+/// Layers per pipeline stage and whether the stage holds the LM head, per
+/// framework. nanotron balances contiguous blocks by compute cost
+/// (`get_block_compute_costs`: a decoder layer costs `4·N·H·D + 3·F·D`, the LM
+/// head `V·D`; a block joins the current rank and the rank advances once the
+/// cumulative cost passes `total·(r+1)/pp`), so with a 131k vocabulary the last
+/// stage holds fewer layers. Megatron splits the layers evenly (`ceil(L/pp)`)
+/// and puts the head on the last stage.
+pub fn pipeline_stages(spec: &RunSpec, s: &Shape) -> Vec<(u64, bool)> {
+    let pp = spec.pp.max(1);
+    if pp == 1 {
+        return vec![(s.n_layers, true)];
+    }
+    if spec.framework != Framework::Nanotron {
+        let ls = s.n_layers.div_ceil(pp);
+        let mut v = vec![(ls, false); pp as usize];
+        v[pp as usize - 1].1 = true;
+        return v;
+    }
+    let (d, f, v) = (s.d_model as f64, s.d_ff as f64, s.vocab as f64);
+    let layer = 4.0 * (s.n_heads * s.d_head) as f64 * d + s.mlp_mats() * f * d;
+    let head = v * d;
+    let total = s.n_layers as f64 * layer + head;
+    let mut out = vec![(0u64, false); pp as usize];
+    let (mut r, mut cum) = (0usize, 0.0);
+    for i in 0..=s.n_layers {
+        if i < s.n_layers {
+            cum += layer;
+            out[r].0 += 1;
+        } else {
+            cum += head;
+            out[r].1 = true;
+        }
+        if cum > total * (r as f64 + 1.0) / pp as f64 && r + 1 < pp as usize {
+            r += 1;
+        }
+    }
+    out
+}
+
+/// The pipeline stage with the largest `cost(layers, has_head)`.
+fn critical_stage(spec: &RunSpec, s: &Shape, cost: impl Fn(f64, bool) -> f64) -> (f64, bool) {
+    pipeline_stages(spec, s)
+        .into_iter()
+        .map(|(n, h)| (n as f64, h))
+        .fold((0.0, false), |best, (n, h)| {
+            if cost(n, h) > cost(best.0, best.1) {
+                (n, h)
+            } else {
+                best
+            }
+        })
 }
 
 /// Node count used in the terms that grow with the job: held at the largest

@@ -84,6 +84,13 @@ pub struct EfficiencyProfile {
     /// nodes of the job: `p2p_latency_s · nodes^p2p_node_exponent`.
     #[serde(default)]
     pub p2p_node_exponent: f64,
+    /// Latency of one cross-node TP collective when the run is also
+    /// pipeline-parallel (pp > 1), at 2 nodes; grows like
+    /// `inter_node_latency_s`. 0 = the same as `inter_node_latency_s`. On the
+    /// Playbook cluster a cross-node TP layer costs ~50 ms per micro-batch with
+    /// pp > 1 against ~9 ms with pp = 1, independent of the micro-batch size.
+    #[serde(default)]
+    pub pp_tp_latency_s: f64,
     /// Node counts of the measured collective bandwidth curves (empty = use the
     /// analytic NVLink / scale-out bandwidths with the efficiencies above).
     #[serde(default)]
@@ -158,7 +165,7 @@ fn one() -> f64 {
 }
 
 /// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 25] = [
+pub const PARAM_NAMES: [&str; 26] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -184,10 +191,11 @@ pub const PARAM_NAMES: [&str; 25] = [
     "activation_scale",
     "microbatch_overhead_s",
     "p2p_node_exponent",
+    "pp_tp_latency_s",
 ];
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 16] = [
+pub const TIME_FIT: [&str; 17] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -204,6 +212,7 @@ pub const TIME_FIT: [&str; 16] = [
     "node_overhead_s",
     "microbatch_overhead_s",
     "p2p_node_exponent",
+    "pp_tp_latency_s",
 ];
 
 /// Parameters `calibrate` fits from peak memory.
@@ -323,6 +332,7 @@ impl EfficiencyProfile {
             21 => self.grad_extra_bytes,
             23 => self.microbatch_overhead_s,
             24 => self.p2p_node_exponent,
+            25 => self.pp_tp_latency_s,
             _ => self.activation_scale,
         }
     }
@@ -354,6 +364,7 @@ impl EfficiencyProfile {
             21 => &mut self.grad_extra_bytes,
             23 => &mut self.microbatch_overhead_s,
             24 => &mut self.p2p_node_exponent,
+            25 => &mut self.pp_tp_latency_s,
             _ => &mut self.activation_scale,
         };
         *r = v;
@@ -389,6 +400,7 @@ impl EfficiencyProfile {
             21 => (0.0, 4.0),
             23 => (0.0, 0.2),
             24 => (0.0, 1.5),
+            25 => (0.0, 2e-2),
             _ => (0.7, 1.6),
         }
     }
