@@ -142,6 +142,15 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
+/// Arguments of `meshplan model list` and `meshplan hw list`.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// Print one JSON object (the entries as an array under "models" or
+    /// "chips") instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Format of `--explain` output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExplainFormat {

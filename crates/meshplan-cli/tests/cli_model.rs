@@ -491,3 +491,169 @@ fn adversarial_files_and_flags() {
     );
     rejects(&["model", "show", &p], &["kv_dtype", "int3"]);
 }
+
+#[test]
+fn model_show_llama_2_13b_breakdown_hand_derived() {
+    // LLaMA-2 13B: L=40 D=5120 F=13824 N=K=40 H=128 V=32000, untied, gated
+    // MLP, RMSNorm ×2 per layer + final norm.
+    //   embedding   = 2·V·D          = 2·32000·5120            = 327,680,000
+    //   attention   = L·4·D·N·H      = 40·4·5120·5120          = 4,194,304,000
+    //   MLP         = L·3·D·F        = 40·3·5120·13824         = 8,493,465,600
+    //   norms       = L·2·D + D      = 409,600 + 5,120         = 414,720
+    //   total       = sum                                       = 13,015,864,320
+    //   per layer   = 104,857,600 + 212,336,640 + 10,240       = 317,204,480
+    //   forward matmul FLOPs = 2·(attn + MLP + V·D)
+    //               = 2·(4,194,304,000 + 8,493,465,600 + 163,840,000) = 25,703,219,200
+    //   attention FLOPs at T=4096, causal = 2·N·2H·L·T/2 = 2·40·256·40·2048 = 1,677,721,600
+    //   KV/token bf16 = 2·K·H·L·2 B = 819,200 B; per sequence ×4096 = 3,355,443,200 B
+    //   weights bf16 = 2·13,015,864,320 B = 26,031,728,640 B
+    let v = json(&["model", "show", "llama-2-13b", "--json"]);
+    assert_eq!(u(&v, "params_embedding"), 327_680_000);
+    assert_eq!(u(&v, "params_attention"), 4_194_304_000);
+    assert_eq!(u(&v, "params_mlp"), 8_493_465_600);
+    assert_eq!(u(&v, "params_norms"), 414_720);
+    assert_eq!(u(&v, "params_total"), 13_015_864_320);
+    assert_eq!(u(&v, "params_non_embedding"), 13_015_864_320 - 327_680_000);
+    assert_eq!(u(&v, "params_per_dense_layer"), 317_204_480);
+    assert_eq!(u(&v, "params_per_moe_layer"), 0);
+    assert_eq!(f(&v, "flops_per_token_forward_matmul"), 25_703_219_200.0);
+    assert_eq!(f(&v, "flops_per_token_forward_attention"), 1_677_721_600.0);
+    assert_eq!(
+        f(&v, "flops_per_token_forward"),
+        25_703_219_200.0 + 1_677_721_600.0
+    );
+    assert_eq!(f(&v, "kv_cache_bytes_per_sequence"), 3_355_443_200.0);
+    let (code, out, err) = run(&["model", "show", "llama-2-13b"]);
+    assert_eq!(code, 0, "{err}");
+    for s in [
+        "327,680,000 params",
+        "4,194,304,000 params",
+        "8,493,465,600 params",
+        "414,720 params",
+        "12,688,184,320 params",
+        "317,204,480 params",
+        "(difference 0 params)",
+        "4,096 tokens (causal)",
+        "27.38 GFLOPs/token",
+        "82.14 GFLOPs/token",
+        "819,200 B/token",
+        // 3,355,443,200 B = 3.355 GB = 3.125 GiB
+        "3.355 GB (3.125 GiB)",
+        // 26,031,728,640 B / 2^30 = 24.24 GiB
+        "26.03 GB (24.24 GiB)",
+    ] {
+        assert!(out.contains(s), "{s} missing:\n{out}");
+    }
+}
+
+#[test]
+fn hw_show_tpu_v5e_book_every_number_hand_derived() {
+    // Book figures: C = 1.97e14, C_int8 = 3.94e14, W_hbm = 8.2e11,
+    // ICI 4.5e10 one way (W_ici = 9e10), DCN 3.125e9, PCIe 1.6e10.
+    //   C/W_hbm  = 240.24 → 240;   C_int8/W_hbm = 480.49 → 480
+    //   C/W_ici  = 2188.9 → 2,189; C/W_dcn = 63,040;  C/W_pcie = 12,312.5 → 12,313
+    //   max slice 16x16 = 256 chips; HBM 16e9 B = 14.9 GiB
+    let (code, out, err) = run(&["hw", "show", "tpu-v5e@book"]);
+    assert_eq!(code, 0, "{err}");
+    for s in [
+        "480 FLOPs/B",
+        "2,189 FLOPs/B",
+        "63,040 FLOPs/B",
+        "12,313 FLOPs/B",
+        "16x16 (256 chips)",
+        "256 chips",
+        "16 GB (14.9 GiB)",
+        "3.125 GB/s",
+        "90 GB/s",
+        "$1.20 per chip-hour",
+    ] {
+        assert!(out.contains(s), "{s} missing:\n{out}");
+    }
+    let v = json(&["hw", "show", "tpu-v5e@book", "--json"]);
+    assert!((f(&v, "critical_intensity_hbm_int8") - 3.94e14 / 8.2e11).abs() < 1e-9);
+    assert!((f(&v, "critical_intensity_ici") - 1.97e14 / 9e10).abs() < 1e-9);
+    assert_eq!(f(&v, "critical_intensity_scale_out"), 63_040.0);
+    assert_eq!(f(&v, "critical_intensity_pcie"), 12_312.5);
+    assert_eq!(u(&v, "ici_max_slice_chips"), 256);
+    assert_eq!(u(&v, "max_chips"), 256);
+}
+
+#[test]
+fn hw_show_rejects_hostile_chip_files() {
+    let base = std::fs::read_to_string(root().join("data/hardware/tpu-v5e.toml")).unwrap();
+    let d = scratch("hostile-chip");
+    for (tag, from, to, field) in [
+        // 2^32 · 2^32 · 4 chips overflow u64 (a debug build used to panic).
+        (
+            "slice",
+            "max_slice = \"16x16\"",
+            "max_slice = \"4294967296x4294967296x4\"",
+            "ici",
+        ),
+        (
+            "ici0",
+            "link_bandwidth_one_way = \"50 GB/s\"",
+            "link_bandwidth_one_way = \"0 B/s\"",
+            "ici.link_bandwidth_one_way",
+        ),
+        (
+            "hbmtiny",
+            "hbm_bandwidth = \"819 GB/s\"",
+            "hbm_bandwidth = \"1e-320 B/s\"",
+            "memory.hbm_bandwidth",
+        ),
+        (
+            "c0",
+            "bf16 = \"197 TFLOP/s\"",
+            "bf16 = \"0 FLOP/s\"",
+            "compute.bf16",
+        ),
+        (
+            "price",
+            "usd_per_chip_hour = 1.2",
+            "usd_per_chip_hour = nan",
+            "price.usd_per_chip_hour",
+        ),
+        (
+            "negprice",
+            "usd_per_chip_hour = 1.2",
+            "usd_per_chip_hour = -1.0",
+            "price.usd_per_chip_hour",
+        ),
+    ] {
+        assert!(base.contains(from), "{from}");
+        let p = d.join(format!("{tag}.toml"));
+        std::fs::write(&p, base.replace(from, to)).unwrap();
+        let (code, _, err) = run(&["hw", "show", p.to_str().unwrap()]);
+        assert_ne!(code, 0, "{tag}: accepted");
+        assert!(!err.contains("panicked"), "{tag}: {err}");
+        assert!(err.contains(field), "{tag}: {err}");
+        // The same file in a user catalog is refused the same way.
+        let cat = d.join(format!("cat-{tag}/hardware"));
+        std::fs::create_dir_all(&cat).unwrap();
+        std::fs::copy(&p, cat.join("x.toml")).unwrap();
+        let (code, _, err) = run(&[
+            "--catalog",
+            cat.parent().unwrap().to_str().unwrap(),
+            "hw",
+            "list",
+        ]);
+        assert_ne!(code, 0, "{tag}: catalog accepted");
+        assert!(!err.contains("panicked"), "{tag}: {err}");
+    }
+}
+
+#[test]
+fn model_show_seq_len_accepts_the_whole_u64_range() {
+    let v = json(&[
+        "model",
+        "show",
+        "llama-2-13b",
+        "--seq-len",
+        "1.8e19",
+        "--json",
+    ]);
+    assert_eq!(u(&v, "seq_len"), 18_000_000_000_000_000_000);
+    let (code, _, err) = run(&["model", "show", "llama-2-13b", "--seq-len", "1.9e19"]);
+    assert_eq!(code, 2, "{err}");
+}

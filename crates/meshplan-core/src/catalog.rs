@@ -227,85 +227,56 @@ impl Catalog {
 
     /// Find a model by name or alias.
     pub fn model(&self, name: &str) -> Result<&ModelSpec> {
-        let q = normalize(name);
-        let ql = loose(name);
-        let hit = self
-            .models
-            .iter()
-            .find(|m| normalize(&m.name) == q || m.aliases.iter().any(|a| normalize(a) == q))
-            .or_else(|| {
-                self.models
-                    .iter()
-                    .find(|m| loose(&m.name) == ql || m.aliases.iter().any(|a| loose(a) == ql))
-            });
-        hit.ok_or_else(|| Error::UnknownName {
-            kind: "model".into(),
-            name: name.into(),
-            suggestions: suggestions(
-                name,
-                self.models.iter().flat_map(|m| {
-                    std::iter::once(m.name.as_str()).chain(m.aliases.iter().map(String::as_str))
-                }),
-            )
-            .into_iter()
-            .map(|s| self.canonical_model(&s))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .fold(Vec::new(), |mut acc, s| {
-                if !acc.contains(&s) {
-                    acc.push(s);
-                }
-                acc
-            }),
-        })
-    }
-
-    fn canonical_model(&self, alias: &str) -> String {
-        self.models
-            .iter()
-            .find(|m| m.name == alias || m.aliases.iter().any(|a| a == alias))
-            .map(|m| m.name.clone())
-            .unwrap_or_else(|| alias.to_string())
+        lookup(&self.models, name, "model", |m| (&m.name, &m.aliases))
     }
 
     /// Find a chip by name or alias; `NAME@book` selects the book's numbers.
     pub fn chip(&self, name: &str) -> Result<&Chip> {
-        let q = normalize(name);
-        let ql = loose(name);
-        let hit = self
-            .chips
-            .iter()
-            .find(|c| normalize(&c.name) == q || c.aliases.iter().any(|a| normalize(a) == q))
-            .or_else(|| {
-                self.chips
-                    .iter()
-                    .find(|c| loose(&c.name) == ql || c.aliases.iter().any(|a| loose(a) == ql))
-            });
-        hit.ok_or_else(|| {
-            let mut s: Vec<String> = Vec::new();
-            for cand in suggestions(
-                name,
-                self.chips.iter().flat_map(|c| {
-                    std::iter::once(c.name.as_str()).chain(c.aliases.iter().map(String::as_str))
-                }),
-            ) {
-                let canon = self
-                    .chips
-                    .iter()
-                    .find(|c| c.name == cand || c.aliases.contains(&cand))
-                    .map(|c| c.name.clone())
-                    .unwrap_or(cand);
-                if !s.contains(&canon) {
-                    s.push(canon);
-                }
-            }
-            Error::UnknownName {
-                kind: "chip".into(),
-                name: name.into(),
-                suggestions: s,
-            }
-        })
+        lookup(&self.chips, name, "chip", |c| (&c.name, &c.aliases))
     }
+}
+
+/// Find the entry `name` refers to (exact after [`normalize`], then after
+/// [`loose`]), or an [`Error::UnknownName`] with the closest entries' canonical
+/// names as suggestions.
+fn lookup<'a, T>(
+    items: &'a [T],
+    name: &str,
+    kind: &str,
+    names: impl Fn(&T) -> (&String, &Vec<String>),
+) -> Result<&'a T> {
+    let matches = |t: &T, f: &dyn Fn(&str) -> String, q: &str| {
+        let (n, aliases) = names(t);
+        f(n) == q || aliases.iter().any(|a| f(a) == q)
+    };
+    let (q, ql) = (normalize(name), loose(name));
+    if let Some(hit) = items
+        .iter()
+        .find(|t| matches(t, &normalize, &q))
+        .or_else(|| items.iter().find(|t| matches(t, &loose, &ql)))
+    {
+        return Ok(hit);
+    }
+    let all = items.iter().flat_map(|t| {
+        let (n, aliases) = names(t);
+        std::iter::once(n.as_str()).chain(aliases.iter().map(String::as_str))
+    });
+    let mut canonical: Vec<String> = Vec::new();
+    for cand in suggestions(name, all) {
+        let canon = items
+            .iter()
+            .map(&names)
+            .find(|(n, aliases)| **n == cand || aliases.contains(&cand))
+            .map_or(cand, |(n, _)| n.clone());
+        if !canonical.contains(&canon) {
+            canonical.push(canon);
+        }
+    }
+    Err(Error::UnknownName {
+        kind: kind.into(),
+        name: name.into(),
+        suggestions: canonical,
+    })
 }
 
 #[cfg(test)]

@@ -259,6 +259,14 @@ pub struct Ici {
     pub chips_per_host: u64,
 }
 
+impl Ici {
+    /// Chips in the largest slice (the product of `max_slice`; checked not to
+    /// overflow when the chip was read).
+    pub fn max_slice_chips(&self) -> u64 {
+        self.max_slice.iter().product()
+    }
+}
+
 /// GPU NVLink domain.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Nvlink {
@@ -492,6 +500,60 @@ impl Chip {
         if self.hbm_capacity.get() <= 0.0 || self.hbm_bandwidth.get() <= 0.0 {
             return bad("memory", "HBM capacity and bandwidth must be positive");
         }
+        for d in DType::ALL {
+            if self.peak.get(d).is_some_and(|c| c.get() <= 0.0) {
+                return bad(
+                    &format!("compute.{d}"),
+                    "a peak must be positive (omit dtypes the chip lacks)",
+                );
+            }
+        }
+        // Every bandwidth is a divisor of C / W: zero (or so small that the
+        // quotient overflows) would print an infinite critical intensity.
+        let c = self.flops(DType::Bf16);
+        let rates = [
+            ("memory.hbm_bandwidth", Some(self.hbm_bandwidth)),
+            (
+                "ici.link_bandwidth_one_way",
+                self.ici.as_ref().map(|i| i.link.one_way_rate()),
+            ),
+            (
+                "nvlink.bandwidth_per_gpu_one_way",
+                self.nvlink.as_ref().map(|n| n.per_gpu.one_way_rate()),
+            ),
+            (
+                "scale_out.bandwidth_per_chip_one_way",
+                self.scale_out.as_ref().map(|s| s.per_chip.one_way_rate()),
+            ),
+            (
+                "host.pcie_bandwidth_one_way",
+                self.pcie.map(|p| p.one_way_rate()),
+            ),
+        ];
+        for (field, w) in rates {
+            if w.is_some_and(|w| w.get() <= 0.0 || !(c / w).is_finite()) {
+                return bad(field, "must be positive");
+            }
+        }
+        if let Some(i) = &self.ici {
+            for s in std::iter::once(&i.max_slice).chain(&i.slice_shapes) {
+                if s.iter().try_fold(1u64, |a, &x| a.checked_mul(x)).is_none() {
+                    return bad(
+                        "ici",
+                        &format!("slice {} has more chips than fit in 64 bits", fmt_shape(s)),
+                    );
+                }
+            }
+        }
+        if self
+            .usd_per_chip_hour
+            .is_some_and(|p| !p.is_finite() || p < 0.0)
+        {
+            return bad(
+                "price.usd_per_chip_hour",
+                "must be a finite, non-negative price",
+            );
+        }
         match self.kind {
             ChipKind::Tpu if self.ici.is_none() => bad("ici", "a TPU needs an [ici] table"),
             ChipKind::Gpu if self.nvlink.is_none() => {
@@ -512,7 +574,7 @@ impl Chip {
     /// Largest number of chips in one pod (TPU) or one cluster (GPU scale-out).
     pub fn max_chips(&self) -> Option<u64> {
         match (&self.ici, &self.scale_out) {
-            (Some(i), _) => Some(i.max_slice.iter().product()),
+            (Some(i), _) => Some(i.max_slice_chips()),
             (None, Some(s)) => s.max_chips,
             _ => None,
         }

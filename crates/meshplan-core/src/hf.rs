@@ -127,6 +127,26 @@ fn base(c: &Cfg, hidden: &str, layers: &str, heads_key: &str, vocab: &str) -> Re
     ))
 }
 
+/// [`base`] under the key names most families use (`hidden_size`,
+/// `num_hidden_layers`, `num_attention_heads`, `vocab_size`).
+fn standard_base(c: &Cfg) -> Result<Arch> {
+    base(
+        c,
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "vocab_size",
+    )
+}
+
+/// `attention_bias`: one flag for the Q/K/V and the output projection biases.
+fn attention_bias(c: &Cfg, a: &mut Arch, default: bool) -> Result<()> {
+    let bias = c.b_or("attention_bias", default)?;
+    a.qkv_bias = bias;
+    a.attn_out_bias = bias;
+    Ok(())
+}
+
 /// `hidden / heads`, which must divide (transformers refuses otherwise).
 fn head_dim(c: &Cfg, d: u64, n: u64, heads: &str) -> Result<u64> {
     if d % n != 0 {
@@ -221,17 +241,9 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
     };
     let mut a = match model_type.as_str() {
         "llama" | "mistral" | "phi3" => {
-            let mut a = base(
-                &c,
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "vocab_size",
-            )?;
+            let mut a = standard_base(&c)?;
             a.d_ff = c.u("intermediate_size")?;
-            let bias = c.b_or("attention_bias", false)?;
-            a.qkv_bias = bias;
-            a.attn_out_bias = bias;
+            attention_bias(&c, &mut a, false)?;
             a.mlp_bias = c.b_or("mlp_bias", false)?;
             if model_type != "llama" {
                 a.sliding_window = window(&c, 0)?;
@@ -239,13 +251,7 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "mixtral" => {
-            let mut a = base(
-                &c,
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "vocab_size",
-            )?;
+            let mut a = standard_base(&c)?;
             a.d_ff = c.u("intermediate_size")?;
             a.moe = Some(Moe {
                 n_experts: c.u("num_local_experts")?,
@@ -260,20 +266,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "qwen2" | "qwen3" | "qwen3_moe" => {
-            let mut a = base(
-                &c,
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "vocab_size",
-            )?;
+            let mut a = standard_base(&c)?;
             a.d_ff = c.u_or("intermediate_size", 0)?;
             if model_type == "qwen2" {
                 // Qwen2 always has q/k/v biases and none on o_proj.
                 a.qkv_bias = true;
             } else {
-                a.qkv_bias = c.b_or("attention_bias", false)?;
-                a.attn_out_bias = a.qkv_bias;
+                attention_bias(&c, &mut a, false)?;
                 a.qk_norm = true;
             }
             if c.b_or("use_sliding_window", false)? {
@@ -319,9 +318,7 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             );
             a.d_ff = c.u("intermediate_size")?;
             a.norms_per_layer = 4;
-            let bias = c.b_or("attention_bias", false)?;
-            a.qkv_bias = bias;
-            a.attn_out_bias = bias;
+            attention_bias(&c, &mut a, false)?;
             let w = c.u_or("sliding_window", 4096)?;
             if gemma3 {
                 a.qk_norm = true;
@@ -426,21 +423,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
             a
         }
         "gpt_neox" => {
-            let mut a = base(
-                &c,
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "vocab_size",
-            )?;
+            let mut a = standard_base(&c)?;
             a.n_kv_heads = a.n_heads;
             a.d_head = a.d_model / a.n_heads;
             a.d_ff = c.u("intermediate_size")?;
             a.mlp = MlpKind::Plain;
             a.norm = NormKind::Layer;
-            let bias = c.b_or("attention_bias", true)?;
-            a.qkv_bias = bias;
-            a.attn_out_bias = bias;
+            attention_bias(&c, &mut a, true)?;
             a.mlp_bias = true;
             a
         }

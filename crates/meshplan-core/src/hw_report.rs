@@ -282,7 +282,7 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         ici_torus_dims: ch.ici.as_ref().map(|i| i.torus_dims),
         ici_wraparound: ch.ici.as_ref().map(|i| i.wraparound),
         ici_max_slice: ch.ici.as_ref().map(|i| i.max_slice.clone()),
-        ici_max_slice_chips: ch.ici.as_ref().map(|i| i.max_slice.iter().product()),
+        ici_max_slice_chips: ch.ici.as_ref().map(|i| i.max_slice_chips()),
         ici_slice_shapes: ch.ici.as_ref().map(|i| i.slice_shapes.clone()),
         ici_hop_latency_s: ch.ici.as_ref().map(|i| i.hop_latency.get()),
         chips_per_host: ch.ici.as_ref().map(|i| i.chips_per_host),

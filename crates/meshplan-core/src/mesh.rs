@@ -153,6 +153,18 @@ impl Topology {
             } => nodes * gpus_per_node,
         }
     }
+    /// Total chips, `None` when the product overflows `u64`.
+    pub fn checked_chips(&self) -> Option<u64> {
+        match self {
+            Topology::Torus { slices, shape } => {
+                shape.iter().try_fold(*slices, |acc, &x| acc.checked_mul(x))
+            }
+            Topology::Gpu {
+                nodes,
+                gpus_per_node,
+            } => nodes.checked_mul(*gpus_per_node),
+        }
+    }
     /// Parse a mesh string for `chip`: TPU "16x16x16" or "2*16x16x16"
     /// (2 slices); GPU "NODESxGPUS" ("8x8") or a bare count ("64", split into
     /// NVLink domains of the chip's size).
@@ -173,13 +185,30 @@ impl Topology {
                     ),
                     None => (1, s),
                 };
-                Ok(Topology::Torus {
+                let t = Topology::Torus {
                     slices: slices.max(1),
                     shape: parse_shape(rest)?,
-                })
+                };
+                t.checked_chips()
+                    .map(|_| t)
+                    .ok_or_else(|| crate::Error::BadValue {
+                        what: "mesh".into(),
+                        input: s.into(),
+                        expected: "at most 2^64 - 1 chips in all".into(),
+                    })
             }
             ChipKind::Gpu => {
                 let v = parse_shape(s)?;
+                if v.iter()
+                    .try_fold(1u64, |acc, &x| acc.checked_mul(x))
+                    .is_none()
+                {
+                    return Err(crate::Error::BadValue {
+                        what: "GPU mesh".into(),
+                        input: s.into(),
+                        expected: "at most 2^64 - 1 GPUs in all".into(),
+                    });
+                }
                 let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size).max(1);
                 Ok(match v.as_slice() {
                     [n] => Self::gpus(*n, dom),

@@ -669,7 +669,8 @@ pub fn parse_count(s: &str) -> Result<u64, Error> {
         _ => return Err(bad("count", s, EXP)),
     };
     let x = v * f;
-    if !x.is_finite() || !(0.0..1.8e19).contains(&x) {
+    // 2^64 is exactly representable; every f64 below it rounds to a u64.
+    if !x.is_finite() || !(0.0..18_446_744_073_709_551_616.0).contains(&x) {
         return Err(bad("count", s, EXP));
     }
     let r = x.round();
@@ -737,6 +738,9 @@ mod tests {
         assert!(parse_count("1.5").is_err());
         assert!(parse_count("-3").is_err());
         assert!(parse_count("1e30").is_err());
+        // The whole u64 range is accepted, 2^64 is not.
+        assert_eq!(parse_count("1.8e19").unwrap(), 18_000_000_000_000_000_000);
+        assert!(parse_count("18446744073709551616").is_err());
         assert!(parse_count("abc").is_err());
         assert!(parse_count("").is_err());
     }

@@ -131,3 +131,21 @@ fn infer_args_and_missing_mesh_are_errors() {
     let r = check(&f, Catalog::builtin(), false).unwrap();
     assert_eq!(r.claims[0].verdict, meshplan_core::check::Verdict::Pass);
 }
+
+/// "1e400 s" reads as +∞; with a printed-precision tolerance of ∞ it used to
+/// PASS any quantity. It is an out-of-range error now.
+#[test]
+fn infinite_claimed_value_is_an_error() {
+    let src = "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\nhardware = { chip = \"tpu-v5e@book\", mesh = \"4x4\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\ncommand = \"infer\"\nquantity = \"decode_step_time_s\"\nclaimed = \"1e400 s\"\n";
+    let e = parse_err(src);
+    assert!(e.to_string().contains("out of range"), "{e}");
+}
+
+/// A mesh whose chip count overflows u64 (2^32 · (2^32 + 1)) is an error, not
+/// an arithmetic-overflow panic.
+#[test]
+fn overflowing_mesh_in_args_is_an_error() {
+    let src = "[scenarios.s]\nmodel = { name = \"gpt-2\" }\nhardware = { chip = \"h100\", chips = 1 }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\ncommand = \"infer\"\nquantity = \"decode_step_time_s\"\nclaimed = \"1 ms\"\nargs = { mesh = \"4294967296x4294967297\", tp = 1 }\n";
+    let e = parse_err(src);
+    assert!(e.to_string().contains("more than"), "{e}");
+}

@@ -215,3 +215,41 @@ fn calibration_improves_held_out_playbook() {
     );
     assert!(ma < mb, "held-out memory before {mb} after {ma}");
 }
+
+/// Hostile Playbook rows: a zero degree, a DP·TP·PP beyond the GPUs (PP = 2^32
+/// once allocated 2^32 pipeline stages and aborted), a ZeRO stage that a `u8`
+/// cast would wrap (256 → 0) are errors; a zero step time is "not measured"
+/// rather than an infinite relative error.
+#[test]
+fn hostile_playbook_rows() {
+    let header = CSV.lines().next().unwrap();
+    let good = "1B,1,2,16,256,8,1,1,0,39.2,40150,321200,50.2,ok,4096,1048576,8,circle,1,256,1,3.2646,9.66e+09,39.22,A";
+    assert_eq!(
+        parse_playbook_csv(&format!("{header}\n{good}\n"), MODELS)
+            .unwrap()
+            .len(),
+        1
+    );
+    // columns: model,Nodes,MBS,GradAcc,GBS,DP,PP,TP,ZeRO,...
+    let bad = [
+        ("1B,1,2,16,256,8,1,0,0,", "`tp` must be at least 1"),
+        ("1B,1,0,16,256,8,1,1,0,", "`mbs` must be at least 1"),
+        (
+            "1B,1,2,16,256,8,4294967296,4294967296,0,",
+            "exceeds the 8 GPUs",
+        ),
+        (
+            "1B,1,2,16,256,18446744073709551615,1,1,0,",
+            "exceeds the 8 GPUs",
+        ),
+        ("1B,1,2,16,256,8,1,1,256,", "ZeRO stage 256"),
+    ];
+    let tail = "39.2,40150,321200,50.2,ok,4096,1048576,8,circle,1,256,1,3.2646,9.66e+09,39.22,A";
+    for (head, msg) in bad {
+        let e = parse_playbook_csv(&format!("{header}\n{head}{tail}\n"), MODELS).unwrap_err();
+        assert!(e.to_string().contains(msg), "{head}: {e}");
+    }
+    let zero_step = good.replace(",3.2646,", ",0,");
+    let runs = parse_playbook_csv(&format!("{header}\n{zero_step}\n"), MODELS).unwrap();
+    assert_eq!(runs[0].step_time_s, None);
+}

@@ -68,3 +68,27 @@ proptest! {
         prop_assert_eq!(f(&a), f(&z));
     }
 }
+
+/// Y·Z past u64::MAX (2^63 · 2 on 2^63 GPUs, MoE with E = 16) used to wrap to
+/// 0 and divide by zero; a 2^32 × (2^32 + 1) mesh overflowed the chip count.
+#[test]
+fn overflowing_degrees_are_errors() {
+    let c = Catalog::builtin();
+    let h100 = c.chip("h100").unwrap();
+    let q = InferQuery {
+        mesh: vec![1 << 63],
+        tp: Some(1 << 63),
+        ep: Some(2),
+        ..InferQuery::default()
+    };
+    let e = inference::evaluate(c.model("book-ch7-18b-moe").unwrap(), h100, &q, &mut NoTrace)
+        .unwrap_err();
+    assert!(e.to_string().contains("18446744073709551616"), "{e}");
+    let q = InferQuery {
+        mesh: vec![1 << 32, (1 << 32) + 1],
+        tp: Some(1),
+        ..InferQuery::default()
+    };
+    let e = inference::evaluate(c.model("gpt-2").unwrap(), h100, &q, &mut NoTrace).unwrap_err();
+    assert!(e.to_string().contains("more than"), "{e}");
+}

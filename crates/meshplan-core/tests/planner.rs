@@ -493,6 +493,24 @@ fn prediction_mapping_and_fallbacks() {
             .starts_with("prediction not available:"));
         assert_eq!(r.step_time_lower_s, rl, "roofline untouched");
     }
+    // the full messages, word for word (the planner builds them lazily from an enum):
+    // 1024 sequences over dp 16 = 64 per replica, fewer than 128 micro-batches
+    for (c, msg) in [
+        (
+            cfg(2, 32, 1, 1, 1, 1, 1),
+            "hybrid sharding (dp = 2 replicas of fsdp = 32 with ZeRO-1) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks",
+        ),
+        (
+            cfg(32, 1, 1, 1, 2, 0, 1),
+            "context parallelism is not modelled by the fidelity model (no ring-attention K/V exchange or cp gradient reduction)",
+        ),
+        (
+            cfg(16, 1, 1, 4, 1, 0, 128),
+            "64 sequences per replica cannot fill 128 micro-batches",
+        ),
+    ] {
+        assert_eq!(run_spec(spec, &c).unwrap_err(), msg);
+    }
     // a supported plan: the prediction is above the compute roofline, MFU below 1
     let c = cfg(8, 1, 8, 1, 1, 1, 1);
     let mut r = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace);
@@ -553,4 +571,21 @@ fn searches_without_predictions_say_why() {
         .unwrap()
         .starts_with("prediction not available: mixture-of-experts"));
     assert!(!r.plans.is_empty());
+}
+
+#[test]
+fn mesh_chip_count_overflow_is_bad_input() {
+    // 2^64 - 1 slices of 16x16x16 = 4096 chips overflow u64: the parser
+    // rejects it (before, the product wrapped and the divisor search spun)
+    let cat = Catalog::builtin();
+    let tpu = cat.chip("tpu-v5p").unwrap();
+    assert!(Topology::parse(tpu, "18446744073709551615*16x16x16").is_err());
+    assert!(Topology::parse(tpu, "4294967296x4294967296x2").is_err());
+    // 2^31 × 2^32 = 2^63 still fits in u64 and is accepted
+    let t = Topology::parse(tpu, "2147483648x4294967296").unwrap();
+    assert_eq!(t.chips(), 1u64 << 63);
+    let gpu = cat.chip("h100").unwrap();
+    assert!(Topology::parse(gpu, "4294967296x4294967296").is_err());
+    // factorizations of a prime: only the 5 ways to place the prime on one axis
+    assert_eq!(factorizations(97).len(), 5);
 }

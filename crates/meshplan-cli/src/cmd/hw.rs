@@ -22,17 +22,9 @@ use crate::common::{self, ExplainFormat};
 #[derive(clap::Subcommand, Debug)]
 pub enum HwCmd {
     /// List the chips in the catalog (vendor figures and the book's `@book` variants).
-    List(ListArgs),
+    List(common::ListArgs),
     /// Show one chip: peak FLOP/s, HBM, interconnect, critical intensities and price.
     Show(ShowArgs),
-}
-
-/// Arguments of `meshplan hw list`.
-#[derive(clap::Args, Debug)]
-pub struct ListArgs {
-    /// Print one JSON object (an array of chips under "chips") instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Arguments of `meshplan hw show`.
@@ -63,7 +55,7 @@ pub fn run(c: HwCmd) -> Result<ExitCode> {
     }
 }
 
-fn list(cat: &Catalog, a: &ListArgs) -> Result<ExitCode> {
+fn list(cat: &Catalog, a: &common::ListArgs) -> Result<ExitCode> {
     let reports: Vec<HwReport> = cat
         .chips()
         .into_iter()
@@ -220,7 +212,7 @@ fn render(ch: &Chip, r: &HwReport) -> String {
             format!(
                 "{} ({} chips)",
                 fmt_shape(&i.max_slice),
-                fmt_int(i.max_slice.iter().product())
+                fmt_int(i.max_slice_chips())
             ),
         );
         if !i.slice_shapes.is_empty() {

@@ -23,17 +23,9 @@ use crate::common::{self, ExplainFormat};
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelCmd {
     /// List the models in the catalog with their sizes and hyperparameters.
-    List(ListArgs),
+    List(common::ListArgs),
     /// Show one model's parameter counts, FLOPs per token and KV-cache size.
     Show(ShowArgs),
-}
-
-/// Arguments of `meshplan model list`.
-#[derive(clap::Args, Debug)]
-pub struct ListArgs {
-    /// Print one JSON object (an array of models under "models") instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Arguments of `meshplan model show`.
@@ -87,7 +79,7 @@ pub fn run(c: ModelCmd) -> Result<ExitCode> {
     }
 }
 
-fn list(cat: &Catalog, a: &ListArgs) -> Result<ExitCode> {
+fn list(cat: &Catalog, a: &common::ListArgs) -> Result<ExitCode> {
     let q = ModelQuery::default();
     let rows: Vec<(&ModelSpec, ModelReport)> = cat
         .models()

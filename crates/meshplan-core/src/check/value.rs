@@ -330,6 +330,13 @@ pub fn parse_claimed(s: &str, target: Dim) -> Result<Claimed, String> {
         }
     }
     let v = value * mul;
+    if !v.is_finite() {
+        // "1e400 s" reads as infinity, which would pass any tolerance
+        return Err(format!(
+            "claimed value '{s}' is out of range (beyond ±{:e} in base units)",
+            f64::MAX
+        ));
+    }
     let (digits, last_pow) = significant(&num);
     let half_ulp = 0.5 * 10f64.powi(last_pow) * mul;
     let printed_rel_tol = if v == 0.0 {

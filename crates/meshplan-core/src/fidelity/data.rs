@@ -107,6 +107,59 @@ fn fnum(s: &str) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// A measured time or memory: finite and positive, else not measured (a zero
+/// step time would make every relative error infinite).
+fn fpos(s: &str) -> Option<f64> {
+    fnum(s).filter(|v| *v > 0.0)
+}
+
+/// ZeRO stage 0..=3 (checked before narrowing to `u8`, so 256 is not stage 0).
+fn zero_stage(z: u64, what: &str, row: usize) -> Result<u8> {
+    u8::try_from(z).ok().filter(|z| *z <= 3).ok_or_else(|| {
+        perr(
+            what,
+            format!("row {row}: ZeRO stage {z} is not 0, 1, 2 or 3"),
+        )
+    })
+}
+
+/// Reject a run the model cannot evaluate: a zero degree, batch or shape
+/// dimension, or a DP·TP·PP beyond the GPUs (`pipeline_stages` allocates one
+/// entry per stage, so an unbounded PP would exhaust memory).
+fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
+    let s = &spec.shape;
+    let fields = [
+        ("n_gpus", spec.n_gpus),
+        ("dp", spec.dp),
+        ("tp", spec.tp),
+        ("pp", spec.pp),
+        ("mbs", spec.mbs),
+        ("grad_acc", spec.grad_acc),
+        ("seq_len", spec.seq_len),
+        ("n_layers", s.n_layers),
+        ("d_model", s.d_model),
+        ("n_heads", s.n_heads),
+        ("vocab", s.vocab),
+    ];
+    if let Some((k, _)) = fields.iter().find(|(_, v)| *v == 0) {
+        return Err(perr(what, format!("row {row}: `{k}` must be at least 1")));
+    }
+    let gpus = spec
+        .dp
+        .checked_mul(spec.tp)
+        .and_then(|x| x.checked_mul(spec.pp));
+    if !gpus.is_some_and(|g| g <= spec.n_gpus) {
+        return Err(perr(
+            what,
+            format!(
+                "row {row}: DP × TP × PP = {} × {} × {} exceeds the {} GPUs",
+                spec.dp, spec.tp, spec.pp, spec.n_gpus
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Parse `playbook_h100_runs.csv` (every row, completed or not).
 pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
     let models = parse_playbook_models(models_toml)?;
@@ -162,7 +215,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             tp: u(6)?,
             pp: u(5)?,
             cp: 1,
-            zero: u(7)? as u8,
+            zero: zero_stage(u(7)?, "playbook csv", i + 2)?,
             mbs: u(2)?,
             grad_acc: u(3)?,
             seq_len: u(10)?,
@@ -172,6 +225,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             virtual_stages: 1,
             framework: Framework::Nanotron,
         };
+        check_spec(&spec, "playbook csv", i + 2)?;
         out.push(Run {
             id: format!("playbook:{}", i + 2),
             source: "playbook".into(),
@@ -179,8 +233,8 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             chip: "h100".into(),
             nodes: u(1)?,
             completed,
-            step_time_s: if completed { fnum(g(14)) } else { None },
-            peak_mem_gb: if completed { fnum(g(8)) } else { None },
+            step_time_s: if completed { fpos(g(14)) } else { None },
+            peak_mem_gb: if completed { fpos(g(8)) } else { None },
             mfu: if completed {
                 fnum(g(15)).map(|x| x / 100.0)
             } else {
@@ -410,7 +464,7 @@ pub fn parse_calibration_csv(
             tp,
             pp: un("pp").unwrap_or(1),
             cp: 1,
-            zero: un("zero").unwrap_or(0) as u8,
+            zero: zero_stage(un("zero").unwrap_or(0), "calibration csv", i + 2)?,
             mbs: need("mbs")?,
             grad_acc: un("grad_acc").unwrap_or(1),
             seq_len: need("seq_len")?,
@@ -420,7 +474,8 @@ pub fn parse_calibration_csv(
             virtual_stages: 1,
             framework,
         };
-        let step = get("step_time_s").and_then(fnum);
+        check_spec(&spec, "calibration csv", i + 2)?;
+        let step = get("step_time_s").and_then(fpos);
         out.push(Run {
             id: format!("calib:{}", i + 2),
             source: "user".into(),
@@ -430,7 +485,7 @@ pub fn parse_calibration_csv(
             spec,
             completed: step.is_some(),
             step_time_s: step,
-            peak_mem_gb: get("peak_mem_gb").and_then(fnum),
+            peak_mem_gb: get("peak_mem_gb").and_then(fpos),
             mfu: None,
             flops_def: FlopsDef::Nanotron,
             clean: step.is_some(),

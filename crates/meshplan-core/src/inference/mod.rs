@@ -374,7 +374,17 @@ pub fn evaluate<T: Tracer>(
     if !(q.mfu > 0.0 && q.mfu <= 1.0) {
         return Err(Error::Invalid(format!("mfu = {} must be in (0, 1]", q.mfu)));
     }
-    let chips: u64 = q.mesh.iter().product();
+    let chips = q
+        .mesh
+        .iter()
+        .try_fold(1u64, |n, &x| n.checked_mul(x))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "the mesh {} has more than {} chips",
+                fmt_shape(&q.mesh),
+                u64::MAX
+            ))
+        })?;
     if chips == 0 {
         return Err(Error::Invalid("the mesh needs at least one chip".into()));
     }
@@ -402,12 +412,16 @@ pub fn evaluate<T: Tracer>(
         )));
     }
     let tp = q.tp.unwrap_or(chips / ep).max(1);
-    if chips % (tp * ep) != 0 {
-        return Err(Error::Invalid(format!(
-            "TP × EP = {tp} × {ep} = {} does not divide the {chips} chips",
-            tp * ep
-        )));
-    }
+    // Y·Z: chips per replica (a product above u64::MAX cannot divide the chips)
+    let nr = match tp.checked_mul(ep) {
+        Some(nr) if chips % nr == 0 => nr,
+        _ => {
+            return Err(Error::Invalid(format!(
+                "TP × EP = {tp} × {ep} = {} does not divide the {chips} chips",
+                u128::from(tp) * u128::from(ep)
+            )));
+        }
+    };
     if a.n_heads % tp != 0 {
         return Err(Error::Invalid(format!(
             "TP = {tp} does not divide the N = {} query heads",
@@ -437,8 +451,7 @@ pub fn evaluate<T: Tracer>(
             q.prompt_len, q.context
         ));
     }
-    let replicas = chips / (tp * ep);
-    let nr = tp * ep;
+    let replicas = chips / nr;
     let pl = Placement {
         chips,
         tp,

@@ -13,7 +13,7 @@ use crate::mesh::{Degrees, LogicalAxis, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::trace::NoTrace;
 use crate::training::predicted::{
-    active_profile, attach, model_unsupported, run_spec_unchecked, ActiveProfile, NO_PROFILE_NOTE,
+    active_profile, attach, model_unsupported, run_spec_for, ActiveProfile, NO_PROFILE_NOTE,
 };
 use crate::training::{analyze, Remat, Schedule, TrainConfig, TrainReport};
 use crate::units::DType;
@@ -323,10 +323,11 @@ pub fn factorizations(n: u64) -> Vec<[u64; 5]> {
 pub fn divisors(n: u64) -> Vec<u64> {
     let mut v = Vec::new();
     let mut i = 1;
-    while i * i <= n {
+    // `i <= n / i`, not `i * i <= n`: no overflow for n near u64::MAX
+    while i <= n / i {
         if n % i == 0 {
             v.push(i);
-            if i * i != n {
+            if i != n / i {
                 v.push(n / i);
             }
         }
@@ -489,14 +490,7 @@ impl Local {
         {
             self.best_rejected = Some(f);
         }
-        let better = match &self.closest {
-            None => true,
-            Some(c) => {
-                let (a, b) = (f.eval.total_bytes / hbm, c.eval.total_bytes / hbm);
-                a < b || (a == b && f.cmp(c) == Ordering::Less)
-            }
-        };
-        if better {
+        if self.closest.as_ref().map_or(true, |c| closer(&f, c, hbm)) {
             self.closest = Some(f);
         }
     }
@@ -520,19 +514,18 @@ impl Local {
             }
         }
         if let Some(c) = o.closest {
-            let better = match &self.closest {
-                None => true,
-                Some(x) => {
-                    let (a, b) = (c.eval.total_bytes / hbm, x.eval.total_bytes / hbm);
-                    a < b || (a == b && c.cmp(x) == Ordering::Less)
-                }
-            };
-            if better {
+            if self.closest.as_ref().map_or(true, |x| closer(&c, x, hbm)) {
                 self.closest = Some(c);
             }
         }
         self
     }
+}
+
+/// Whether rejected plan `a` is closer to fitting than `b` (memory / HBM, then rank).
+fn closer(a: &Found, b: &Found, hbm: f64) -> bool {
+    let (x, y) = (a.eval.total_bytes / hbm, b.eval.total_bytes / hbm);
+    x < y || (x == y && a.cmp(b) == Ordering::Less)
 }
 
 fn key_of(
@@ -655,6 +648,8 @@ impl TrainSearch<'_> {
         let done = std::sync::atomic::AtomicU64::new(0);
         let topo_bad = !pure.reasons.is_empty();
         let nl = self.spec.arch.n_layers;
+        // the fidelity model's view of the model, built once per search
+        let shape = crate::fidelity::Shape::from(&self.spec.arch);
         let one = |mut acc: Local, w: &Work| -> Local {
             let mut buf = std::mem::take(&mut acc.buf);
             inner_choices(&self.space, &self.base, nl, &w.deg, &mut buf);
@@ -675,7 +670,7 @@ impl TrainSearch<'_> {
                         let pred = match prof {
                             Some(p) if e.fits => {
                                 let cfg = inner.config(&self.base, w.deg);
-                                match run_spec_unchecked(self.spec, &cfg) {
+                                match run_spec_for(shape.clone(), &cfg) {
                                     Err(_) => {
                                         acc.rejected[RejectReason::Unpredictable.idx()] += 1;
                                         continue;

@@ -118,22 +118,61 @@ pub(crate) fn run_spec_unchecked(
     spec: &ModelSpec,
     cfg: &TrainConfig,
 ) -> std::result::Result<RunSpec, String> {
+    run_spec_for(Shape::from(&spec.arch), cfg).map_err(|e| e.to_string())
+}
+
+/// Why [`run_spec_for`] cannot map a configuration; the message is built only
+/// when displayed, so the planner's hot loop rejects without allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unmapped {
+    Ep,
+    Cp,
+    Hybrid { dp: u64, fsdp: u64, zero: u8 },
+    Empty,
+    Micro { per: u64, m: u64 },
+}
+
+impl std::fmt::Display for Unmapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Unmapped::Ep => f.write_str("expert parallelism is not modelled by the fidelity model"),
+            Unmapped::Cp => f.write_str("context parallelism is not modelled by the fidelity model (no ring-attention K/V exchange or cp gradient reduction)"),
+            Unmapped::Hybrid { dp, fsdp, zero } => write!(
+                f,
+                "hybrid sharding (dp = {dp} replicas of fsdp = {fsdp} with ZeRO-{zero}) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks"
+            ),
+            Unmapped::Empty => f.write_str("empty batch or sequence"),
+            Unmapped::Micro { per, m } => write!(
+                f,
+                "{per} sequences per replica cannot fill {m} micro-batches"
+            ),
+        }
+    }
+}
+
+/// [`run_spec_unchecked`] with the model's [`Shape`] already built (the
+/// planner builds it once per search) and a non-allocating error.
+pub(crate) fn run_spec_for(
+    shape: Shape,
+    cfg: &TrainConfig,
+) -> std::result::Result<RunSpec, Unmapped> {
     let d = cfg.degrees;
     if d.ep > 1 {
-        return Err("expert parallelism is not modelled by the fidelity model".into());
+        return Err(Unmapped::Ep);
     }
     if d.cp > 1 {
-        return Err("context parallelism is not modelled by the fidelity model (no ring-attention K/V exchange or cp gradient reduction)".into());
+        return Err(Unmapped::Cp);
     }
     if d.dp > 1 && d.fsdp > 1 && cfg.zero < 3 {
-        return Err(format!(
-            "hybrid sharding (dp = {} replicas of fsdp = {} with ZeRO-{}) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks",
-            d.dp, d.fsdp, cfg.zero
-        ));
+        return Err(Unmapped::Hybrid {
+            dp: d.dp,
+            fsdp: d.fsdp,
+            zero: cfg.zero,
+        });
     }
     let t = cfg.seq_len;
     if t == 0 || cfg.batch_tokens == 0 {
-        return Err("empty batch or sequence".into());
+        return Err(Unmapped::Empty);
     }
     // uneven splits (B not a whole number of sequences, sequences not
     // divisible by dp·fsdp or by the micro-batches): predict the busiest
@@ -143,12 +182,10 @@ pub(crate) fn run_spec_unchecked(
     let per = seqs.div_ceil(data);
     let m = cfg.microbatches.max(1);
     if per < m {
-        return Err(format!(
-            "{per} sequences per replica cannot fill {m} micro-batches"
-        ));
+        return Err(Unmapped::Micro { per, m });
     }
     Ok(RunSpec {
-        shape: Shape::from(&spec.arch),
+        shape,
         n_gpus: d.dp * d.fsdp * d.tp * d.pp * d.cp,
         dp: data,
         tp: d.tp,

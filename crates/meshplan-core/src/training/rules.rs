@@ -105,7 +105,8 @@ pub fn nearest_divisor(n: u64, x: f64) -> u64 {
     let mut best = 1;
     let mut best_d = f64::INFINITY;
     let mut d = 1;
-    while d * d <= n {
+    // `d <= n / d`, not `d * d <= n`: no overflow for n near u64::MAX
+    while d <= n / d {
         if n % d == 0 {
             for c in [d, n / d] {
                 let dist = ((c as f64) / x).ln().abs();
