@@ -1,14 +1,16 @@
-//! Fidelity regression figures on a fixed subset (every 10th Playbook row) and
-//! a calibrate round trip. Thresholds are the figures reached today plus a
-//! small margin, so regressions fail. The issue-7 target still missed
-//! (Playbook step-time median ≤ 10 %) is an #[ignore]d test with the measured
-//! figure in the reason (docs/fidelity.md).
+//! Fidelity regression figures on the whole Playbook set (3,264 runs, a copy of
+//! ../shared/validation/playbook_h100_runs.csv; predicting all of them takes
+//! milliseconds), on a fixed subset (every 10th row) for the slower calibrate
+//! tests, and on the published runs. Thresholds are the issue-7 targets and the
+//! figures reached today plus a small margin, so regressions fail
+//! (docs/fidelity.md has the full tables).
 
 use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::stats::{compare, summarize};
 use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile};
 
+const FULL: &str = include_str!("fixtures/validation/playbook_h100_runs.csv");
 const CSV: &str = include_str!("fixtures/validation/playbook_subset.csv");
 const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 const PUBLISHED: &str = include_str!("fixtures/validation/published_runs.json");
@@ -27,14 +29,52 @@ fn builtin_profiles_parse() {
 }
 
 #[test]
+fn playbook_full_set_meets_targets() {
+    let runs = parse_playbook_csv(FULL, MODELS).unwrap();
+    assert_eq!(runs.len(), 3264);
+    let s = summarize(&compare(&with_chips(&runs), &prof));
+    assert_eq!(s.step.n, 1716);
+    // issue 7: step-time and peak-memory median |error| ≤ 10 % on the clean
+    // completed runs, OOM classification ≥ 90 %. Reached: 8.7 %, 9.5 %, 92.3 %.
+    assert!(s.step.median <= 0.090, "step median {}", s.step.median);
+    assert!(
+        s.memory.median <= 0.097,
+        "memory median {}",
+        s.memory.median
+    );
+    assert!(s.oom_accuracy >= 0.92, "oom {}", s.oom_accuracy);
+    // per node count (reached 4.9 / 4.7 / 6.0 / 7.9 / 8.1 / 17.0 / 11.2 %): the
+    // 32-node runs are bimodal (about half stall ~0.5 s per micro-batch and
+    // neighbour, docs/fidelity.md), the rest stay within 10 %
+    let lim = [
+        (1, 0.06),
+        (2, 0.06),
+        (4, 0.07),
+        (8, 0.09),
+        (16, 0.09),
+        (32, 0.19),
+        (64, 0.125),
+    ];
+    for (n, l) in lim {
+        let m = s.by_nodes[&n].0.median;
+        assert!(m <= l, "{n} nodes: step median {m}");
+    }
+    // per model (reached 1B 9.0, 3B 8.3, 8B 8.7, 80B 10.8 %)
+    for (k, l) in [("1B", 0.10), ("3B", 0.095), ("8B", 0.10), ("80B", 0.12)] {
+        let m = s.by_model[k].0.median;
+        assert!(m <= l, "{k}: step median {m}");
+    }
+}
+
+#[test]
 fn playbook_subset_figures_do_not_regress() {
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     assert_eq!(runs.len(), 327);
     let rc = with_chips(&runs);
     let rows = compare(&rc, &prof);
     let s = summarize(&rows);
-    // reached on this subset: step median 20.9 %, memory median 10.6 %, OOM 92.0 %
-    assert!(s.step.median < 0.225, "step median {}", s.step.median);
+    // reached on this subset: step median 8.3 %, memory median 10.6 %, OOM 92.0 %
+    assert!(s.step.median < 0.09, "step median {}", s.step.median);
     assert!(
         s.memory.median < MEM_SUBSET + 0.015,
         "memory median {}",
@@ -51,7 +91,7 @@ fn published_pairs_parse_and_ratios_close() {
     let rc = with_chips(&runs);
     let s = summarize(&compare(&rc, &prof));
     assert_eq!(s.pairs.len(), 4);
-    // reached: 22B +1.7 %, 175B +1.1 %, 530B +1.4 %, 1T -0.4 %
+    // reached: 22B +1.9 %, 175B +1.4 %, 530B +1.5 %, 1T -0.3 %
     // (were 6.1 / 8.9 / 18.4 / 6.5 %, and 150-460 % before that)
     for (k, lim) in [
         ("kor22-22b", 0.025),
@@ -62,9 +102,10 @@ fn published_pairs_parse_and_ratios_close() {
         let p = s.pairs.iter().find(|p| p.pair == k).unwrap();
         assert!(p.error.abs() < lim, "{k} ratio error {}", p.error);
     }
-    // absolute Korthikanti step times: reached median 7.3 %, worst 11.4 %
+    // absolute Korthikanti step times (A100 profile, not fitted on them):
+    // reached median 7.9 %, worst 12.5 %, all predicted too fast
     let k = &s.by_source["kor22"].0;
-    assert!(k.median < 0.085 && k.max < 0.13, "kor22 {k:?}");
+    assert!(k.median < 0.085 && k.max < 0.135, "kor22 {k:?}");
 }
 
 #[test]
@@ -87,12 +128,12 @@ fn megatron_core_uses_infiniband_network_profile() {
         assert_eq!(r.profile, "h100@infiniband", "{}", r.id);
     }
     let s = summarize(&rows);
-    // reached on all 9 runs: median 4.4 %, p90 8.3 %, worst 13.4 % (32B)
-    // (with the Playbook EFA network: median 421 %, worst 544 %)
+    // reached on all 9 runs: median 3.3 %, p90 9.0 %, worst 10.7 % (1.7B)
+    // (with the Playbook EFA/nanotron profile instead: median 460 %, worst 656 %)
     let m = &s.by_source["mcore24"].0;
     assert_eq!(m.n, 9);
-    assert!(m.median < 0.055, "mcore24 median {}", m.median);
-    assert!(m.max < 0.15, "mcore24 worst {} ({})", m.max, m.worst);
+    assert!(m.median < 0.04, "mcore24 median {}", m.median);
+    assert!(m.max < 0.12, "mcore24 worst {} ({})", m.max, m.worst);
 }
 
 #[test]
@@ -121,19 +162,15 @@ fn network_sub_profile_overrides_only_network() {
     assert_eq!(ib.hbm_efficiency, base.hbm_efficiency);
     assert!(ib.matmul_efficiency > base.matmul_efficiency);
     assert!(ib.sources["matmul_efficiency"].contains("Megatron-Core"));
-    assert_eq!(ib.pp_tp_latency_s, 0.0);
+    // the nanotron/EFA stalls are not carried over to Megatron-Core on InfiniBand
+    assert_eq!(ib.pp_tp_step_latency_s, 0.0);
+    assert_eq!(ib.pp_stall_s, 0.0);
+    assert_eq!(ib.microbatch_overhead_s, 0.0);
+    assert!(base.pp_stall_s > 0.0 && base.pp_tp_step_latency_s > 0.0);
     assert_eq!(ib.latency_node_exponent, 0.0);
     // a profile written by calibrate still parses with its sub-profiles
     let again = EfficiencyProfile::parse(&base.to_toml(), "rt").unwrap();
     assert_eq!(again, base);
-}
-
-#[test]
-#[ignore = "target NOT met: step-time median |error| 20.5 % on the 1,716 clean runs (20.9 % on this subset) vs the 10 % target"]
-fn step_time_median_within_10pct() {
-    let runs = parse_playbook_csv(CSV, MODELS).unwrap();
-    let s = summarize(&compare(&with_chips(&runs), &prof));
-    assert!(s.step.median <= 0.10, "step median {}", s.step.median);
 }
 
 #[test]
@@ -174,6 +211,9 @@ fn calibrate_round_trip_recovers_parameters() {
     start.logits_fp32_copies = 2.0;
     let c = calibrate(&rc, &start, 600, 0);
     assert!(c.time_median_after < 0.01, "after {}", c.time_median_after);
+    // the parameters that set most step times come back
+    let me = c.profile.matmul_efficiency;
+    assert!((me - truth.matmul_efficiency).abs() < 0.02, "matmul {me}");
     assert!(median_error(&rc, &c.profile, Target::Memory) < 0.01);
     assert!((c.profile.logits_fp32_copies - truth.logits_fp32_copies).abs() < 0.05);
 }
@@ -204,6 +244,11 @@ fn calibration_improves_held_out_playbook() {
     start.logits_fp32_copies = 2.0;
     start.grad_extra_bytes = 0.0;
     start.activation_scale = 1.0;
+    // no stalls before calibration: they are what the Playbook data teaches
+    start.pp_tp_step_latency_s = 0.0;
+    start.pp_stall_s = 0.0;
+    start.microbatch_overhead_s = 0.0;
+    start.microbatch_node_exponent = 1.0;
     let c = calibrate(&train, &start, 1500, 0);
     let before = median_error(&test, &start, Target::Time);
     let after = median_error(&test, &c.profile, Target::Time);

@@ -62,6 +62,10 @@ pub struct CalibrateArgs {
     /// Bootstrap resamples for the uncertainties.
     #[arg(long, default_value_t = 8)]
     pub bootstrap: usize,
+    /// Fit on half of the runs only (a fixed split by run id) and report the
+    /// error on the other, held-apart half before and after the fit.
+    #[arg(long)]
+    pub hold_out: bool,
 }
 
 /// Load any supported data set.
@@ -335,7 +339,27 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             a.measurements.display()
         );
     }
-    let c = calibrate(&rc, &start, a.iters, a.bootstrap);
+    let (fit_on, held): (Vec<_>, Vec<_>) = if a.hold_out {
+        rc.iter()
+            .partition(|(r, _)| !meshplan_core::fidelity::is_held_out(&r.id))
+    } else {
+        (rc.clone(), Vec::new())
+    };
+    if fit_on.is_empty() {
+        anyhow::bail!("--hold-out leaves no runs to fit on");
+    }
+    let c = calibrate(&fit_on, &start, a.iters, a.bootstrap);
+    if !held.is_empty() {
+        use meshplan_core::fidelity::calibrate::{median_error, Target};
+        eprintln!(
+            "held-apart half ({} runs, not fitted on): median |step-time error| {} -> {}; median |memory error| {} -> {}",
+            held.len(),
+            pct(median_error(&held, &start, Target::Time)),
+            pct(median_error(&held, &c.profile, Target::Time)),
+            pct(median_error(&held, &start, Target::Memory)),
+            pct(median_error(&held, &c.profile, Target::Memory)),
+        );
+    }
     eprintln!(
         "calibrate: {} runs with step time, {} with peak memory",
         c.n_time, c.n_mem

@@ -144,9 +144,36 @@ pub fn fit(
         p
     };
     let f = |x: &[f64]| objective(runs, &make(x), target);
-    // two restarts from the previous optimum escape early simplex collapse
-    let mut x = nelder_mead(&f, &x0, 0.5, iters);
-    x = nelder_mead(&f, &x, 0.2, iters);
+    // Nelder–Mead stalls on this rugged objective (max() of host and GPU
+    // paths, step-like stalls): restart from the best point with a fresh
+    // simplex until a round improves the loss by less than 0.01 % (at most 12
+    // rounds). On the Playbook, fitted on half the runs from literature
+    // values, one round left the other half at 14 % median error, rounds until
+    // convergence at 9 %.
+    let mut x = x0;
+    let mut best = f(&x);
+    for round in 0..12 {
+        let step = if round % 2 == 0 { 0.5 } else { 0.2 };
+        let y = nelder_mead(&f, &x, step, iters);
+        let fy = f(&y);
+        let gain = best - fy;
+        if fy < best {
+            // re-encode: a parameter driven deep into its bound (u → ±∞) comes
+            // back to the edge of the clamp, where the next simplex can move it
+            x = idx
+                .iter()
+                .enumerate()
+                .map(|(k, &i)| {
+                    let b = EfficiencyProfile::bounds(i);
+                    to_u(from_u(y[k], b), b)
+                })
+                .collect();
+            best = f(&x);
+        }
+        if round >= 1 && gain < 1e-4 * best.abs().max(1e-12) {
+            break;
+        }
+    }
     make(&x)
 }
 

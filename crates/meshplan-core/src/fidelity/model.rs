@@ -278,6 +278,9 @@ fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) 
 /// or all-gather / reduce-scatter, interpolated by node count), else the
 /// analytic [`bus_bandwidth`].
 fn coll_bw(p: &EfficiencyProfile, chip: &Chip, allreduce: bool, per: u64, nodes: u64) -> f64 {
+    if nodes <= 1 {
+        return bus_bandwidth(p, chip, per, nodes);
+    }
     p.measured_bw(allreduce, nodes)
         .unwrap_or_else(|| bus_bandwidth(p, chip, per, nodes))
 }
@@ -363,13 +366,6 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let nodes_f = clamp_nodes(p, nodes) as f64;
     let (tp_per, tp_nodes) = group_layout(tp, 1, per_node);
     let act_bytes = tok * d * 2.0;
-    // cross-node latency grows with the job (stragglers, congestion on EFA)
-    let inter_lat = |n: u64| -> f64 {
-        p.inter_node_latency_s
-            * ((clamp_nodes(p, n) as f64) / 2.0)
-                .max(1.0)
-                .powf(p.latency_node_exponent)
-    };
     let (tp_ops, per_op) = if tp <= 1 {
         (0.0, 0.0)
     } else if sp {
@@ -381,32 +377,80 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         let bw = coll_bw(p, chip, true, tp_per, tp_nodes);
         (4.0, 2.0 * (tpf - 1.0) / tpf * act_bytes / bw)
     };
-    let tp_lat = if tp <= 1 {
-        0.0
-    } else if tp_nodes <= 1 {
-        p.collective_latency_s
-    } else if pp > 1 && p.pp_tp_latency_s > 0.0 {
-        inter_lat(tp_nodes) * p.pp_tp_latency_s / p.inter_node_latency_s.max(1e-12)
+    // stages are dp·tp ranks apart (tp innermost, then dp, then pp)
+    let pp_cross = pp > 1 && dp * tp >= per_node;
+    // latency of one collective: a ring over tp GPUs takes tp − 1 steps, each
+    // paced by the slowest hop (NVLink or the scale-out network); with the
+    // pipeline stages on other nodes every step stalls longer
+    // (`pp_tp_step_latency_s`, growing as (nodes of the TP group)^γ)
+    // per collective: a ring over tp GPUs takes tp − 1 steps, each paced by
+    // the slowest hop (NVLink or the scale-out network) — GPU time; with the
+    // pipeline stages on other nodes every step also stalls the host
+    // (`pp_tp_step_latency_s`, growing as (nodes of the TP group)^γ)
+    let steps = (tpf - 1.0).max(0.0);
+    let ring_lat = steps
+        * if tp_nodes <= 1 {
+            p.collective_latency_s
+        } else {
+            p.inter_node_latency_s
+        };
+    let pp_stall = if pp_cross {
+        steps
+            * p.pp_tp_step_latency_s
+            * (clamp_nodes(p, tp_nodes) as f64).powf(p.latency_node_exponent)
     } else {
-        inter_lat(tp_nodes)
+        0.0
     };
     let mut tp_ops_all = tp_ops;
     if spec.remat == Remat::Full {
         tp_ops_all += tp_ops / 2.0; // the recomputed forward repeats its collectives
     }
-    let t_tp_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + tp_lat);
-
-    let t_layer = layer_mm + layer_attn + layer_ew + t_tp_layer + p.layer_overhead_s;
+    // fixed cost per micro-batch, growing with the job (stragglers, stalls):
+    // (n / reference)^k, 1 at the profile's reference (largest fitted) job
+    let mb_ref = p.calibrated_max_nodes.max(1) as f64;
+    let job_growth = (nodes_f / mb_ref).powf(p.microbatch_node_exponent);
+    let mb_over = if pp_cross {
+        // a stall per micro-batch per pipeline neighbour (1 with pp = 2, 2
+        // with pp ≥ 3): always there with DDP (ZeRO-0, dp > 1) from
+        // `ddp_pp_stall_min_microbatches` micro-batches on, otherwise growing
+        // with the job
+        let ddp = spec.zero == 0 && dp > 1 && m >= p.ddp_pp_stall_min_microbatches;
+        let weight = if ddp { 1.0 } else { job_growth.min(1.0) };
+        p.pp_stall_s * (ppf - 1.0).min(2.0) * weight
+    } else {
+        p.microbatch_overhead_s * job_growth
+    };
+    // A micro-batch runs on two paths at once: the GPU executes kernels and
+    // exposed collective transfers, while the host issues them and waits out
+    // the collective handshakes, the fixed per-layer costs and the job-size
+    // stalls. The host runs ahead of the GPU (the launch queue holds many
+    // layers), so a micro-batch takes the longer of the two, not their sum: on
+    // the Playbook, pp > 1 runs cost ~m × (host latency) at micro-batch 1 and
+    // approach the compute time at micro-batch 8+, with the same tokens.
+    let tp_bw_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + ring_lat);
+    let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer;
+    let host_tp = tp_ops_all * pp_stall;
+    let host_layer = host_tp + p.layer_overhead_s;
+    let head = t_head_mm + t_loss;
+    let gpu_path = |n: f64, h: bool| n * gpu_layer + if h { head } else { 0.0 };
+    let host_path = |n: f64| n * host_layer + mb_over;
     // the slowest pipeline stage sets the pace: (layers on it, holds the LM head)
-    let (l_crit, head_crit) = critical_stage(spec, s, |n, h| {
-        n * t_layer + if h { t_head_mm + t_loss } else { 0.0 }
-    });
+    let (l_crit, head_crit) = critical_stage(spec, s, |n, h| gpu_path(n, h).max(host_path(n)));
     let head_f = if head_crit { 1.0 } else { 0.0 };
-    let t_mb = l_crit * t_layer + head_f * (t_head_mm + t_loss) + p.microbatch_overhead_s;
+    let (gpu_mb, host_mb) = (gpu_path(l_crit, head_crit), host_path(l_crit));
+    let t_mb = gpu_mb.max(host_mb);
+    // the host stall is booked to TP communication and overhead in proportion
+    let stall = t_mb - gpu_mb;
+    let stall_tp = if host_mb > 0.0 {
+        stall * l_crit * host_tp / host_mb
+    } else {
+        0.0
+    };
     let mm_total = m * (l_crit * layer_mm + head_f * t_head_mm);
     let attn_total = m * l_crit * layer_attn;
     let ew_total = m * (l_crit * layer_ew + head_f * t_loss);
-    let tp_total = m * l_crit * t_tp_layer;
+    let tp_total = m * (l_crit * tp_bw_layer + stall_tp);
+    let mb_stall_over = stall - stall_tp;
 
     // ---------- pipeline
     let v_st = if spec.schedule == Schedule::Interleaved {
@@ -419,8 +463,6 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     } else {
         0.0
     };
-    // stages are dp·tp ranks apart (tp innermost, then dp, then pp)
-    let pp_cross = pp > 1 && dp * tp >= per_node;
     let so = chip
         .scale_out
         .as_ref()
@@ -466,9 +508,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let opt_params = stage_params / if spec.zero >= 1 { dpf } else { 1.0 };
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
-    let overhead = p.step_overhead_s
-        + p.node_overhead_s * nodes_f
-        + m * (l_crit * p.layer_overhead_s + p.microbatch_overhead_s);
+    let overhead = p.step_overhead_s + p.node_overhead_s * nodes_f + m * mb_stall_over;
     let compute_total = mm_total + attn_total + ew_total;
     let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
 

@@ -31,7 +31,8 @@ pub struct EfficiencyProfile {
     pub inter_node_efficiency: f64,
     /// Multi-node bandwidth decays as nodes^−γ (congestion, EFA / fat-tree).
     pub inter_node_congestion: f64,
-    /// Per ring step latency α (×4 across nodes), seconds.
+    /// Latency α of one ring step of a TP collective inside a node, seconds
+    /// (a ring over `tp` GPUs takes `tp − 1` steps).
     pub collective_latency_s: f64,
     /// Fraction of TP/SP collective time hidden behind compute.
     pub tp_overlap: f64,
@@ -50,8 +51,8 @@ pub struct EfficiencyProfile {
     /// Fraction of the per-GPU scale-out bandwidth a pipeline point-to-point
     /// transfer between nodes reaches (blocking send/recv, one NIC).
     pub p2p_efficiency: f64,
-    /// Latency of one TP collective whose group spans nodes, at 2 nodes
-    /// (scaled by `(nodes/2)^latency_node_exponent`), seconds.
+    /// Latency of one ring step of a TP collective whose group spans nodes,
+    /// at 2 nodes (scaled by `(nodes/2)^latency_node_exponent`), seconds.
     #[serde(default)]
     pub inter_node_latency_s: f64,
     /// Latency of one cross-node pipeline send/recv (scaled by
@@ -76,21 +77,50 @@ pub struct EfficiencyProfile {
     /// Multiplier on the measured collective bandwidth curves (1 = as measured).
     #[serde(default = "one")]
     pub net_scale: f64,
-    /// Fixed time per micro-batch per pipeline stage (scheduler, Python,
-    /// send/recv handshakes, stream syncs), seconds; also paid in the bubble.
+    /// Fixed time per micro-batch on the critical path (scheduler, send/recv
+    /// handshakes, stragglers and stalls of a large job), seconds, at the
+    /// profile's reference job size `calibrated_max_nodes` (1 when 0); it
+    /// scales as `(nodes / reference)^microbatch_node_exponent` and is also
+    /// paid in the bubble. Stated at the reference size so that a steep
+    /// exponent leaves a well-scaled number to fit.
     #[serde(default)]
     pub microbatch_overhead_s: f64,
     /// How the latency of one cross-node pipeline send/recv grows with the
     /// nodes of the job: `p2p_latency_s · nodes^p2p_node_exponent`.
     #[serde(default)]
     pub p2p_node_exponent: f64,
-    /// Latency of one cross-node TP collective when the run is also
-    /// pipeline-parallel (pp > 1), at 2 nodes; grows like
-    /// `inter_node_latency_s`. 0 = the same as `inter_node_latency_s`. On the
-    /// Playbook cluster a cross-node TP layer costs ~50 ms per micro-batch with
-    /// pp > 1 against ~9 ms with pp = 1, independent of the micro-batch size.
+    /// Extra latency of every TP ring step when the pipeline stages sit on
+    /// other nodes (pp > 1 across nodes), seconds. On the Playbook cluster
+    /// (nanotron, EFA) a TP layer then costs ~0.3 ms more per ring step per
+    /// collective, against ~0 inside a node with pp = 1 (a tp = 4 and a tp = 8
+    /// layer both take ~4.7 ms at micro-batch 1), independent of the model and
+    /// of the micro-batch size: latency, not bandwidth.
     #[serde(default)]
-    pub pp_tp_latency_s: f64,
+    pub pp_tp_step_latency_s: f64,
+    /// How the fixed per-micro-batch costs grow with the nodes of the job,
+    /// `(nodes / reference)^microbatch_node_exponent` (see
+    /// `microbatch_overhead_s`, `pp_stall_s`). On the Playbook cluster they
+    /// are ~0 up to 16 nodes, bimodal at 32 (about half the runs) and always
+    /// there at 64: the fit makes this nearly a step.
+    #[serde(default)]
+    pub microbatch_node_exponent: f64,
+    /// Stall per micro-batch and per pipeline neighbour (1 with pp = 2, 2 with
+    /// pp ≥ 3) when the pipeline stages sit on different nodes, seconds, at
+    /// the reference job size (scaled like `microbatch_overhead_s` below it).
+    /// On the Playbook cluster (nanotron, EFA) it is ~0.55 s: ~0.57 s per
+    /// micro-batch with pp = 2 and ~1.2 s with pp ≥ 4 at 64 nodes, whatever
+    /// the model, TP degree or micro-batch size; at 32 nodes about half the
+    /// runs show it, at ≤ 16 none — except with ZeRO-0 data parallelism
+    /// (DDP, dp > 1), where it is there from 2 nodes on (see
+    /// `ddp_pp_stall_min_microbatches`). Mechanism not identified.
+    #[serde(default)]
+    pub pp_stall_s: f64,
+    /// Smallest number of micro-batches per step at which `pp_stall_s`
+    /// appears (0 = always). On the Playbook (ZeRO-0, dp > 1, stages on
+    /// different nodes, ≤ 16 nodes): none of the 18 runs with ≤ 8
+    /// micro-batches stall, 51 of the 59 runs with ≥ 16 do.
+    #[serde(default)]
+    pub ddp_pp_stall_min_microbatches: f64,
     /// Node counts of the measured collective bandwidth curves (empty = use the
     /// analytic NVLink / scale-out bandwidths with the efficiencies above).
     #[serde(default)]
@@ -165,7 +195,7 @@ fn one() -> f64 {
 }
 
 /// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 26] = [
+pub const PARAM_NAMES: [&str; 29] = [
     "matmul_efficiency",
     "matmul_half_dim",
     "attention_efficiency",
@@ -191,14 +221,16 @@ pub const PARAM_NAMES: [&str; 26] = [
     "activation_scale",
     "microbatch_overhead_s",
     "p2p_node_exponent",
-    "pp_tp_latency_s",
+    "pp_tp_step_latency_s",
+    "microbatch_node_exponent",
+    "pp_stall_s",
+    "ddp_pp_stall_min_microbatches",
 ];
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 17] = [
+pub const TIME_FIT: [&str; 18] = [
     "matmul_efficiency",
     "matmul_half_dim",
-    "attention_efficiency",
     "layer_overhead_s",
     "net_scale",
     "tp_overlap",
@@ -212,7 +244,9 @@ pub const TIME_FIT: [&str; 17] = [
     "node_overhead_s",
     "microbatch_overhead_s",
     "p2p_node_exponent",
-    "pp_tp_latency_s",
+    "pp_tp_step_latency_s",
+    "microbatch_node_exponent",
+    "pp_stall_s",
 ];
 
 /// Parameters `calibrate` fits from peak memory.
@@ -332,7 +366,10 @@ impl EfficiencyProfile {
             21 => self.grad_extra_bytes,
             23 => self.microbatch_overhead_s,
             24 => self.p2p_node_exponent,
-            25 => self.pp_tp_latency_s,
+            25 => self.pp_tp_step_latency_s,
+            26 => self.microbatch_node_exponent,
+            27 => self.pp_stall_s,
+            28 => self.ddp_pp_stall_min_microbatches,
             _ => self.activation_scale,
         }
     }
@@ -364,7 +401,10 @@ impl EfficiencyProfile {
             21 => &mut self.grad_extra_bytes,
             23 => &mut self.microbatch_overhead_s,
             24 => &mut self.p2p_node_exponent,
-            25 => &mut self.pp_tp_latency_s,
+            25 => &mut self.pp_tp_step_latency_s,
+            26 => &mut self.microbatch_node_exponent,
+            27 => &mut self.pp_stall_s,
+            28 => &mut self.ddp_pp_stall_min_microbatches,
             _ => &mut self.activation_scale,
         };
         *r = v;
@@ -381,12 +421,12 @@ impl EfficiencyProfile {
         match i {
             0 => (0.3, 0.9),
             1 => (1.0, 1024.0),
-            2 => (0.2, 0.8),
+            2 => (0.1, 0.8),
             3..=5 => (0.02, 1.0),
             6 => (0.0, 2.0),
             7 => (1e-6, 2e-3),
             8 | 9 => (0.0, 0.9),
-            10 => (0.0, 1e-3),
+            10 => (0.0, 5e-3),
             11 => (0.0, 2.0),
             12 => (0.0, 8.0),
             13 => (0.0, 20.0),
@@ -398,9 +438,12 @@ impl EfficiencyProfile {
             19 => (0.0, 0.2),
             20 => (0.3, 2.0),
             21 => (0.0, 4.0),
-            23 => (0.0, 0.2),
+            23 => (0.0, 3.0),
             24 => (0.0, 1.5),
-            25 => (0.0, 2e-2),
+            25 => (0.0, 2e-3),
+            26 => (0.0, 8.0),
+            27 => (0.0, 3.0),
+            28 => (0.0, 1024.0),
             _ => (0.7, 1.6),
         }
     }
