@@ -4,8 +4,6 @@
 //! This is the only place (besides the command modules) where the CLI touches
 //! the file system; `meshplan-core` parses text it is handed.
 
-#![allow(clippy::print_stderr, clippy::print_stdout)]
-
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -14,11 +12,34 @@ use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::{render_markdown, render_text, Step};
 use meshplan_core::Catalog;
 
+/// Write report text to stdout. A closed pipe (the reader stopped, as `head`
+/// does) exits with status 0 like other Unix tools; any other write error
+/// exits with status 2 and a message on stderr.
+pub fn write_out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        write_err(format_args!(
+            "error: cannot write to standard output: {e}\n"
+        ));
+        std::process::exit(2);
+    }
+}
+
+/// Write diagnostics to stderr, ignoring failures (a closed stderr must not
+/// stop the report on stdout).
+pub fn write_err(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
 /// Print an error chain to stderr as `error: …` lines.
 pub fn print_error(e: &anyhow::Error) {
-    eprintln!("error: {e}");
+    errln!("error: {e}");
     for c in e.chain().skip(1) {
-        eprintln!("  caused by: {c}");
+        errln!("  caused by: {c}");
     }
 }
 
@@ -138,7 +159,7 @@ pub fn scenario(path: Option<&Path>) -> Result<Scenario> {
 
 /// Print one JSON object (pretty) to stdout.
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 

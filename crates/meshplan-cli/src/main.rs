@@ -8,6 +8,32 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `println!` for the report on stdout, via [`common::write_out`]: a closed
+/// pipe (`meshplan … | head`) ends the process quietly instead of panicking.
+macro_rules! outln {
+    () => {
+        $crate::common::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::common::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` counterpart of [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::common::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` for diagnostics: best effort, a closed stderr is ignored so
+/// that the report on stdout still completes.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::common::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod cmd;
 mod common;
 

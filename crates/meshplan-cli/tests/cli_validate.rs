@@ -141,3 +141,32 @@ fn bad_inputs_exit_2_without_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// `meshplan … | head`: the reader goes away after a few lines. The command
+/// must end quietly (status 0, no panic message), not panic on the closed pipe.
+#[test]
+fn closed_stdout_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::{Command as Std, Stdio};
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("meshplan"))
+        .current_dir(root())
+        .args(["validate", FULL, "--all"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    let mut out = child.stdout.take().unwrap();
+    out.read_exact(&mut first).unwrap();
+    drop(out); // the reader stops, as `head` does; the report is far larger than a pipe buffer
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(status.code(), Some(0), "{err}");
+}

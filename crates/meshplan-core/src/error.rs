@@ -22,7 +22,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// A TOML/JSON document that does not parse or has wrong/missing fields.
-    #[error("{file}:{line}:{column}: {}{message}", field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
+    #[error("{file}{}: {}{message}", loc(*line, *column), field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
     Parse {
         /// File name (or `<input>`).
         file: String,
@@ -103,6 +103,31 @@ pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
         .unwrap_or(0)
         + 1;
     (line, col)
+}
+
+/// `:line:column` of a parse error; `:line` when the column is unknown (a
+/// CSV row); nothing when neither is (a whole-document check).
+fn loc(line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => String::new(),
+        (l, 0) => format!(":{l}"),
+        (l, c) => format!(":{l}:{c}"),
+    }
+}
+
+/// Line and column (1-based) where `key = …` is first assigned in a TOML
+/// text, for errors found after parsing (a value out of range); (0, 0) when
+/// the key is not written in the text.
+pub fn toml_key_position(src: &str, key: &str) -> (usize, usize) {
+    for (i, l) in src.lines().enumerate() {
+        let t = l.trim_start();
+        if let Some(rest) = t.strip_prefix(key) {
+            if rest.trim_start().starts_with('=') {
+                return (i + 1, l.len() - t.len() + 1);
+            }
+        }
+    }
+    (0, 0)
 }
 
 /// Deserialize TOML text into `T`, reporting file, line, column and field path.

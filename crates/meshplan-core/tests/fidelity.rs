@@ -254,8 +254,9 @@ fn calibration_improves_held_out_playbook() {
     let after = median_error(&test, &c.profile, Target::Time);
     let mb = median_error(&test, &start, Target::Memory);
     let ma = median_error(&test, &c.profile, Target::Memory);
+    // reached: 50.8 % → 10.4 % on the 90 held-apart subset runs (memory 21.0 % → 10.2 %)
     assert!(
-        after < before - 0.05,
+        after < 0.15 && after < before - 0.3,
         "held-out before {before} after {after}"
     );
     assert!(ma < mb, "held-out memory before {mb} after {ma}");
@@ -277,8 +278,14 @@ fn hostile_playbook_rows() {
     );
     // columns: model,Nodes,MBS,GradAcc,GBS,DP,PP,TP,ZeRO,...
     let bad = [
-        ("1B,1,2,16,256,8,1,0,0,", "`tp` must be at least 1"),
-        ("1B,1,0,16,256,8,1,1,0,", "`mbs` must be at least 1"),
+        (
+            "1B,1,2,16,256,8,1,0,0,",
+            "csv:2: field `tp`: must be at least 1",
+        ),
+        (
+            "1B,1,0,16,256,8,1,1,0,",
+            "csv:2: field `mbs`: must be at least 1",
+        ),
         (
             "1B,1,2,16,256,8,4294967296,4294967296,0,",
             "exceeds the 8 GPUs",
@@ -287,7 +294,7 @@ fn hostile_playbook_rows() {
             "1B,1,2,16,256,18446744073709551615,1,1,0,",
             "exceeds the 8 GPUs",
         ),
-        ("1B,1,2,16,256,8,1,1,256,", "ZeRO stage 256"),
+        ("1B,1,2,16,256,8,1,1,256,", "field `ZeRO`: ZeRO stage 256"),
     ];
     let tail = "39.2,40150,321200,50.2,ok,4096,1048576,8,circle,1,256,1,3.2646,9.66e+09,39.22,A";
     for (head, msg) in bad {
@@ -297,4 +304,30 @@ fn hostile_playbook_rows() {
     let zero_step = good.replace(",3.2646,", ",0,");
     let runs = parse_playbook_csv(&format!("{header}\n{zero_step}\n"), MODELS).unwrap();
     assert_eq!(runs[0].step_time_s, None);
+}
+
+/// A malformed or out-of-range profile names the file, the line and the field.
+#[test]
+fn bad_profile_errors_point_at_line_and_field() {
+    let good = prof("h100").to_toml();
+    let bad = good.replacen("\nnet_scale = ", "\nnet_scale = -", 1);
+    let line = bad
+        .lines()
+        .position(|l| l.starts_with("net_scale = -"))
+        .unwrap()
+        + 1;
+    let e = EfficiencyProfile::parse(&bad, "mine.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("mine.toml:{line}:1: field `net_scale`: ")),
+        "{e}"
+    );
+    let e = EfficiencyProfile::parse("chip = \"h100\"\nmatmul_efficiency = \"fast\"\n", "p.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("p.toml:2:") && e.contains("matmul_efficiency"),
+        "{e}"
+    );
 }

@@ -4,8 +4,6 @@
 //! Exit status: 0 when every claim passes (CANNOT-CHECK does not fail unless
 //! `--strict`), 1 when any claim fails, 2 on a malformed file.
 
-#![allow(clippy::print_stdout)]
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -98,10 +96,10 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
     if a.json {
         common::print_json(&rep)?;
     } else {
-        print!("{}", table(&rep));
+        out!("{}", table(&rep));
         if a.explain && rep.summary.fail > 0 {
-            println!();
-            print!("{}", explain_failures(&rep, a.explain_format.into()));
+            outln!();
+            out!("{}", explain_failures(&rep, a.explain_format.into()));
         }
     }
     Ok(ExitCode::from(rep.exit_code(a.strict)))
@@ -110,7 +108,7 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
 /// Run `explain`.
 pub fn run_explain(a: ExplainArgs) -> Result<ExitCode> {
     let rep = run_check(&a.file, true)?;
-    print!("{}", explain_all(&rep, a.format.into()));
+    out!("{}", explain_all(&rep, a.format.into()));
     Ok(ExitCode::SUCCESS)
 }
 

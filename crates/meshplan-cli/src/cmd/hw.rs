@@ -5,8 +5,6 @@
 //! (`FlopsPerSec / BytesPerSec`) from `meshplan_core::units`, recorded as
 //! derivation steps so `--explain` shows each formula. (`meshplan_core::hw_report` computes them.)
 
-#![allow(clippy::print_stdout)]
-
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -103,8 +101,8 @@ fn list(cat: &Catalog, a: &common::ListArgs) -> Result<ExitCode> {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    print!("{}", common::render_table(&t, &[2, 3, 4, 5, 7]));
-    println!(
+    out!("{}", common::render_table(&t, &[2, 3, 4, 5, 7]));
+    outln!(
         "\n{} chips. NAME@book carries the numbers How To Scale Your Model uses. `meshplan hw show NAME` for details.",
         reports.len()
     );
@@ -144,10 +142,10 @@ fn show(cat: &Catalog, a: &ShowArgs) -> Result<ExitCode> {
         common::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render(&ch, &r));
+    out!("{}", render(&ch, &r));
     if let Some(s) = steps {
-        println!("\nDerivation:");
-        print!("{}", common::render_steps(&s, a.explain_format));
+        outln!("\nDerivation:");
+        out!("{}", common::render_steps(&s, a.explain_format));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,5 @@
 //! `meshplan infer`: KV cache, rooflines, sharding, latency, throughput, cost.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
@@ -123,7 +121,7 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         )
     };
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     if !r.fits {
         bail!(
@@ -141,28 +139,34 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         print_json(&r)?;
     } else {
         let s = |v: f64, u: &str| fmt_si(v, u);
-        println!(
+        outln!(
             "{} on {} {} (TP {} × EP {} × {} replicas, {} sharding)",
-            r.model, r.chip, r.mesh, r.tp, r.ep, r.replicas, r.sharding
+            r.model,
+            r.chip,
+            r.mesh,
+            r.tp,
+            r.ep,
+            r.replicas,
+            r.sharding
         );
-        println!(
+        outln!(
             "weights            {} total, {} per chip ({})",
             s(r.weights_bytes.get(), "B"),
             s(r.weights_bytes_per_device.get(), "B"),
             r.weights_dtype.name()
         );
-        println!(
+        outln!(
             "KV cache           {} per token, {} per {}-token sequence ({})",
             s(r.kv_cache_bytes_per_token.get(), "B"),
             s(r.kv_cache_bytes_per_sequence.get(), "B"),
             r.context,
             r.kv_dtype.name()
         );
-        println!(
+        outln!(
             "free HBM per chip  {}",
             s(r.free_hbm_bytes_per_device.get(), "B")
         );
-        println!(
+        outln!(
             "max batch          {} (exact {:.3}; leftover {} per chip){}",
             r.max_batch,
             r.max_batch_exact,
@@ -171,9 +175,9 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
                 .map(|b| format!("; with 1 KV head: {b}"))
                 .unwrap_or_default()
         );
-        println!("B_crit             {:.0} tokens", r.b_crit_tokens);
-        println!("weight-load bound  {}", s(r.weight_load_time_s.get(), "s"));
-        println!(
+        outln!("B_crit             {:.0} tokens", r.b_crit_tokens);
+        outln!("weight-load bound  {}", s(r.weight_load_time_s.get(), "s"));
+        outln!(
             "decode step        {} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
             s(r.decode_step_time_s.get(), "s"),
             r.batch,
@@ -183,35 +187,37 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
             s(r.decode_compute_time_s.get(), "s"),
             s(r.decode_comms_time_s.get(), "s")
         );
-        println!(
+        outln!(
             "prefill (TTFT)     {} for {} tokens ({}-bound)",
             s(r.prefill_time_s.get(), "s"),
             r.prompt_len,
             r.bound_prefill.name()
         );
-        println!(
+        outln!(
             "throughput         {:.1} tokens/s ({:.2} per chip)",
-            r.tokens_per_s, r.tokens_per_s_per_chip
+            r.tokens_per_s,
+            r.tokens_per_s_per_chip
         );
         if let Some(c) = r.cost_per_million_tokens_usd {
-            println!("cost               ${c:.3} per million output tokens");
+            outln!("cost               ${c:.3} per million output tokens");
         }
-        println!(
+        outln!(
             "TP limits          prefill < {:.1}-way, generation ICI-bound above {:.1}-way",
-            r.tp_limit_prefill, r.tp_limit_generate
+            r.tp_limit_prefill,
+            r.tp_limit_generate
         );
-        println!(
+        outln!(
             "smallest slice     {} ({} chips for weights + batch KV)",
             r.min_slice.clone().unwrap_or_else(|| "none offered".into()),
             r.min_chips
         );
-        println!(
+        outln!(
             "disaggregated      {:.3} prefill servers per generate server",
             r.disagg_prefill_per_generate
         );
     }
     if a.explain {
-        print!("{}", render_steps(&steps, a.explain_format));
+        out!("{}", render_steps(&steps, a.explain_format));
     }
     Ok(ExitCode::SUCCESS)
 }

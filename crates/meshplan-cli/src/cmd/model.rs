@@ -4,8 +4,6 @@
 //! only resolves the model argument (catalog name, HF `config.json`, model or
 //! scenario TOML) and renders the report as a table, JSON, or a derivation.
 
-#![allow(clippy::print_stdout)]
-
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -144,11 +142,11 @@ fn list(cat: &Catalog, a: &common::ListArgs) -> Result<ExitCode> {
             short(&m.source, 60),
         ]);
     }
-    print!(
+    out!(
         "{}",
         common::render_table(&table, &[2, 3, 4, 5, 6, 7, 8, 9, 10])
     );
-    println!(
+    outln!(
         "\n{} models. Params with SI prefixes (G = 1e9). `meshplan model show NAME` for exact counts.",
         rows.len()
     );
@@ -261,10 +259,10 @@ fn show(cat: &Catalog, a: &ShowArgs) -> Result<ExitCode> {
         common::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render_report(&spec, &r));
+    out!("{}", render_report(&spec, &r));
     if let Some(steps) = steps {
-        println!("\nDerivation:");
-        print!("{}", common::render_steps(&steps, a.explain_format));
+        outln!("\nDerivation:");
+        out!("{}", common::render_steps(&steps, a.explain_format));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,8 +5,6 @@
 //! with what would fit, is the answer); 2 only for input that cannot be
 //! understood (unknown model/chip, malformed scenario, bad units).
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -592,9 +590,9 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
                 "verdict": verdict, "suggestions": sugg,
             }))?;
         } else {
-            println!("No plan: {verdict}");
+            outln!("No plan: {verdict}");
             for s in sugg {
-                println!("  - {s}");
+                outln!("  - {s}");
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -626,16 +624,16 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
             &f.config(&inp.base),
             &mut rec,
         );
-        println!(
+        outln!(
             "Plan #{rank}: {} on {} — {}, {}",
             inp.spec.name,
             r.mesh,
             deg_str(f),
             sched_name(f)
         );
-        print!("{}", common::render_steps(rec.steps(), a.explain_format));
-        println!();
-        println!(
+        out!("{}", common::render_steps(rec.steps(), a.explain_format));
+        outln!();
+        outln!(
             "memory {} per chip (fits: {}), step {} (lower) … {} (upper), bound: {}",
             r.memory_per_device.total_bytes,
             if r.fits { "yes" } else { "no" },
@@ -736,7 +734,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    println!(
+    outln!(
         "{} on {} {} ({} chips), batch {} tokens × seq {}, objective {}",
         inp.spec.name,
         inp.chip.name,
@@ -746,7 +744,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         fmt_int(inp.base.seq_len),
         a.objective
     );
-    println!(
+    outln!(
         "searched {} candidates ({} evaluated over {} degree tuples{}) in {}; {} fit",
         fmt_int(res.candidates),
         fmt_int(res.evaluated),
@@ -760,16 +758,16 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         fmt_int(res.fitting)
     );
     match (&res.prediction_note, &s.profile) {
-        (Some(n), _) => println!("note: {n}"),
+        (Some(n), _) => outln!("note: {n}"),
         (None, Some(p)) => {
-            println!(
+            outln!(
                 "ranked by predicted step time (efficiency profile {}, {}); MFU (pred.) is a prediction; 'step ≥' is the roofline lower bound",
                 p.profile.chip, p.origin
             );
             let nodes = s.chip.nvlink.as_ref().map_or(1, |n| n.domain_size.max(1));
             let max = p.profile.calibrated_max_nodes;
             if max > 0 && s.topology.chips().div_ceil(nodes) > max {
-                println!(
+                outln!(
                     "note: {} nodes is beyond the {max} nodes this profile was fitted on; its job-size terms are held at {max} nodes — treat predicted times as indicative (see docs/fidelity.md)",
                     s.topology.chips().div_ceil(nodes)
                 );
@@ -846,7 +844,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
             }
             &[0, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14]
         };
-        print!("{}", common::render_table(&rows, right));
+        out!("{}", common::render_table(&rows, right));
     }
     let rej: Vec<String> = RejectReason::ALL
         .iter()
@@ -854,11 +852,11 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         .map(|r| format!("{} ({})", fmt_int(res.rejected_for(*r)), r.describe()))
         .collect();
     if !rej.is_empty() {
-        println!("rejected: {}", rej.join("; "));
+        outln!("rejected: {}", rej.join("; "));
     }
     if let (Some(f), Some(r)) = (&best_rej, &best_rej_report) {
         if !res.plans.is_empty() {
-            println!(
+            outln!(
                 "best rejected plan: {} on {} — {} per step, {} per chip: {}",
                 deg_str(f),
                 r.mesh,
@@ -869,9 +867,9 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         }
     }
     if let Some(v) = verdict {
-        println!("VERDICT: {v}");
+        outln!("VERDICT: {v}");
         for s in suggestions {
-            println!("  - {s}");
+            outln!("  - {s}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -953,8 +951,8 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         };
         let mut rec = Recorder::default();
         inference::evaluate(&spec, &chip, &p.query(&s), &mut rec)?;
-        println!("Plan #{rank}: {}", point_str(p));
-        print!("{}", common::render_steps(rec.steps(), a.explain_format));
+        outln!("Plan #{rank}: {}", point_str(p));
+        out!("{}", common::render_steps(rec.steps(), a.explain_format));
         return Ok(ExitCode::SUCCESS);
     }
     let reports: Vec<InferReport> = res
@@ -1010,7 +1008,7 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} on {} ({}), prompt {} + generate {} tokens, objective {}{}{}",
         spec.name,
         chip.name,
@@ -1026,7 +1024,7 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         s.tpot_slo
             .map_or(String::new(), |x| format!(", TPOT ≤ {}", fmt_si(x, "s"))),
     );
-    println!(
+    outln!(
         "searched {} candidates over {} slice shape(s) in {}; {} fit",
         fmt_int(res.candidates),
         res.slices.len(),
@@ -1075,12 +1073,12 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         for (i, p) in res.plans.iter().enumerate() {
             rows.push(row(i + 1, p));
         }
-        print!(
+        out!(
             "{}",
             common::render_table(&rows, &[0, 2, 3, 4, 8, 9, 10, 11, 12])
         );
     }
-    println!(
+    outln!(
         "Pareto front (TPOT vs tokens/s per chip, all fitting points): {} points",
         res.pareto.len()
     );
@@ -1095,7 +1093,7 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         rows.push(row(i + 1, p));
     }
     if rows.len() > 1 {
-        print!(
+        out!(
             "{}",
             common::render_table(&rows, &[0, 2, 3, 4, 8, 9, 10, 11, 12])
         );
@@ -1106,10 +1104,10 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         .map(|r| format!("{} ({})", fmt_int(res.rejected_for(*r)), r.describe()))
         .collect();
     if !rej.is_empty() {
-        println!("rejected: {}", rej.join("; "));
+        outln!("rejected: {}", rej.join("; "));
     }
     if let Some(v) = verdict {
-        println!("VERDICT: {v}");
+        outln!("VERDICT: {v}");
     }
     Ok(ExitCode::SUCCESS)
 }

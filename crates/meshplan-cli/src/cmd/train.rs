@@ -6,8 +6,6 @@
 //! `"feasible": false` / `"fits": false` in JSON); 2 only for input that
 //! cannot be understood (unknown model/chip, malformed scenario, bad units).
 
-#![allow(clippy::print_stdout)]
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -117,8 +115,8 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         let mut rec = Recorder::default();
         let mut r = analyze(&spec, &chip, &topo, &cfg, &mut rec);
         predicted::attach(&mut r, &spec, &chip, &cfg, profile.as_ref());
-        print!("{}", common::render_steps(rec.steps(), a.explain_format));
-        println!();
+        out!("{}", common::render_steps(rec.steps(), a.explain_format));
+        outln!();
         print_prediction(&r);
         print_verdicts(&r);
         return Ok(ExitCode::SUCCESS);
@@ -196,7 +194,7 @@ const EXTRAPOLATED: &str = "the job is larger than the profile was fitted on; it
 fn print_prediction(r: &TrainReport) {
     match (&r.predicted, &r.prediction_note) {
         (Some(p), _) => {
-            println!(
+            outln!(
                 "predicted (efficiency profile {}, {}): step {} (roofline {} … {}), MFU {:.1}% (roofline bound {:.1}%), {} tokens/s per device, peak memory {} of {} usable ({})",
                 p.profile,
                 p.profile_origin,
@@ -211,33 +209,33 @@ fn print_prediction(r: &TrainReport) {
                 if p.fits { "fits" } else { "does NOT fit" }
             );
             if p.extrapolated {
-                println!("note: {EXTRAPOLATED}");
+                outln!("note: {EXTRAPOLATED}");
             }
         }
-        (None, Some(n)) => println!("note: {n}"),
+        (None, Some(n)) => outln!("note: {n}"),
         (None, None) => {}
     }
 }
 
 fn print_verdicts(r: &TrainReport) {
     let q = &r.rules;
-    println!("Book rules (α = C/W = {}):", sig4(q.alpha));
-    println!(
+    outln!("Book rules (α = C/W = {}):", sig4(q.alpha));
+    outln!(
         "  pure DP:   {} — {}",
         if q.pure_dp.ok { "yes" } else { "no" },
         q.pure_dp.reason
     );
-    println!(
+    outln!(
         "  pure FSDP: {} — {}",
         if q.pure_fsdp.ok { "yes" } else { "no" },
         q.pure_fsdp.reason
     );
-    println!(
+    outln!(
         "  FSDP+TP:   {} — {}",
         if q.fsdp_tp.ok { "yes" } else { "no" },
         q.fsdp_tp.reason
     );
-    println!(
+    outln!(
         "  TP limit Y < M_Y·F/α = {}; X_opt = {} (M_X = {}, M_Y = {})",
         sig4(q.tp_max_degree),
         sig4(q.x_opt),
@@ -245,7 +243,7 @@ fn print_verdicts(r: &TrainReport) {
         q.fsdp_tp_m_y
     );
     if let Some(d) = q.dcn_min_batch_per_slice {
-        println!(
+        outln!(
             "  DCN data parallelism needs > {} tokens per slice",
             sig4(d)
         );
@@ -254,18 +252,27 @@ fn print_verdicts(r: &TrainReport) {
 
 fn print_human(r: &TrainReport) {
     let d = r.degrees;
-    println!(
+    outln!(
         "{} on {} ({}, {} chips): dp={} fsdp={} tp={} pp={} cp={} ep={}",
-        r.model, r.chip, r.mesh, r.chips, d.dp, d.fsdp, d.tp, d.pp, d.cp, d.ep
+        r.model,
+        r.chip,
+        r.mesh,
+        r.chips,
+        d.dp,
+        d.fsdp,
+        d.tp,
+        d.pp,
+        d.cp,
+        d.ep
     );
     if !r.feasible {
-        println!("INFEASIBLE:");
+        outln!("INFEASIBLE:");
         for x in &r.reasons {
-            println!("  - {x}");
+            outln!("  - {x}");
         }
     }
     for x in &r.notes {
-        println!("note: {x}");
+        outln!("note: {x}");
     }
     let m = &r.memory_per_device;
     let mut rows = vec![
@@ -348,31 +355,31 @@ fn print_human(r: &TrainReport) {
             ],
         ]);
     }
-    print!("{}", common::render_table(&rows, &[]));
+    out!("{}", common::render_table(&rows, &[]));
     if let Some(t) = r.step_time_at_mfu_s {
-        println!("step time at MFU: {t}");
+        outln!("step time at MFU: {t}");
     }
-    println!("tokens/s: {}", sig4(r.tokens_per_s));
+    outln!("tokens/s: {}", sig4(r.tokens_per_s));
     if let (Some(t), Some(h)) = (r.train_time_s, r.chip_hours) {
-        println!("train time: {} ({} chip-hours)", t.human(), sig4(h));
+        outln!("train time: {} ({} chip-hours)", t.human(), sig4(h));
     }
     if let Some(c) = r.cost_usd {
-        println!("cost: ${}", sig4(c));
+        outln!("cost: ${}", sig4(c));
     }
     if let Some(p) = &r.predicted {
         if let (Some(t), Some(h)) = (p.train_time_s, p.chip_hours) {
-            println!(
+            outln!(
                 "train time (predicted): {} ({} chip-hours)",
                 t.human(),
                 sig4(h)
             );
         }
         if let Some(c) = p.cost_usd {
-            println!("cost (predicted): ${}", sig4(c));
+            outln!("cost (predicted): ${}", sig4(c));
         }
     }
     if let Some(n) = &r.prediction_note {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
     if !r.comms.is_empty() {
         let mut rows = vec![vec![
@@ -393,7 +400,7 @@ fn print_human(r: &TrainReport) {
                 c.seconds.to_string(),
             ]);
         }
-        print!("{}", common::render_table(&rows, &[3, 4, 5]));
+        out!("{}", common::render_table(&rows, &[3, 4, 5]));
     }
     print_verdicts(r);
 }

@@ -1,7 +1,5 @@
 //! `meshplan validate` and `meshplan calibrate` (issue 7; `docs/fidelity.md`).
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -137,7 +135,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write '{}'", p.display()))?;
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({"summary": sum, "runs": rows, "skipped": skipped})
@@ -145,7 +143,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         if a.all || rows.len() <= 40 {
-            println!(
+            outln!(
                 "{:<22} {:<6} {:>5} {:<28} {:>9} {:>9} {:>7} {:>6} {:>6} {:>7} {:>7} {:>4}",
                 "id",
                 "model",
@@ -161,7 +159,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
                 "fits"
             );
             for r in &rows {
-                println!(
+                outln!(
                     "{:<22} {:<6} {:>5} {:<28} {:>9} {:>9.3} {:>7} {:>6} {:>6.1} {:>7} {:>7.1} {:>4}",
                     r.id,
                     r.model.chars().take(6).collect::<String>(),
@@ -177,33 +175,33 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
                     if r.fits { "yes" } else { "no" }
                 );
             }
-            println!();
+            outln!();
         }
-        println!(
+        outln!(
             "step time (clean completed runs): {}",
             line("all", &sum.step)
         );
-        println!(
+        outln!(
             "step time (every completed run):  {}",
             line("all", &sum.step_all)
         );
-        println!(
+        outln!(
             "peak memory (clean completed):    {}",
             line("all", &sum.memory)
         );
-        println!("\nby model (step | memory):");
+        outln!("\nby model (step | memory):");
         for (k, (s, m)) in &sum.by_model {
-            println!("  {}\n  {}", line(k, s), line("  memory", m));
+            outln!("  {}\n  {}", line(k, s), line("  memory", m));
         }
-        println!("by nodes (step | memory):");
+        outln!("by nodes (step | memory):");
         for (k, (s, m)) in &sum.by_nodes {
-            println!(
+            outln!(
                 "  {}\n  {}",
                 line(&format!("{k} nodes"), s),
                 line("  memory", m)
             );
         }
-        println!("by source:");
+        outln!("by source:");
         for (k, (s, _)) in &sum.by_source {
             // the profile each source was predicted with (chip@network)
             let profs: std::collections::BTreeSet<&str> = rows
@@ -211,14 +209,14 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
                 .filter(|r| &r.source == k)
                 .map(|r| r.profile.as_str())
                 .collect();
-            println!(
+            outln!(
                 "  {}  [profile {}]",
                 line(k, s),
                 profs.into_iter().collect::<Vec<_>>().join(", ")
             );
         }
         if sum.oom_runs > 0 {
-            println!(
+            outln!(
                 "OOM classification: {}/{} = {} (missed failures {}, false alarms {})",
                 sum.oom_correct,
                 sum.oom_runs,
@@ -226,7 +224,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
                 sum.oom_missed,
                 sum.oom_false_alarm
             );
-            println!(
+            outln!(
                 "  by model: {}",
                 sum.oom_by_model
                     .iter()
@@ -234,7 +232,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            println!(
+            outln!(
                 "  by nodes: {}",
                 sum.oom_by_nodes
                     .iter()
@@ -244,7 +242,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
             );
         }
         for p in &sum.pairs {
-            println!(
+            outln!(
                 "recompute pair {}: full/selective measured {:.3}, predicted {:.3} ({})",
                 p.pair,
                 p.measured,
@@ -253,7 +251,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
             );
         }
         for s in &skipped {
-            println!("skipped {s}");
+            outln!("skipped {s}");
         }
     }
     let mut fail = Vec::new();
@@ -294,7 +292,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for f in &fail {
-        eprintln!("validate: {f}");
+        errln!("validate: {f}");
     }
     Ok(if fail.is_empty() {
         ExitCode::SUCCESS
@@ -351,7 +349,7 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let c = calibrate(&fit_on, &start, a.iters, a.bootstrap);
     if !held.is_empty() {
         use meshplan_core::fidelity::calibrate::{median_error, Target};
-        eprintln!(
+        errln!(
             "held-apart half ({} runs, not fitted on): median |step-time error| {} -> {}; median |memory error| {} -> {}",
             held.len(),
             pct(median_error(&held, &start, Target::Time)),
@@ -360,11 +358,12 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             pct(median_error(&held, &c.profile, Target::Memory)),
         );
     }
-    eprintln!(
+    errln!(
         "calibrate: {} runs with step time, {} with peak memory",
-        c.n_time, c.n_mem
+        c.n_time,
+        c.n_mem
     );
-    eprintln!(
+    errln!(
         "  median |step-time error| {} -> {}; median |memory error| {} -> {}",
         pct(c.time_median_before),
         pct(c.time_median_after),
@@ -380,7 +379,7 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     );
     for (n, sd) in c.fitted.iter().zip(&c.stddev) {
         let v = p.get(EfficiencyProfile::index(n).unwrap_or(0));
-        eprintln!("  {n:<24} = {v:<12.6} ± {sd:.3e} (bootstrap)");
+        errln!("  {n:<24} = {v:<12.6} ± {sd:.3e} (bootstrap)");
         p.sources.insert(
             n.clone(),
             format!(
@@ -389,6 +388,6 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             ),
         );
     }
-    print!("{}", p.to_toml());
+    out!("{}", p.to_toml());
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::model::{Framework, RunSpec, Shape};
-use super::perr;
+use super::{perr, perr_at};
 use crate::error::Result;
 use crate::training::{Remat, Schedule};
 
@@ -116,9 +116,11 @@ fn fpos(s: &str) -> Option<f64> {
 /// ZeRO stage 0..=3 (checked before narrowing to `u8`, so 256 is not stage 0).
 fn zero_stage(z: u64, what: &str, row: usize) -> Result<u8> {
     u8::try_from(z).ok().filter(|z| *z <= 3).ok_or_else(|| {
-        perr(
+        perr_at(
             what,
-            format!("row {row}: ZeRO stage {z} is not 0, 1, 2 or 3"),
+            row,
+            Some("ZeRO"),
+            format!("ZeRO stage {z} is not 0, 1, 2 or 3"),
         )
     })
 }
@@ -142,23 +144,45 @@ fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
         ("vocab", s.vocab),
     ];
     if let Some((k, _)) = fields.iter().find(|(_, v)| *v == 0) {
-        return Err(perr(what, format!("row {row}: `{k}` must be at least 1")));
+        return Err(perr_at(what, row, Some(k), "must be at least 1"));
     }
     let gpus = spec
         .dp
         .checked_mul(spec.tp)
         .and_then(|x| x.checked_mul(spec.pp));
     if !gpus.is_some_and(|g| g <= spec.n_gpus) {
-        return Err(perr(
+        return Err(perr_at(
             what,
+            row,
+            None,
             format!(
-                "row {row}: DP × TP × PP = {} × {} × {} exceeds the {} GPUs",
+                "DP × TP × PP = {} × {} × {} exceeds the {} GPUs",
                 spec.dp, spec.tp, spec.pp, spec.n_gpus
             ),
         ));
     }
     Ok(())
 }
+
+/// The Playbook CSV columns read, in the order `parse_playbook_csv` indexes them.
+const PB_COLS: [&str; 16] = [
+    "model",
+    "Nodes",
+    "MBS",
+    "GradAcc",
+    "DP",
+    "PP",
+    "TP",
+    "ZeRO",
+    "gpu_mem_gb",
+    "status",
+    "seq_len",
+    "n_gpus",
+    "figure_marker",
+    "batch_consistent",
+    "step_time_s",
+    "mfu_recomputed_pct",
+];
 
 /// Parse `playbook_h100_runs.csv` (every row, completed or not).
 pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
@@ -171,40 +195,28 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             .position(|h| h == name)
             .ok_or_else(|| perr("playbook csv", format!("missing column `{name}`")))
     };
-    let c = [
-        "model",
-        "Nodes",
-        "MBS",
-        "GradAcc",
-        "DP",
-        "PP",
-        "TP",
-        "ZeRO",
-        "gpu_mem_gb",
-        "status",
-        "seq_len",
-        "n_gpus",
-        "figure_marker",
-        "batch_consistent",
-        "step_time_s",
-        "mfu_recomputed_pct",
-    ]
-    .iter()
-    .map(|n| col(n))
-    .collect::<Result<Vec<_>>>()?;
+    let c = PB_COLS.iter().map(|n| col(n)).collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for (i, line) in lines.enumerate() {
         let f = split_csv(line);
         let g = |k: usize| f.get(c[k]).map(String::as_str).unwrap_or("");
         let u = |k: usize| -> Result<u64> {
-            g(k).parse()
-                .map_err(|_| perr("playbook csv", format!("row {}: bad `{}`", i + 2, g(k))))
+            g(k).parse().map_err(|_| {
+                perr_at(
+                    "playbook csv",
+                    i + 2,
+                    Some(PB_COLS[k]),
+                    format!("bad number `{}`", g(k)),
+                )
+            })
         };
         let model = g(0).to_string();
         let shape = models.get(&model).cloned().ok_or_else(|| {
-            perr(
+            perr_at(
                 "playbook csv",
-                format!("row {}: unknown model {model}", i + 2),
+                i + 2,
+                Some("model"),
+                format!("unknown model {model}"),
             )
         })?;
         let completed = g(9) == "ok";
@@ -414,10 +426,7 @@ pub fn parse_calibration_csv(
         let un = |n: &str| get(n).and_then(|s| s.parse::<u64>().ok());
         let need = |n: &str| {
             un(n).ok_or_else(|| {
-                perr(
-                    "calibration csv",
-                    format!("row {}: column `{n}` missing or not a number", i + 2),
-                )
+                perr_at("calibration csv", i + 2, Some(n), "missing or not a number")
             })
         };
         let model = get("model").unwrap_or("custom").to_string();
@@ -437,12 +446,11 @@ pub fn parse_calibration_csv(
             }
         } else {
             lookup(&model).ok_or_else(|| {
-                perr(
+                perr_at(
                     "calibration csv",
-                    format!(
-                        "row {}: unknown model `{model}` and no shape columns",
-                        i + 2
-                    ),
+                    i + 2,
+                    Some("model"),
+                    format!("unknown model `{model}` and no shape columns"),
                 )
             })?
         };

@@ -29,12 +29,24 @@ use crate::hardware::Chip;
 pub use model::{peak_memory, predict, Prediction, RunSpec, Shape};
 pub use profile::{resolve_profile, EfficiencyProfile};
 
+/// A parse error without a known position (a whole-document check).
 pub(crate) fn perr(file: &str, msg: impl std::fmt::Display) -> Error {
+    perr_at(file, 0, None, msg)
+}
+
+/// A parse error at a line (a CSV row: its 1-based line in the file) and,
+/// when known, a field (the CSV column or TOML key).
+pub(crate) fn perr_at(
+    file: &str,
+    line: usize,
+    field: Option<&str>,
+    msg: impl std::fmt::Display,
+) -> Error {
     Error::Parse {
         file: file.into(),
-        line: 0,
+        line,
         column: 0,
-        field: None,
+        field: field.map(str::to_string),
         message: msg.to_string(),
     }
 }

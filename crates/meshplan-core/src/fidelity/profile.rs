@@ -263,33 +263,36 @@ const A100: &str = include_str!("../../../../data/profiles/a100-80gb.toml");
 impl EfficiencyProfile {
     /// Parse a profile TOML.
     pub fn parse(src: &str, file: &str) -> Result<Self> {
-        let p: EfficiencyProfile =
-            toml::from_str(src).map_err(|e| super::perr(file, e.to_string()))?;
-        p.check(file)?;
+        let p: EfficiencyProfile = crate::error::from_toml(src, file)?;
+        // range checks after parsing: point at the key's line in the text
+        let at = |key: &str, path: String, msg: String| {
+            let (line, column) = crate::error::toml_key_position(src, key);
+            crate::error::Error::Parse {
+                file: file.to_string(),
+                line,
+                column,
+                field: Some(path),
+                message: msg,
+            }
+        };
+        for (i, n) in PARAM_NAMES.iter().enumerate() {
+            let v = p.get(i);
+            if !v.is_finite() || v < 0.0 {
+                return Err(at(n, n.to_string(), format!("{v} must be finite and ≥ 0")));
+            }
+        }
         for (net, n) in &p.networks {
             for (k, v) in &n.params {
                 if Self::index(k).is_none() || !v.is_finite() || *v < 0.0 {
-                    return Err(super::perr(
-                        file,
-                        format!("networks.{net}.params.{k} = {v}: unknown parameter or < 0"),
+                    return Err(at(
+                        k,
+                        format!("networks.{net}.params.{k}"),
+                        format!("{v}: unknown parameter or < 0"),
                     ));
                 }
             }
         }
         Ok(p)
-    }
-
-    fn check(&self, file: &str) -> Result<()> {
-        for (i, n) in PARAM_NAMES.iter().enumerate() {
-            let v = self.get(i);
-            if !v.is_finite() || v < 0.0 {
-                return Err(super::perr(
-                    file,
-                    format!("{n} = {v} must be finite and ≥ 0"),
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// Render as TOML.
