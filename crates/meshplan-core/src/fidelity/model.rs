@@ -182,11 +182,14 @@ pub struct TimeBreakdown {
     pub memory_bound: f64,
     /// Exposed TP/SP collectives.
     pub tp_comm: f64,
+    /// Exposed context-parallel ring-attention K/V exchange.
+    pub cp_comm: f64,
     /// Exposed PP point-to-point.
     pub pp_comm: f64,
     /// Pipeline bubble.
     pub bubble: f64,
-    /// Exposed DP gradient reduction (and ZeRO parameter gather).
+    /// Exposed DP gradient reduction and ZeRO parameter gather (ZeRO-3/FSDP:
+    /// the per-micro-batch gathers and reduce-scatters not hidden by prefetch).
     pub dp_comm: f64,
     /// Optimizer update (HBM-bound).
     pub optimizer: f64,
@@ -297,7 +300,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         spec.dp.max(1),
         spec.cp.max(1),
     );
-    let (tpf, ppf, dpf) = (tp as f64, pp as f64, dp as f64);
+    let (tpf, ppf) = (tp as f64, pp as f64);
     let (d, f, v) = (s.d_model as f64, s.d_ff as f64, s.vocab as f64);
     let nh = (s.n_heads * s.d_head) as f64;
     let kh = (s.n_kv_heads * s.d_head) as f64;
@@ -336,8 +339,10 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
             2.0 * mm + 19.0 * elems / hbm_bw,
         )
     } else {
+        // with context parallelism the local queries attend to the whole
+        // (causal, load-balanced) sequence: the K/V length is seq_len, not seq/cp
         let causal = 0.5;
-        let fl = 4.0 * tok * seq * nh / tpf * causal;
+        let fl = 4.0 * tok * spec.seq_len as f64 * nh / tpf * causal;
         let t = fl / (peak * p.attention_efficiency);
         (fl, t, 2.5 * t) // FA2 backward = 2.5 × forward
     };
@@ -428,7 +433,31 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     // the Playbook, pp > 1 runs cost ~m × (host latency) at micro-batch 1 and
     // approach the compute time at micro-batch 8+, with the same tokens.
     let tp_bw_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + ring_lat);
-    let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer;
+    // ---------- context parallelism: ring attention passes the K/V chunks
+    // around the cp ranks (cp − 1 hops forward; K/V again plus dK/dV
+    // backward, 2(cp − 1)) while the chunk in hand is attended to, so only
+    // what exceeds the attention kernels and the first hop are exposed
+    // (Liu et al. 2023, Ring Attention; Megatron-LM context parallelism)
+    let cp_layer = if cp > 1 {
+        let cpf = cp as f64;
+        let (cp_per, cp_nodes) = group_layout(cp, tp, per_node);
+        let bw = coll_bw(p, chip, false, cp_per, cp_nodes);
+        let hop_lat = if cp_nodes > 1 {
+            p.inter_node_latency_s
+        } else {
+            p.collective_latency_s
+        };
+        let kv_bytes = 2.0 * tok * kh / tpf * 2.0; // K and V of the local chunk, bf16
+        let hop = kv_bytes / bw + hop_lat;
+        // a recomputed attention forward (any remat policy here) passes the
+        // K/V around the ring once more
+        let passes = if spec.remat == Remat::None { 3.0 } else { 4.0 };
+        let comm = passes * (cpf - 1.0) * hop;
+        (comm - layer_attn).max(0.0) + hop
+    } else {
+        0.0
+    };
+    let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp_layer;
     let host_tp = tp_ops_all * pp_stall;
     let host_layer = host_tp + p.layer_overhead_s;
     let head = t_head_mm + t_loss;
@@ -438,9 +467,9 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let (l_crit, head_crit) = critical_stage(spec, s, |n, h| gpu_path(n, h).max(host_path(n)));
     let head_f = if head_crit { 1.0 } else { 0.0 };
     let (gpu_mb, host_mb) = (gpu_path(l_crit, head_crit), host_path(l_crit));
-    let t_mb = gpu_mb.max(host_mb);
+    let t_mb_core = gpu_mb.max(host_mb);
     // the host stall is booked to TP communication and overhead in proportion
-    let stall = t_mb - gpu_mb;
+    let stall = t_mb_core - gpu_mb;
     let stall_tp = if host_mb > 0.0 {
         stall * l_crit * host_tp / host_mb
     } else {
@@ -450,7 +479,34 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let attn_total = m * l_crit * layer_attn;
     let ew_total = m * (l_crit * layer_ew + head_f * t_loss);
     let tp_total = m * (l_crit * tp_bw_layer + stall_tp);
+    let cp_total = m * l_crit * cp_layer;
     let mb_stall_over = stall - stall_tp;
+
+    // ---------- ZeRO-3 / FSDP: every micro-batch gathers the stage's bf16
+    // parameters for the forward and again for the backward (re-sharded after
+    // the forward) and reduce-scatters its gradients, over the data-parallel
+    // ranks (dp·cp). Prefetch runs these on their own stream under the
+    // micro-batch's compute; what exceeds it, and the first layer's gather,
+    // are exposed.
+    let stage_params = s.params() / ppf / tpf; // approximate (embeddings spread)
+    let grad_bytes = match spec.framework {
+        Framework::Nanotron => 4.0,
+        Framework::Megatron | Framework::Megatron2022 => 2.0,
+    };
+    let dpc = dp * cp; // data-parallel group: cp ranks hold the same parameters
+    let dpcf = dpc as f64;
+    let (dp_per, dp_nodes) = group_layout(dpc, tp, per_node);
+    let fsdp = spec.zero >= 3 && dpc > 1;
+    let fsdp_mb = if fsdp {
+        let bw = coll_bw(p, chip, false, dp_per, dp_nodes);
+        let comm = (dpcf - 1.0) / dpcf * stage_params * (2.0 + 2.0 + grad_bytes) / bw;
+        // one layer's forward gather has nothing to hide under
+        let first = comm * 2.0 / (2.0 + 2.0 + grad_bytes) / l_crit.max(1.0);
+        (comm - t_mb_core).max(0.0) + first
+    } else {
+        0.0
+    };
+    let t_mb = t_mb_core + fsdp_mb;
 
     // ---------- pipeline
     let v_st = if spec.schedule == Schedule::Interleaved {
@@ -485,32 +541,27 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         0.0
     };
 
-    // ---------- data parallel (once per step, after gradient accumulation)
-    let stage_params = s.params() / ppf / tpf; // approximate (embeddings spread)
-    let (dp_per, dp_nodes) = group_layout(dp, tp, per_node);
-    let grad_bytes = match spec.framework {
-        Framework::Nanotron => 4.0,
-        Framework::Megatron | Framework::Megatron2022 => 2.0,
-    };
-    let t_dp_raw = if dp <= 1 {
+    // ---------- data parallel (once per step, after gradient accumulation;
+    // ZeRO-3 / FSDP reduced per micro-batch above)
+    let t_dp_raw = if dpc <= 1 || fsdp {
         0.0
     } else if spec.zero >= 1 {
         // reduce-scatter of the gradients + all-gather of the bf16 parameters
         let bw = coll_bw(p, chip, false, dp_per, dp_nodes);
-        (dpf - 1.0) / dpf * stage_params * (grad_bytes + 2.0) / bw
+        (dpcf - 1.0) / dpcf * stage_params * (grad_bytes + 2.0) / bw
     } else {
         let bw = coll_bw(p, chip, true, dp_per, dp_nodes);
-        2.0 * (dpf - 1.0) / dpf * stage_params * grad_bytes / bw
+        2.0 * (dpcf - 1.0) / dpcf * stage_params * grad_bytes / bw
     };
-    let t_dp = t_dp_raw * (1.0 - p.dp_overlap);
+    let t_dp = t_dp_raw * (1.0 - p.dp_overlap) + m * fsdp_mb;
 
     // ---------- optimizer (HBM bound): ~34 B/param touched
-    let opt_params = stage_params / if spec.zero >= 1 { dpf } else { 1.0 };
+    let opt_params = stage_params / if spec.zero >= 1 { dpcf } else { 1.0 };
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
     let overhead = p.step_overhead_s + p.node_overhead_s * nodes_f + m * mb_stall_over;
     let compute_total = mm_total + attn_total + ew_total;
-    let total = compute_total + tp_total + bubble + t_pp + t_dp + t_opt + overhead;
+    let total = compute_total + tp_total + cp_total + bubble + t_pp + t_dp + t_opt + overhead;
 
     // ---------- roofline and model FLOPs
     let tokens = spec.tokens_per_step();
@@ -532,6 +583,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         attention: attn_total,
         memory_bound: ew_total,
         tp_comm: tp_total,
+        cp_comm: cp_total,
         pp_comm: t_pp,
         bubble,
         dp_comm: t_dp,
@@ -651,7 +703,9 @@ pub fn activation_bytes_per_token_layer(s: &Shape, tp: u64, sp: bool, remat: Rem
 pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> MemoryBreakdown {
     let _ = chip;
     let s = &spec.shape;
-    let (tp, pp, dp) = (spec.tp.max(1), spec.pp.max(1), spec.dp.max(1));
+    let (tp, pp) = (spec.tp.max(1), spec.pp.max(1));
+    // ZeRO shards over every data-parallel rank, the cp ranks included
+    let dp = spec.dp.max(1) * spec.cp.max(1);
     let (tpf, ppf, dpf) = (tp as f64, pp as f64, dp as f64);
     let (d, v) = (s.d_model as f64, s.vocab as f64);
     let l_stage = (s.n_layers as f64 / ppf).ceil();
@@ -667,7 +721,13 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
         let gb = (4.0 + p.grad_extra_bytes) * params; // fp32 accumulation buffer (+ bf16 grads)
         let ob = 12.0 * params / if spec.zero >= 1 { dpf } else { 1.0 };
         let gb = gb / if spec.zero >= 2 { dpf } else { 1.0 };
-        let pb = pb / if spec.zero >= 3 { dpf } else { 1.0 };
+        // ZeRO-3 / FSDP: the shard, plus the gathered bf16 weights of the
+        // layer in use and of the one being prefetched
+        let pb = if spec.zero >= 3 && dp > 1 {
+            pb / dpf + 2.0 * 2.0 * s.layer_params() / tpf
+        } else {
+            pb
+        };
         (pb, gb, ob)
     };
     // logits: bf16 [tok, V/tp] + fp32 copies (upcast, softmax, grad)

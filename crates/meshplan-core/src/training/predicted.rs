@@ -10,16 +10,15 @@
 //! |---|---|
 //! | `dp·fsdp` | `dp` |
 //! | `fsdp > 1` | `zero = 3` (the fsdp axis is ZeRO-3) |
-//! | `fsdp = 1` | `zero` as given (the fidelity model shards over `dp` only, not `dp·cp`) |
-//! | `tp`, `pp` | the same (`cp = 1`) |
+//! | `fsdp = 1` | `zero` as given (sharded over the `dp·cp` data-parallel ranks) |
+//! | `tp`, `pp`, `cp` | the same (ring attention for `cp > 1`) |
 //! | `microbatches` | `grad_acc` |
 //! | `⌈⌈⌈B/T⌉/(dp·fsdp)⌉/microbatches⌉` | `mbs` (uneven splits: the busiest replica, rounded up) |
 //! | `seq_len`, `remat`, `sequence_parallel`, `schedule`, `virtual_stages` | the same |
 //! | — | `framework = megatron`, bf16 mixed-precision Adam |
 //!
 //! Not predicted (the report says `prediction not available: <reason>`):
-//! MoE / `ep > 1`, context parallelism (`cp > 1`: its communication is not
-//! in the fidelity model, which would make cp look free), MLA, sliding-window attention, non-causal attention,
+//! MoE / `ep > 1`, MLA, sliding-window attention, non-causal attention,
 //! a compute dtype other than bf16, optimizers other than Adam/AdamW,
 //! hybrid sharding (`dp > 1` and `fsdp > 1` with ZeRO < 3), and more
 //! micro-batches than sequences per replica.
@@ -126,7 +125,6 @@ pub(crate) fn run_spec_unchecked(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unmapped {
     Ep,
-    Cp,
     Hybrid { dp: u64, fsdp: u64, zero: u8 },
     Empty,
     Micro { per: u64, m: u64 },
@@ -136,7 +134,6 @@ impl std::fmt::Display for Unmapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             Unmapped::Ep => f.write_str("expert parallelism is not modelled by the fidelity model"),
-            Unmapped::Cp => f.write_str("context parallelism is not modelled by the fidelity model (no ring-attention K/V exchange or cp gradient reduction)"),
             Unmapped::Hybrid { dp, fsdp, zero } => write!(
                 f,
                 "hybrid sharding (dp = {dp} replicas of fsdp = {fsdp} with ZeRO-{zero}) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks"
@@ -159,9 +156,6 @@ pub(crate) fn run_spec_for(
     let d = cfg.degrees;
     if d.ep > 1 {
         return Err(Unmapped::Ep);
-    }
-    if d.cp > 1 {
-        return Err(Unmapped::Cp);
     }
     if d.dp > 1 && d.fsdp > 1 && cfg.zero < 3 {
         return Err(Unmapped::Hybrid {
