@@ -348,6 +348,7 @@ fn llama7b_spec() -> meshplan_core::fidelity::RunSpec {
             vocab: 32000,
             tied_embeddings: false,
             gated: true,
+            moe: None,
         },
         n_gpus: 8,
         dp: 8,
@@ -363,6 +364,7 @@ fn llama7b_spec() -> meshplan_core::fidelity::RunSpec {
         schedule: Schedule::OneFOneB,
         virtual_stages: 1,
         framework: Framework::Megatron,
+        ep: 1,
     }
 }
 
@@ -447,7 +449,7 @@ fn ring_attention_hidden_but_for_one_hop() {
 }
 
 /// The reported parts add up to the predicted step time, for every Playbook
-/// run and for ZeRO-3 and context-parallel plans.
+/// run and for ZeRO-3, context-parallel and expert-parallel plans.
 #[test]
 fn time_parts_add_up() {
     let runs = parse_playbook_csv(FULL, MODELS).unwrap();
@@ -461,6 +463,16 @@ fn time_parts_add_up() {
     specs.push(meshplan_core::fidelity::RunSpec {
         n_gpus: 16,
         cp: 2,
+        ..z3.clone()
+    });
+    let cat = meshplan_core::Catalog::builtin();
+    let moe = meshplan_core::fidelity::Shape::from(&cat.model("mixtral-8x7b").unwrap().arch);
+    specs.push(meshplan_core::fidelity::RunSpec {
+        shape: moe,
+        ep: 8,
+        pp: 2,
+        n_gpus: 16,
+        grad_acc: 4,
         ..z3
     });
     for p in [prof("h100"), prof("h100").for_network("infiniband")] {
@@ -471,6 +483,7 @@ fn time_parts_add_up() {
                 + t.memory_bound
                 + t.tp_comm
                 + t.cp_comm
+                + t.ep_comm
                 + t.pp_comm
                 + t.bubble
                 + t.dp_comm
@@ -483,4 +496,68 @@ fn time_parts_add_up() {
             );
         }
     }
+}
+
+/// Mixtral-8x7B (E = 8, k = 2, F_e = 14,336): counts by hand.
+/// Per layer: attention 4,096·(4,096 + 2·1,024) + 4,096² = 41,943,040; experts
+/// 3·4,096·8·14,336 = 1,409,286,144; router 8·4,096 = 32,768; norms 8,192 →
+/// 1,451,270,144; ×32 + embeddings 2·32,000·4,096 + final norm 4,096 =
+/// 46,702,792,704 (the published 46.7B). Routed experts: 32·8·3·4,096·14,336 =
+/// 45,097,156,608. A token goes through k·F_e = 28,672 of FFN width.
+#[test]
+fn moe_shape_counts() {
+    let m = meshplan_core::Catalog::builtin()
+        .model("mixtral-8x7b")
+        .unwrap();
+    let s = meshplan_core::fidelity::Shape::from(&m.arch);
+    assert_eq!(s.params(), 46_702_792_704.0);
+    assert_eq!(s.expert_params(), 45_097_156_608.0);
+    assert_eq!(s.f_active(), 28_672.0);
+    assert_eq!(s.moe_frac(), 1.0);
+}
+
+/// Expert-parallel all-to-all for Mixtral on one DGX node (ep = dp = 8,
+/// tp = 1, one micro-batch of 4,096 tokens): each MoE layer moves the
+/// 2·4,096 routed token-rows of D = 4,096 bf16, 7/8 of them off-GPU, in
+/// 58,720,256 B / 369 GB/s + 7·3 µs = 180.13 µs, 4 times (dispatch + combine,
+/// forward and backward): 32 layers · 4 · 180.13 µs = 23.06 ms. The
+/// routed-expert parameters a GPU holds drop 8× with ep = 8.
+#[test]
+fn expert_parallel_all_to_all() {
+    let cat = meshplan_core::Catalog::builtin();
+    let chip = cat.chip("h100").unwrap();
+    let p = prof("h100").for_network("infiniband");
+    let shape = meshplan_core::fidelity::Shape::from(&cat.model("mixtral-8x7b").unwrap().arch);
+    let spec = meshplan_core::fidelity::RunSpec {
+        shape,
+        mbs: 1,
+        zero: 1,
+        ep: 8,
+        ..llama7b_spec()
+    };
+    let r = predict(&spec, chip, &p);
+    let want = 32.0 * 4.0 * (58_720_256.0 / 369e9 + 7.0 * 3e-6);
+    assert!(
+        ((r.time.ep_comm - want) / want).abs() < 2e-3,
+        "ep {}",
+        r.time.ep_comm
+    );
+    let no_ep = predict(
+        &meshplan_core::fidelity::RunSpec {
+            ep: 1,
+            ..spec.clone()
+        },
+        chip,
+        &p,
+    );
+    assert_eq!(no_ep.time.ep_comm, 0.0);
+    // bf16 weights: non-expert 1,605,636,096 + experts 45,097,156,608 / ep
+    // (the memory model counts layers and embeddings, not the final norm)
+    let want_w = |ep: f64| 2.0 * (46_702_788_608.0 - 45_097_156_608.0 * (1.0 - 1.0 / ep));
+    assert!(
+        (r.memory.params - want_w(8.0)).abs() < 1.0,
+        "{}",
+        r.memory.params
+    );
+    assert!((no_ep.memory.params - want_w(1.0)).abs() < 1.0);
 }

@@ -523,9 +523,13 @@ fn prediction_mapping_and_fallbacks() {
     assert!(p.step_time_s.get() > r.t_math_s.get() * 0.9);
     assert!(p.mfu > 0.05 && p.mfu < r.mfu_at_lower_bound, "{}", p.mfu);
     assert!(p.tokens_per_s_per_device > 0.0 && p.peak_memory_bytes.get() > 0.0);
-    // MoE: not modelled; TPU: no profile
+    // MoE is modelled (experts over ep, all-to-all); MLA is not; TPU: no profile
     let moe = cat.model("mixtral-8x7b").unwrap();
-    assert!(model_unsupported(moe, &TrainConfig::default()).is_some());
+    assert!(model_unsupported(moe, &TrainConfig::default()).is_none());
+    let mla = cat.model("deepseek-v3").unwrap();
+    assert!(model_unsupported(mla, &TrainConfig::default())
+        .unwrap()
+        .contains("latent attention"));
     assert!(active_profile(cat.chip("tpu-v5p").unwrap(), None)
         .unwrap()
         .is_none());
@@ -552,6 +556,23 @@ fn searches_without_predictions_say_why() {
     let r = tpu.run();
     assert!(!r.predicted && r.plans.iter().all(|p| p.pred.is_none()));
     assert_eq!(r.prediction_note.as_deref(), Some(NO_PROFILE_NOTE));
+    let mla = TrainSearch::new(
+        cat.model("deepseek-v3").unwrap(),
+        cat.chip("h100").unwrap(),
+        Topology::gpus(128, 8),
+        TrainConfig {
+            batch_tokens: 8 << 20,
+            ..base.clone()
+        },
+    );
+    let r = mla.run();
+    assert!(!r.predicted);
+    assert!(r
+        .prediction_note
+        .as_deref()
+        .unwrap()
+        .starts_with("prediction not available: multi-head latent attention"));
+    // MoE without MLA: ranked by predicted time, expert-parallel plans included
     let moe = TrainSearch::new(
         cat.model("mixtral-8x7b").unwrap(),
         cat.chip("h100").unwrap(),
@@ -562,13 +583,8 @@ fn searches_without_predictions_say_why() {
         },
     );
     let r = moe.run();
-    assert!(!r.predicted);
-    assert!(r
-        .prediction_note
-        .as_deref()
-        .unwrap()
-        .starts_with("prediction not available: mixture-of-experts"));
-    assert!(!r.plans.is_empty());
+    assert!(r.predicted, "{:?}", r.prediction_note);
+    assert!(!r.plans.is_empty() && r.plans.iter().all(|p| p.pred.is_some()));
 }
 
 #[test]

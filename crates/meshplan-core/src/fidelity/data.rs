@@ -89,6 +89,7 @@ pub fn parse_playbook_models(src: &str) -> Result<BTreeMap<String, Shape>> {
                     .and_then(|x| x.as_bool())
                     .unwrap_or(false),
                 gated: v.get("mlp").and_then(|x| x.as_str()) != Some("plain"),
+                moe: None,
             },
         );
     }
@@ -236,6 +237,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             schedule: Schedule::OneFOneB,
             virtual_stages: 1,
             framework: Framework::Nanotron,
+            ep: 1,
         };
         check_spec(&spec, "playbook csv", i + 2)?;
         out.push(Run {
@@ -302,6 +304,7 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
             vocab: u(&m["V"]).unwrap_or(51200),
             tied_embeddings: false,
             gated: false,
+            moe: None,
         };
         let (tp, pp, dp) = (
             u(&par["TP"]).unwrap_or(1),
@@ -340,6 +343,7 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
                 Schedule::OneFOneB
             },
             virtual_stages: vst,
+            ep: 1,
             // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
             framework: if id.starts_with("kor22") {
                 Framework::Megatron2022
@@ -443,6 +447,7 @@ pub fn parse_calibration_csv(
                 vocab: need("vocab")?,
                 tied_embeddings: un("tied").unwrap_or(0) == 1,
                 gated: true,
+                moe: None,
             }
         } else {
             lookup(&model).ok_or_else(|| {
@@ -481,6 +486,7 @@ pub fn parse_calibration_csv(
             schedule: Schedule::OneFOneB,
             virtual_stages: 1,
             framework,
+            ep: 1,
         };
         check_spec(&spec, "calibration csv", i + 2)?;
         let step = get("step_time_s").and_then(fpos);

@@ -7,7 +7,24 @@ use crate::hardware::Chip;
 use crate::model::{Arch, MlpKind};
 use crate::training::{Remat, Schedule};
 
-/// The transformer shape the model needs (dense decoder).
+/// The mixture-of-experts part of a [`Shape`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MoeShape {
+    /// E: routed experts per MoE layer.
+    pub n_experts: u64,
+    /// k: routed experts per token.
+    pub top_k: u64,
+    /// Width of a routed expert.
+    pub d_ff_expert: u64,
+    /// Shared experts every token uses.
+    pub n_shared: u64,
+    /// Width of a shared expert.
+    pub d_ff_shared: u64,
+    /// Leading dense layers (width F).
+    pub first_dense: u64,
+}
+
+/// The transformer shape the model needs (decoder; dense or MoE).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Shape {
     /// L.
@@ -28,6 +45,8 @@ pub struct Shape {
     pub tied_embeddings: bool,
     /// Gated (3-matrix) MLP.
     pub gated: bool,
+    /// Mixture of experts (`None` = dense).
+    pub moe: Option<MoeShape>,
 }
 
 impl From<&Arch> for Shape {
@@ -42,6 +61,21 @@ impl From<&Arch> for Shape {
             vocab: a.vocab,
             tied_embeddings: a.tied_embeddings,
             gated: a.mlp == MlpKind::Gated,
+            moe: a.moe.as_ref().map(|m| {
+                let fe = if m.d_ff_expert > 0 {
+                    m.d_ff_expert
+                } else {
+                    a.d_ff
+                };
+                MoeShape {
+                    n_experts: m.n_experts,
+                    top_k: m.top_k,
+                    d_ff_expert: fe,
+                    n_shared: m.n_shared_experts,
+                    d_ff_shared: if m.d_ff_shared > 0 { m.d_ff_shared } else { fe },
+                    first_dense: m.first_dense_layers.min(a.n_layers),
+                }
+            }),
         }
     }
 }
@@ -54,12 +88,66 @@ impl Shape {
             2.0
         }
     }
-    /// Parameters of one block (attention + MLP + 2 norms).
+    /// φ: the fraction of the layers that are MoE layers (0 when dense).
+    pub fn moe_frac(&self) -> f64 {
+        match &self.moe {
+            Some(m) if self.n_layers > 0 => {
+                (self.n_layers - m.first_dense.min(self.n_layers)) as f64 / self.n_layers as f64
+            }
+            _ => 0.0,
+        }
+    }
+    /// FFN width a token goes through, averaged over the layers: F on dense
+    /// layers, k·F_e + shared·F_s on MoE layers (FLOPs and activations).
+    pub fn f_active(&self) -> f64 {
+        let f = self.d_ff as f64;
+        match &self.moe {
+            Some(m) => {
+                let phi = self.moe_frac();
+                let moe = (m.top_k * m.d_ff_expert + m.n_shared * m.d_ff_shared) as f64;
+                (1.0 - phi) * f + phi * moe
+            }
+            None => f,
+        }
+    }
+    /// FFN width held in weights, averaged over the layers: F on dense
+    /// layers, E·F_e + shared·F_s on MoE layers (parameters).
+    pub fn f_total(&self) -> f64 {
+        let f = self.d_ff as f64;
+        match &self.moe {
+            Some(m) => {
+                let phi = self.moe_frac();
+                let moe = (m.n_experts * m.d_ff_expert + m.n_shared * m.d_ff_shared) as f64;
+                (1.0 - phi) * f + phi * moe
+            }
+            None => f,
+        }
+    }
+    /// Routed-expert parameters of all layers (the part expert parallelism shards).
+    pub fn expert_params(&self) -> f64 {
+        match &self.moe {
+            Some(m) => {
+                self.moe_frac()
+                    * self.n_layers as f64
+                    * m.n_experts as f64
+                    * self.mlp_mats()
+                    * self.d_model as f64
+                    * m.d_ff_expert as f64
+            }
+            None => 0.0,
+        }
+    }
+    /// Parameters of one block, averaged over the layers (attention + MLP or
+    /// experts and router + 2 norms).
     pub fn layer_params(&self) -> f64 {
-        let (d, f) = (self.d_model as f64, self.d_ff as f64);
+        let (d, f) = (self.d_model as f64, self.f_total());
         let nh = (self.n_heads * self.d_head) as f64;
         let kh = (self.n_kv_heads * self.d_head) as f64;
-        d * (nh + 2.0 * kh) + nh * d + self.mlp_mats() * d * f + 2.0 * d
+        let router = self
+            .moe
+            .as_ref()
+            .map_or(0.0, |m| self.moe_frac() * m.n_experts as f64 * d);
+        d * (nh + 2.0 * kh) + nh * d + self.mlp_mats() * d * f + router + 2.0 * d
     }
     /// Total parameters (embeddings once when tied).
     pub fn params(&self) -> f64 {
@@ -71,7 +159,8 @@ impl Shape {
     /// nanotron `get_flops` per token (variant A in the validation README):
     /// 3·[L·(2·D·NH + 4·D·KH + 4·N·T·H + 2·NH·D + 2·m·D·F) + 2·D·V], full attention.
     pub fn nanotron_flops_per_token(&self, seq: u64) -> f64 {
-        let (d, f, v) = (self.d_model as f64, self.d_ff as f64, self.vocab as f64);
+        // MoE: the FFN a token goes through (router GEMMs not counted)
+        let (d, f, v) = (self.d_model as f64, self.f_active(), self.vocab as f64);
         let nh = (self.n_heads * self.d_head) as f64;
         let kh = (self.n_kv_heads * self.d_head) as f64;
         let l = self.n_layers as f64;
@@ -143,6 +232,9 @@ pub struct RunSpec {
     pub virtual_stages: u64,
     /// Framework conventions.
     pub framework: Framework,
+    /// Expert-parallel degree (MoE; ep ranks are data-parallel ranks that
+    /// split the routed experts).
+    pub ep: u64,
 }
 
 impl RunSpec {
@@ -184,6 +276,8 @@ pub struct TimeBreakdown {
     pub tp_comm: f64,
     /// Exposed context-parallel ring-attention K/V exchange.
     pub cp_comm: f64,
+    /// Expert-parallel all-to-all (MoE dispatch and combine).
+    pub ep_comm: f64,
     /// Exposed PP point-to-point.
     pub pp_comm: f64,
     /// Pipeline bubble.
@@ -301,9 +395,12 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         spec.cp.max(1),
     );
     let (tpf, ppf) = (tp as f64, pp as f64);
-    let (d, f, v) = (s.d_model as f64, s.d_ff as f64, s.vocab as f64);
+    // F: the FFN width a token goes through (MoE: k experts + shared)
+    let (d, f, v) = (s.d_model as f64, s.f_active(), s.vocab as f64);
     let nh = (s.n_heads * s.d_head) as f64;
     let kh = (s.n_kv_heads * s.d_head) as f64;
+    let ep = spec.ep.max(1);
+    let epf = ep as f64;
     let seq = (spec.seq_len / cp) as f64;
     let tok = spec.mbs as f64 * seq; // tokens per micro-batch
     let l_stage = (s.n_layers as f64 / ppf).ceil();
@@ -311,17 +408,39 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let sp = spec.sequence_parallel && tp > 1;
 
     // ---------- compute per micro-batch, one stage
-    let gemms: [(f64, f64); 4] = [
-        (d, (nh + 2.0 * kh) / tpf),          // QKV
-        (nh / tpf, d),                       // attention out
-        (d, (s.mlp_mats() - 1.0) * f / tpf), // up (+gate)
-        (f / tpf, d),                        // down
+    let gemms: [(f64, f64); 2] = [
+        (d, (nh + 2.0 * kh) / tpf), // QKV
+        (nh / tpf, d),              // attention out
     ];
     let mut t_layer_mm_fwd = 0.0;
     for (k, n) in gemms {
         let fl = 2.0 * tok * k * n;
         t_layer_mm_fwd += fl / (peak * gemm_efficiency(p, tok, k, n));
     }
+    // MLP up (+gate) and down for `rows` token-rows of FFN width `width`,
+    // each GEMM `tall` rows high (its efficiency)
+    let mlp = |rows: f64, tall: f64, width: f64| -> f64 {
+        let up = (s.mlp_mats() - 1.0) * width / tpf;
+        let down = width / tpf;
+        2.0 * rows * d * up / (peak * gemm_efficiency(p, tall, d, up))
+            + 2.0 * rows * down * d / (peak * gemm_efficiency(p, tall, down, d))
+    };
+    let dense_mlp = mlp(tok, tok, s.d_ff as f64);
+    t_layer_mm_fwd += match &s.moe {
+        None => dense_mlp,
+        Some(mo) => {
+            // MoE layers: shared experts see every token; the k·tok routed
+            // token-rows land on the E/ep local experts, ep·tok·k/E rows each
+            // (short GEMMs); the router is a [tok, D] × [D, E] GEMM
+            let (k, e) = (mo.top_k as f64, mo.n_experts.max(1) as f64);
+            let tall = (epf * tok * k / e).max(1.0);
+            let moe_layer = mo.n_shared as f64 * mlp(tok, tok, mo.d_ff_shared as f64)
+                + mlp(tok * k, tall, mo.d_ff_expert as f64)
+                + 2.0 * tok * d * e / (peak * gemm_efficiency(p, tok, d, e));
+            let phi = s.moe_frac();
+            (1.0 - phi) * dense_mlp + phi * moe_layer
+        }
+    };
     let legacy_attn = spec.framework == Framework::Megatron2022;
     let (attn_fwd_flops, t_attn_fwd, t_attn_bwd) = if legacy_attn {
         // unfused attention core: full s×s scores (no causal skipping), two
@@ -457,7 +576,27 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     } else {
         0.0
     };
-    let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp_layer;
+    // ---------- expert parallelism: each MoE layer sends its k·tok routed
+    // token-rows to the experts' ranks and back (dispatch + combine), forward
+    // and backward (and again for a fully recomputed forward), all-to-all over
+    // the ep ranks, on the critical path (no overlap modelled)
+    let ep_layer = match &s.moe {
+        Some(mo) if ep > 1 => {
+            let (ep_per, ep_nodes) = group_layout(ep, tp, per_node);
+            let bw = coll_bw(p, chip, false, ep_per, ep_nodes);
+            let lat = if ep_nodes > 1 {
+                p.inter_node_latency_s
+            } else {
+                p.collective_latency_s
+            };
+            let rows = tok * mo.top_k as f64 / if sp { tpf } else { 1.0 };
+            let bytes = rows * d * 2.0 * (epf - 1.0) / epf;
+            let passes = if spec.remat == Remat::Full { 6.0 } else { 4.0 };
+            s.moe_frac() * passes * (bytes / bw + (epf - 1.0) * lat)
+        }
+        _ => 0.0,
+    };
+    let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp_layer + ep_layer;
     let host_tp = tp_ops_all * pp_stall;
     let host_layer = host_tp + p.layer_overhead_s;
     let head = t_head_mm + t_loss;
@@ -480,6 +619,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     let ew_total = m * (l_crit * layer_ew + head_f * t_loss);
     let tp_total = m * (l_crit * tp_bw_layer + stall_tp);
     let cp_total = m * l_crit * cp_layer;
+    let ep_total = m * l_crit * ep_layer;
     let mb_stall_over = stall - stall_tp;
 
     // ---------- ZeRO-3 / FSDP: every micro-batch gathers the stage's bf16
@@ -488,7 +628,8 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     // ranks (dp·cp). Prefetch runs these on their own stream under the
     // micro-batch's compute; what exceeds it, and the first layer's gather,
     // are exposed.
-    let stage_params = s.params() / ppf / tpf; // approximate (embeddings spread)
+    // approximate (embeddings spread); routed experts split over ep
+    let stage_params = (s.params() - s.expert_params() * (1.0 - 1.0 / epf)) / ppf / tpf;
     let grad_bytes = match spec.framework {
         Framework::Nanotron => 4.0,
         Framework::Megatron | Framework::Megatron2022 => 2.0,
@@ -561,7 +702,8 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     let overhead = p.step_overhead_s + p.node_overhead_s * nodes_f + m * mb_stall_over;
     let compute_total = mm_total + attn_total + ew_total;
-    let total = compute_total + tp_total + cp_total + bubble + t_pp + t_dp + t_opt + overhead;
+    let total =
+        compute_total + tp_total + cp_total + ep_total + bubble + t_pp + t_dp + t_opt + overhead;
 
     // ---------- roofline and model FLOPs
     let tokens = spec.tokens_per_step();
@@ -584,6 +726,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         memory_bound: ew_total,
         tp_comm: tp_total,
         cp_comm: cp_total,
+        ep_comm: ep_total,
         pp_comm: t_pp,
         bubble,
         dp_comm: t_dp,
@@ -628,7 +771,7 @@ pub fn pipeline_stages(spec: &RunSpec, s: &Shape) -> Vec<(u64, bool)> {
         v[pp as usize - 1].1 = true;
         return v;
     }
-    let (d, f, v) = (s.d_model as f64, s.d_ff as f64, s.vocab as f64);
+    let (d, f, v) = (s.d_model as f64, s.f_active(), s.vocab as f64);
     let layer = 4.0 * (s.n_heads * s.d_head) as f64 * d + s.mlp_mats() * f * d;
     let head = v * d;
     let total = s.n_layers as f64 * layer + head;
@@ -680,7 +823,7 @@ fn clamp_nodes(p: &EfficiencyProfile, nodes: u64) -> u64 {
 /// MLP input, gate/up/activation outputs. With SP everything is sharded by
 /// tp; without SP the D-wide tensors are replicated (Korthikanti et al. 2022).
 pub fn activation_bytes_per_token_layer(s: &Shape, tp: u64, sp: bool, remat: Remat) -> f64 {
-    let (d, f) = (s.d_model as f64, s.d_ff as f64);
+    let (d, f) = (s.d_model as f64, s.f_active());
     let nh = (s.n_heads * s.d_head) as f64;
     let kh = (s.n_kv_heads * s.d_head) as f64;
     let t = tp.max(1) as f64;
@@ -710,7 +853,9 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
     let (d, v) = (s.d_model as f64, s.vocab as f64);
     let l_stage = (s.n_layers as f64 / ppf).ceil();
     let emb = v * d / tpf;
-    let layers = l_stage * s.layer_params() / tpf;
+    let ep = spec.ep.max(1) as f64;
+    let expert_layer = s.expert_params() / s.n_layers.max(1) as f64;
+    let layers = l_stage * (s.layer_params() - expert_layer * (1.0 - 1.0 / ep)) / tpf;
     let sp = spec.sequence_parallel && tp > 1;
     let seq = (spec.seq_len / spec.cp.max(1)) as f64;
     let tok = spec.mbs as f64 * seq;

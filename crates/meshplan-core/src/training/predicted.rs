@@ -11,14 +11,14 @@
 //! | `dp·fsdp` | `dp` |
 //! | `fsdp > 1` | `zero = 3` (the fsdp axis is ZeRO-3) |
 //! | `fsdp = 1` | `zero` as given (sharded over the `dp·cp` data-parallel ranks) |
-//! | `tp`, `pp`, `cp` | the same (ring attention for `cp > 1`) |
+//! | `tp`, `pp`, `cp`, `ep` | the same (ring attention for `cp > 1`; MoE experts split over `ep`, all-to-all) |
 //! | `microbatches` | `grad_acc` |
 //! | `⌈⌈⌈B/T⌉/(dp·fsdp)⌉/microbatches⌉` | `mbs` (uneven splits: the busiest replica, rounded up) |
 //! | `seq_len`, `remat`, `sequence_parallel`, `schedule`, `virtual_stages` | the same |
 //! | — | `framework = megatron`, bf16 mixed-precision Adam |
 //!
 //! Not predicted (the report says `prediction not available: <reason>`):
-//! MoE / `ep > 1`, MLA, sliding-window attention, non-causal attention,
+//! MLA, sliding-window attention, non-causal attention,
 //! a compute dtype other than bf16, optimizers other than Adam/AdamW,
 //! hybrid sharding (`dp > 1` and `fsdp > 1` with ZeRO < 3), and more
 //! micro-batches than sequences per replica.
@@ -74,11 +74,6 @@ pub const NO_PROFILE_NOTE: &str = "no efficiency profile for this chip: times ar
 /// all (whatever the parallelism), if it cannot.
 pub fn model_unsupported(spec: &ModelSpec, cfg: &TrainConfig) -> Option<String> {
     let a = &spec.arch;
-    if a.moe.is_some() {
-        return Some(
-            "mixture-of-experts layers (and ep) are not modelled by the fidelity model".into(),
-        );
-    }
     if a.mla.is_some() {
         return Some("multi-head latent attention is not modelled by the fidelity model".into());
     }
@@ -124,7 +119,6 @@ pub(crate) fn run_spec_unchecked(
 /// when displayed, so the planner's hot loop rejects without allocating.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unmapped {
-    Ep,
     Hybrid { dp: u64, fsdp: u64, zero: u8 },
     Empty,
     Micro { per: u64, m: u64 },
@@ -133,7 +127,6 @@ pub(crate) enum Unmapped {
 impl std::fmt::Display for Unmapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
-            Unmapped::Ep => f.write_str("expert parallelism is not modelled by the fidelity model"),
             Unmapped::Hybrid { dp, fsdp, zero } => write!(
                 f,
                 "hybrid sharding (dp = {dp} replicas of fsdp = {fsdp} with ZeRO-{zero}) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks"
@@ -154,9 +147,6 @@ pub(crate) fn run_spec_for(
     cfg: &TrainConfig,
 ) -> std::result::Result<RunSpec, Unmapped> {
     let d = cfg.degrees;
-    if d.ep > 1 {
-        return Err(Unmapped::Ep);
-    }
     if d.dp > 1 && d.fsdp > 1 && cfg.zero < 3 {
         return Err(Unmapped::Hybrid {
             dp: d.dp,
@@ -194,6 +184,7 @@ pub(crate) fn run_spec_for(
         schedule: cfg.schedule,
         virtual_stages: cfg.virtual_stages.max(1),
         framework: Framework::Megatron,
+        ep: d.ep.max(1),
     })
 }
 
