@@ -501,12 +501,8 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         let bw = coll_bw(p, chip, true, tp_per, tp_nodes);
         (4.0, 2.0 * (tpf - 1.0) / tpf * act_bytes / bw)
     };
-    // stages are dp·tp ranks apart (tp innermost, then dp, then pp)
-    let pp_cross = pp > 1 && dp * tp >= per_node;
-    // latency of one collective: a ring over tp GPUs takes tp − 1 steps, each
-    // paced by the slowest hop (NVLink or the scale-out network); with the
-    // pipeline stages on other nodes every step stalls longer
-    // (`pp_tp_step_latency_s`, growing as (nodes of the TP group)^γ)
+    // stages are dp·cp·tp ranks apart (tp innermost, then cp and dp, then pp)
+    let pp_cross = pp > 1 && dp * cp * tp >= per_node;
     // per collective: a ring over tp GPUs takes tp − 1 steps, each paced by
     // the slowest hop (NVLink or the scale-out network) — GPU time; with the
     // pipeline stages on other nodes every step also stalls the host
@@ -544,13 +540,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     } else {
         p.microbatch_overhead_s * job_growth
     };
-    // A micro-batch runs on two paths at once: the GPU executes kernels and
-    // exposed collective transfers, while the host issues them and waits out
-    // the collective handshakes, the fixed per-layer costs and the job-size
-    // stalls. The host runs ahead of the GPU (the launch queue holds many
-    // layers), so a micro-batch takes the longer of the two, not their sum: on
-    // the Playbook, pp > 1 runs cost ~m × (host latency) at micro-batch 1 and
-    // approach the compute time at micro-batch 8+, with the same tokens.
+    // exposed TP transfers and ring steps (GPU time)
     let tp_bw_layer = tp_ops_all * (per_op * (1.0 - p.tp_overlap) + ring_lat);
     // ---------- context parallelism: ring attention passes the K/V chunks
     // around the cp ranks (cp − 1 hops forward; K/V again plus dK/dV
@@ -596,6 +586,13 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         }
         _ => 0.0,
     };
+    // A micro-batch runs on two paths at once: the GPU executes kernels and
+    // exposed collective transfers, while the host issues them and waits out
+    // the collective handshakes, the fixed per-layer costs and the job-size
+    // stalls. The host runs ahead of the GPU (the launch queue holds many
+    // layers), so a micro-batch takes the longer of the two, not their sum: on
+    // the Playbook, pp > 1 runs cost ~m × (host latency) at micro-batch 1 and
+    // approach the compute time at micro-batch 8+, with the same tokens.
     let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp_layer + ep_layer;
     let host_tp = tp_ops_all * pp_stall;
     let host_layer = host_tp + p.layer_overhead_s;

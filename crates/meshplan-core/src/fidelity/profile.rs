@@ -31,14 +31,17 @@ pub struct EfficiencyProfile {
     pub inter_node_efficiency: f64,
     /// Multi-node bandwidth decays as nodes^−γ (congestion, EFA / fat-tree).
     pub inter_node_congestion: f64,
-    /// Latency α of one ring step of a TP collective inside a node, seconds
-    /// (a ring over `tp` GPUs takes `tp − 1` steps).
+    /// Latency α of one ring step of a collective inside a node (TP, and the
+    /// cp / ep hops), seconds: GPU time; a ring over `tp` GPUs takes `tp − 1`
+    /// steps.
     pub collective_latency_s: f64,
     /// Fraction of TP/SP collective time hidden behind compute.
     pub tp_overlap: f64,
     /// Fraction of the last micro-batch's backward available to hide the DP reduction.
     pub dp_overlap: f64,
-    /// Fixed time per layer per micro-batch (launches, small kernels), seconds.
+    /// Host time per layer per micro-batch (kernel launches, Python), seconds:
+    /// a floor that overlaps the GPU work (a micro-batch takes the longer of
+    /// the host and GPU paths).
     pub layer_overhead_s: f64,
     /// Fixed time per optimizer step (data loading, logging, sync), seconds.
     pub step_overhead_s: f64,
@@ -51,15 +54,16 @@ pub struct EfficiencyProfile {
     /// Fraction of the per-GPU scale-out bandwidth a pipeline point-to-point
     /// transfer between nodes reaches (blocking send/recv, one NIC).
     pub p2p_efficiency: f64,
-    /// Latency of one ring step of a TP collective whose group spans nodes,
-    /// at 2 nodes (scaled by `(nodes/2)^latency_node_exponent`), seconds.
+    /// Latency of one ring step of a collective whose group spans nodes
+    /// (TP, cp / ep hops), seconds: GPU time.
     #[serde(default)]
     pub inter_node_latency_s: f64,
     /// Latency of one cross-node pipeline send/recv (scaled by
-    /// `nodes^latency_node_exponent`: stragglers and congestion grow with the job), seconds.
+    /// `nodes^p2p_node_exponent`: stragglers and congestion grow with the job), seconds.
     #[serde(default)]
     pub p2p_latency_s: f64,
-    /// How cross-node latencies grow with the number of nodes in the job.
+    /// γ: how the pipelined-TP stall (`pp_tp_step_latency_s`) grows with the
+    /// nodes the TP group spans, `(nodes of the group)^γ`.
     #[serde(default)]
     pub latency_node_exponent: f64,
     /// Fixed time per optimizer step per node (global syncs, barriers, loss
