@@ -97,31 +97,27 @@ impl Shape {
             _ => 0.0,
         }
     }
-    /// FFN width a token goes through, averaged over the layers: F on dense
-    /// layers, k·F_e + shared·F_s on MoE layers (FLOPs and activations).
-    pub fn f_active(&self) -> f64 {
+    /// FFN width averaged over the layers: F on dense layers, `moe(m)` on MoE
+    /// layers.
+    fn f_avg(&self, moe: impl Fn(&MoeShape) -> u64) -> f64 {
         let f = self.d_ff as f64;
         match &self.moe {
             Some(m) => {
                 let phi = self.moe_frac();
-                let moe = (m.top_k * m.d_ff_expert + m.n_shared * m.d_ff_shared) as f64;
-                (1.0 - phi) * f + phi * moe
+                (1.0 - phi) * f + phi * moe(m) as f64
             }
             None => f,
         }
     }
+    /// FFN width a token goes through, averaged over the layers: F on dense
+    /// layers, k·F_e + shared·F_s on MoE layers (FLOPs and activations).
+    pub fn f_active(&self) -> f64 {
+        self.f_avg(|m| m.top_k * m.d_ff_expert + m.n_shared * m.d_ff_shared)
+    }
     /// FFN width held in weights, averaged over the layers: F on dense
     /// layers, E·F_e + shared·F_s on MoE layers (parameters).
     pub fn f_total(&self) -> f64 {
-        let f = self.d_ff as f64;
-        match &self.moe {
-            Some(m) => {
-                let phi = self.moe_frac();
-                let moe = (m.n_experts * m.d_ff_expert + m.n_shared * m.d_ff_shared) as f64;
-                (1.0 - phi) * f + phi * moe
-            }
-            None => f,
-        }
+        self.f_avg(|m| m.n_experts * m.d_ff_expert + m.n_shared * m.d_ff_shared)
     }
     /// Routed-expert parameters of all layers (the part expert parallelism shards).
     pub fn expert_params(&self) -> f64 {
@@ -547,15 +543,19 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     // backward, 2(cp − 1)) while the chunk in hand is attended to, so only
     // what exceeds the attention kernels and the first hop are exposed
     // (Liu et al. 2023, Ring Attention; Megatron-LM context parallelism)
-    let cp_layer = if cp > 1 {
-        let cpf = cp as f64;
-        let (cp_per, cp_nodes) = group_layout(cp, tp, per_node);
-        let bw = coll_bw(p, chip, false, cp_per, cp_nodes);
-        let hop_lat = if cp_nodes > 1 {
+    // bandwidth and per-step latency of a group of `size` ranks `tp` apart
+    let link = |size: u64| -> (f64, f64) {
+        let (per, nodes) = group_layout(size, tp, per_node);
+        let lat = if nodes > 1 {
             p.inter_node_latency_s
         } else {
             p.collective_latency_s
         };
+        (coll_bw(p, chip, false, per, nodes), lat)
+    };
+    let cp_layer = if cp > 1 {
+        let cpf = cp as f64;
+        let (bw, hop_lat) = link(cp);
         let kv_bytes = 2.0 * tok * kh / tpf * 2.0; // K and V of the local chunk, bf16
         let hop = kv_bytes / bw + hop_lat;
         // a recomputed attention forward (any remat policy here) passes the
@@ -572,13 +572,7 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
     // the ep ranks, on the critical path (no overlap modelled)
     let ep_layer = match &s.moe {
         Some(mo) if ep > 1 => {
-            let (ep_per, ep_nodes) = group_layout(ep, tp, per_node);
-            let bw = coll_bw(p, chip, false, ep_per, ep_nodes);
-            let lat = if ep_nodes > 1 {
-                p.inter_node_latency_s
-            } else {
-                p.collective_latency_s
-            };
+            let (bw, lat) = link(ep);
             let rows = tok * mo.top_k as f64 / if sp { tpf } else { 1.0 };
             let bytes = rows * d * 2.0 * (epf - 1.0) / epf;
             let passes = if spec.remat == Remat::Full { 6.0 } else { 4.0 };
