@@ -116,6 +116,23 @@ fn calibrate_round_trip_through_hw_profile() {
     let p = tmp("cal.toml", &toml);
     let (code, _, err) = run(&["validate", SUBSET, "--hw-profile", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
+    // --hold-out: fit on the even half, report the held-apart half (90 of the
+    // subset's 177 clean runs) before and after
+    let (code, toml, err) = run(&[
+        "calibrate",
+        SUBSET,
+        "--chip",
+        "h100",
+        "--iters",
+        "100",
+        "--bootstrap",
+        "0",
+        "--hold-out",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(toml.contains("matmul_efficiency"));
+    assert!(err.contains("held-apart half (90 runs, not fitted on)"), "{err}");
+    assert!(err.contains("calibrate: 87 runs with step time"), "{err}");
 }
 
 #[test]
