@@ -131,7 +131,10 @@ fn calibrate_round_trip_through_hw_profile() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(toml.contains("matmul_efficiency"));
-    assert!(err.contains("held-apart half (90 runs, not fitted on)"), "{err}");
+    assert!(
+        err.contains("held-apart half (90 runs, not fitted on)"),
+        "{err}"
+    );
     assert!(err.contains("calibrate: 87 runs with step time"), "{err}");
 }
 

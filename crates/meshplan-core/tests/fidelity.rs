@@ -365,6 +365,7 @@ fn llama7b_spec() -> meshplan_core::fidelity::RunSpec {
         virtual_stages: 1,
         framework: Framework::Megatron,
         ep: 1,
+        fsdp: 1,
     }
 }
 
@@ -449,7 +450,7 @@ fn ring_attention_hidden_but_for_one_hop() {
 }
 
 /// The reported parts add up to the predicted step time, for every Playbook
-/// run and for ZeRO-3, context-parallel and expert-parallel plans.
+/// run and for ZeRO-3, hybrid-sharded, context-parallel and expert-parallel plans.
 #[test]
 fn time_parts_add_up() {
     let runs = parse_playbook_csv(FULL, MODELS).unwrap();
@@ -463,6 +464,13 @@ fn time_parts_add_up() {
     specs.push(meshplan_core::fidelity::RunSpec {
         n_gpus: 16,
         cp: 2,
+        ..z3.clone()
+    });
+    specs.push(meshplan_core::fidelity::RunSpec {
+        n_gpus: 16,
+        dp: 16,
+        fsdp: 8,
+        zero: 1,
         ..z3.clone()
     });
     let cat = meshplan_core::Catalog::builtin();
@@ -560,4 +568,40 @@ fn expert_parallel_all_to_all() {
         r.memory.params
     );
     assert!((no_ep.memory.params - want_w(1.0)).abs() < 1.0);
+}
+
+/// Hybrid sharding on 2 DGX nodes (dp·fsdp = 16: ZeRO-3 inside each node's
+/// 8 GPUs, ZeRO-1 across the 2 replicas). Inside: the per-micro-batch
+/// gathers hide but for the first layer's, 0.9987 ms (as in
+/// `fsdp_prefetch_hides_all_but_the_first_gather`). Across: each GPU's
+/// shard, P/8 = 842,301,952 parameters, is reduce-scattered (2 B) and
+/// all-gathered (2 B) between the 2 replicas over one 400 Gb/s NIC at 0.8:
+/// 1/2 · 842,301,952 · 4 B / 40 GB/s = 42.12 ms, 90 % overlapped → 4.212 ms.
+#[test]
+fn hybrid_sharding_splits_gathers_and_replica_reduction() {
+    let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
+    let p = prof("h100").for_network("infiniband");
+    let spec = meshplan_core::fidelity::RunSpec {
+        n_gpus: 16,
+        dp: 16,
+        fsdp: 8,
+        zero: 1,
+        ..llama7b_spec()
+    };
+    let r = predict(&spec, chip, &p);
+    let want = 4.212e-3 + 0.9987e-3;
+    assert!(
+        ((r.time.dp_comm - want) / want).abs() < 2e-3,
+        "dp {}",
+        r.time.dp_comm
+    );
+    // memory: the bf16 shard + two gathered layers, optimizer state / 8 / 2
+    let pm = 6_738_411_520.0;
+    let want_p = 2.0 * pm / 8.0 + 4.0 * 202_383_360.0;
+    assert!(
+        (r.memory.params - want_p).abs() < 1.0,
+        "{}",
+        r.memory.params
+    );
+    assert!((r.memory.optimizer - 12.0 * pm / 16.0).abs() < 1.0);
 }

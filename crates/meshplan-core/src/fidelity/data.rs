@@ -238,6 +238,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             virtual_stages: 1,
             framework: Framework::Nanotron,
             ep: 1,
+            fsdp: 1,
         };
         check_spec(&spec, "playbook csv", i + 2)?;
         out.push(Run {
@@ -344,6 +345,7 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
             },
             virtual_stages: vst,
             ep: 1,
+            fsdp: 1,
             // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
             framework: if id.starts_with("kor22") {
                 Framework::Megatron2022
@@ -487,6 +489,7 @@ pub fn parse_calibration_csv(
             virtual_stages: 1,
             framework,
             ep: 1,
+            fsdp: 1,
         };
         check_spec(&spec, "calibration csv", i + 2)?;
         let step = get("step_time_s").and_then(fpos);

@@ -231,6 +231,10 @@ pub struct RunSpec {
     /// Expert-parallel degree (MoE; ep ranks are data-parallel ranks that
     /// split the routed experts).
     pub ep: u64,
+    /// Hybrid sharding: a ZeRO-3 group of this many data-parallel ranks
+    /// (innermost), replicated across the rest with ZeRO stage `zero`
+    /// (1 = none; `zero = 3` shards over every data-parallel rank instead).
+    pub fsdp: u64,
 }
 
 impl RunSpec {
@@ -615,8 +619,9 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     // ---------- ZeRO-3 / FSDP: every micro-batch gathers the stage's bf16
     // parameters for the forward and again for the backward (re-sharded after
-    // the forward) and reduce-scatters its gradients, over the data-parallel
-    // ranks (dp·cp). Prefetch runs these on their own stream under the
+    // the forward) and reduce-scatters its gradients, over the shard group:
+    // every data-parallel rank (dp·cp) with ZeRO-3, the `fsdp` innermost ones
+    // with hybrid sharding. Prefetch runs these on their own stream under the
     // micro-batch's compute; what exceeds it, and the first layer's gather,
     // are exposed.
     // approximate (embeddings spread); routed experts split over ep
@@ -625,13 +630,13 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         Framework::Nanotron => 4.0,
         Framework::Megatron | Framework::Megatron2022 => 2.0,
     };
-    let dpc = dp * cp; // data-parallel group: cp ranks hold the same parameters
-    let dpcf = dpc as f64;
-    let (dp_per, dp_nodes) = group_layout(dpc, tp, per_node);
-    let fsdp = spec.zero >= 3 && dpc > 1;
-    let fsdp_mb = if fsdp {
-        let bw = coll_bw(p, chip, false, dp_per, dp_nodes);
-        let comm = (dpcf - 1.0) / dpcf * stage_params * (2.0 + 2.0 + grad_bytes) / bw;
+    let dpc = dp * cp; // data-parallel ranks: cp ranks hold the same parameters
+    let (shard, repl) = shard_groups(spec);
+    let (shardf, replf) = (shard as f64, repl as f64);
+    let fsdp_mb = if shard > 1 {
+        let (per, nodes) = group_layout(shard, tp, per_node);
+        let bw = coll_bw(p, chip, false, per, nodes);
+        let comm = (shardf - 1.0) / shardf * stage_params * (2.0 + 2.0 + grad_bytes) / bw;
         // one layer's forward gather has nothing to hide under
         let first = comm * 2.0 / (2.0 + 2.0 + grad_bytes) / l_crit.max(1.0);
         (comm - t_mb_core).max(0.0) + first
@@ -673,22 +678,28 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         0.0
     };
 
-    // ---------- data parallel (once per step, after gradient accumulation;
-    // ZeRO-3 / FSDP reduced per micro-batch above)
-    let t_dp_raw = if dpc <= 1 || fsdp {
+    // ---------- data parallel (once per step, after gradient accumulation)
+    // across the replicas of each shard (all of dp·cp without sharding, none
+    // with ZeRO-3: reduced per micro-batch above)
+    let repl_params = stage_params / shardf;
+    let t_dp_raw = if repl <= 1 {
         0.0
-    } else if spec.zero >= 1 {
-        // reduce-scatter of the gradients + all-gather of the bf16 parameters
-        let bw = coll_bw(p, chip, false, dp_per, dp_nodes);
-        (dpcf - 1.0) / dpcf * stage_params * (grad_bytes + 2.0) / bw
     } else {
-        let bw = coll_bw(p, chip, true, dp_per, dp_nodes);
-        2.0 * (dpcf - 1.0) / dpcf * stage_params * grad_bytes / bw
+        let (per, nodes) = group_layout(repl, tp * shard, per_node);
+        if spec.zero >= 1 {
+            // reduce-scatter of the gradients + all-gather of the bf16 parameters
+            let bw = coll_bw(p, chip, false, per, nodes);
+            (replf - 1.0) / replf * repl_params * (grad_bytes + 2.0) / bw
+        } else {
+            let bw = coll_bw(p, chip, true, per, nodes);
+            2.0 * (replf - 1.0) / replf * repl_params * grad_bytes / bw
+        }
     };
     let t_dp = t_dp_raw * (1.0 - p.dp_overlap) + m * fsdp_mb;
 
     // ---------- optimizer (HBM bound): ~34 B/param touched
-    let opt_params = stage_params / if spec.zero >= 1 { dpcf } else { 1.0 };
+    let opt_params = repl_params / if spec.zero >= 1 { replf } else { 1.0 };
+    debug_assert!(shard * repl == dpc.max(1));
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
     let overhead = p.step_overhead_s + p.node_overhead_s * nodes_f + m * mb_stall_over;
@@ -741,6 +752,21 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         extrapolated,
         time,
         memory,
+    }
+}
+
+/// (shard, replicas) of the data-parallel ranks (dp·cp): ZeRO-3 shards over
+/// all of them; hybrid sharding over `fsdp` of them (when it divides), each
+/// shard replicated across the rest; otherwise nothing is fully sharded.
+fn shard_groups(spec: &RunSpec) -> (u64, u64) {
+    let dpc = (spec.dp * spec.cp).max(1);
+    let f = spec.fsdp.max(1);
+    if spec.zero >= 3 {
+        (dpc, 1)
+    } else if f > 1 && dpc % f == 0 {
+        (f, dpc / f)
+    } else {
+        (1, dpc)
     }
 }
 
@@ -838,9 +864,11 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
     let _ = chip;
     let s = &spec.shape;
     let (tp, pp) = (spec.tp.max(1), spec.pp.max(1));
-    // ZeRO shards over every data-parallel rank, the cp ranks included
-    let dp = spec.dp.max(1) * spec.cp.max(1);
-    let (tpf, ppf, dpf) = (tp as f64, pp as f64, dp as f64);
+    // ZeRO shards over the data-parallel ranks, the cp ranks included: fully
+    // within a shard group, by stage across its replicas
+    let (shard, repl) = shard_groups(spec);
+    let (tpf, ppf) = (tp as f64, pp as f64);
+    let (sf, rf) = (shard as f64, repl as f64);
     let (d, v) = (s.d_model as f64, s.vocab as f64);
     let l_stage = (s.n_layers as f64 / ppf).ceil();
     let emb = v * d / tpf;
@@ -853,14 +881,15 @@ pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Memory
     let act_tl = activation_bytes_per_token_layer(s, tp, sp, spec.remat);
     let m = spec.grad_acc.max(1) as f64;
     let state = |params: f64| -> (f64, f64, f64) {
-        let pb = 2.0 * params;
-        let gb = (4.0 + p.grad_extra_bytes) * params; // fp32 accumulation buffer (+ bf16 grads)
-        let ob = 12.0 * params / if spec.zero >= 1 { dpf } else { 1.0 };
-        let gb = gb / if spec.zero >= 2 { dpf } else { 1.0 };
+        let pb = 2.0 * params / sf;
+        // fp32 accumulation buffer (+ bf16 grads)
+        let gb = (4.0 + p.grad_extra_bytes) * params / sf;
+        let ob = 12.0 * params / sf / if spec.zero >= 1 { rf } else { 1.0 };
+        let gb = gb / if spec.zero >= 2 { rf } else { 1.0 };
         // ZeRO-3 / FSDP: the shard, plus the gathered bf16 weights of the
         // layer in use and of the one being prefetched
-        let pb = if spec.zero >= 3 && dp > 1 {
-            pb / dpf + 2.0 * 2.0 * s.layer_params() / tpf
+        let pb = if shard > 1 {
+            pb + 2.0 * 2.0 * s.layer_params() / tpf
         } else {
             pb
         };

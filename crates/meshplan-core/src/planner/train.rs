@@ -73,8 +73,8 @@ pub enum RejectReason {
     Memory,
     /// The fidelity model's peak memory exceeds the profile's usable HBM.
     PredictedMemory,
-    /// The fidelity model cannot predict this plan (hybrid sharding,
-    /// more micro-batches than sequences); only when predictions rank the search.
+    /// The fidelity model cannot predict this plan (more micro-batches than
+    /// sequences); only when predictions rank the search.
     Unpredictable,
 }
 
@@ -134,7 +134,7 @@ impl RejectReason {
             RejectReason::Memory => "memory per device exceeds HBM",
             RejectReason::PredictedMemory => "predicted peak memory exceeds HBM (fidelity model)",
             RejectReason::Unpredictable => {
-                "the fidelity model cannot predict the plan (hybrid sharding or more micro-batches than sequences)"
+                "the fidelity model cannot predict the plan (more micro-batches than sequences)"
             }
         }
     }

@@ -9,7 +9,7 @@
 //! | TrainConfig | RunSpec |
 //! |---|---|
 //! | `dp·fsdp` | `dp` |
-//! | `fsdp > 1` | `zero = 3` (the fsdp axis is ZeRO-3) |
+//! | `fsdp > 1` | `zero = 3` when dp = 1 or ZeRO-3; with dp > 1 and ZeRO < 3, hybrid sharding: `fsdp` (a ZeRO-3 group inside dp·fsdp), `zero` across the replicas |
 //! | `fsdp = 1` | `zero` as given (sharded over the `dp·cp` data-parallel ranks) |
 //! | `tp`, `pp`, `cp`, `ep` | the same (ring attention for `cp > 1`; MoE experts split over `ep`, all-to-all) |
 //! | `microbatches` | `grad_acc` |
@@ -20,8 +20,7 @@
 //! Not predicted (the report says `prediction not available: <reason>`):
 //! MLA, sliding-window attention, non-causal attention,
 //! a compute dtype other than bf16, optimizers other than Adam/AdamW,
-//! hybrid sharding (`dp > 1` and `fsdp > 1` with ZeRO < 3), and more
-//! micro-batches than sequences per replica.
+//! and more micro-batches than sequences per replica.
 
 use serde::Serialize;
 
@@ -119,7 +118,6 @@ pub(crate) fn run_spec_unchecked(
 /// when displayed, so the planner's hot loop rejects without allocating.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unmapped {
-    Hybrid { dp: u64, fsdp: u64, zero: u8 },
     Empty,
     Micro { per: u64, m: u64 },
 }
@@ -127,10 +125,6 @@ pub(crate) enum Unmapped {
 impl std::fmt::Display for Unmapped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
-            Unmapped::Hybrid { dp, fsdp, zero } => write!(
-                f,
-                "hybrid sharding (dp = {dp} replicas of fsdp = {fsdp} with ZeRO-{zero}) is not modelled: the fidelity model has one ZeRO stage over all data-parallel ranks"
-            ),
             Unmapped::Empty => f.write_str("empty batch or sequence"),
             Unmapped::Micro { per, m } => write!(
                 f,
@@ -147,13 +141,6 @@ pub(crate) fn run_spec_for(
     cfg: &TrainConfig,
 ) -> std::result::Result<RunSpec, Unmapped> {
     let d = cfg.degrees;
-    if d.dp > 1 && d.fsdp > 1 && cfg.zero < 3 {
-        return Err(Unmapped::Hybrid {
-            dp: d.dp,
-            fsdp: d.fsdp,
-            zero: cfg.zero,
-        });
-    }
     let t = cfg.seq_len;
     if t == 0 || cfg.batch_tokens == 0 {
         return Err(Unmapped::Empty);
@@ -175,7 +162,13 @@ pub(crate) fn run_spec_for(
         tp: d.tp,
         pp: d.pp,
         cp: d.cp,
-        zero: if d.fsdp > 1 { 3 } else { cfg.zero.min(3) },
+        // fsdp alone (dp = 1) is ZeRO-3 over every data-parallel rank; with
+        // dp > 1 and ZeRO < 3 it is hybrid sharding (`fsdp` shards, replicated)
+        zero: if d.fsdp > 1 && (d.dp == 1 || cfg.zero >= 3) {
+            3
+        } else {
+            cfg.zero.min(3)
+        },
         mbs: per.div_ceil(m),
         grad_acc: m,
         seq_len: t,
@@ -185,6 +178,7 @@ pub(crate) fn run_spec_for(
         virtual_stages: cfg.virtual_stages.max(1),
         framework: Framework::Megatron,
         ep: d.ep.max(1),
+        fsdp: d.fsdp.max(1),
     })
 }
 
