@@ -483,15 +483,20 @@ fn prediction_mapping_and_fallbacks() {
         run_spec(spec, &c).unwrap_err(),
         "64 sequences per replica cannot fill 128 micro-batches"
     );
-    let mut r = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace);
-    let rl = r.step_time_lower_s;
-    attach(
-        &mut r,
-        spec,
-        chip,
-        &c,
-        active_profile(chip, None).unwrap().as_ref(),
-    );
+    // the roofline report with the prediction attached (or its note)
+    let with_prediction = |c: &TrainConfig| {
+        let mut r = analyze(spec, chip, &Topology::gpus(64, 8), c, &mut NoTrace);
+        attach(
+            &mut r,
+            spec,
+            chip,
+            c,
+            active_profile(chip, None).unwrap().as_ref(),
+        );
+        r
+    };
+    let rl = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace).step_time_lower_s;
+    let r = with_prediction(&c);
     assert!(r.predicted.is_none());
     assert!(r
         .prediction_note
@@ -500,15 +505,7 @@ fn prediction_mapping_and_fallbacks() {
         .starts_with("prediction not available:"));
     assert_eq!(r.step_time_lower_s, rl, "roofline untouched");
     // a supported plan: the prediction is above the compute roofline, MFU below 1
-    let c = cfg(8, 1, 8, 1, 1, 1, 1);
-    let mut r = analyze(spec, chip, &Topology::gpus(64, 8), &c, &mut NoTrace);
-    attach(
-        &mut r,
-        spec,
-        chip,
-        &c,
-        active_profile(chip, None).unwrap().as_ref(),
-    );
+    let r = with_prediction(&cfg(8, 1, 8, 1, 1, 1, 1));
     let p = r.predicted.as_ref().unwrap();
     assert!(p.step_time_s.get() > r.t_math_s.get() * 0.9);
     assert!(p.mfu > 0.05 && p.mfu < r.mfu_at_lower_bound, "{}", p.mfu);
