@@ -605,3 +605,36 @@ fn hybrid_sharding_splits_gathers_and_replica_reduction() {
     );
     assert!((r.memory.optimizer - 12.0 * pm / 16.0).abs() < 1.0);
 }
+
+/// `stage_extremes` (allocation-free, used by every prediction) agrees with
+/// the explicit stage list `pipeline_stages` for the Playbook shapes and the
+/// catalog's dense models, every pp from 1 to 64, both frameworks.
+#[test]
+fn stage_extremes_match_the_stage_list() {
+    use meshplan_core::fidelity::model::{pipeline_stages, stage_extremes, Framework};
+    let runs = parse_playbook_csv(CSV, MODELS).unwrap();
+    let mut shapes: Vec<_> = runs.iter().map(|r| r.spec.shape.clone()).collect();
+    shapes.dedup();
+    let cat = meshplan_core::Catalog::builtin();
+    for m in ["llama-2-7b", "llama-3.1-405b", "mixtral-8x7b"] {
+        shapes.push(meshplan_core::fidelity::Shape::from(
+            &cat.model(m).unwrap().arch,
+        ));
+    }
+    for shape in shapes {
+        for pp in 1..=64u64 {
+            for framework in [Framework::Nanotron, Framework::Megatron] {
+                let spec = meshplan_core::fidelity::RunSpec {
+                    shape: shape.clone(),
+                    pp,
+                    framework,
+                    ..llama7b_spec()
+                };
+                let st = pipeline_stages(&spec, &spec.shape);
+                let plain = st.iter().filter(|s| !s.1).map(|s| s.0).max().unwrap_or(0);
+                let head = st.iter().find(|s| s.1).unwrap().0;
+                assert_eq!(stage_extremes(&spec, &spec.shape), (plain, head), "pp {pp}");
+            }
+        }
+    }
+}

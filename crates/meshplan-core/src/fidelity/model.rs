@@ -809,18 +809,53 @@ pub fn pipeline_stages(spec: &RunSpec, s: &Shape) -> Vec<(u64, bool)> {
     out
 }
 
-/// The pipeline stage with the largest `cost(layers, has_head)`.
-fn critical_stage(spec: &RunSpec, s: &Shape, cost: impl Fn(f64, bool) -> f64) -> (f64, bool) {
-    pipeline_stages(spec, s)
-        .into_iter()
-        .map(|(n, h)| (n as f64, h))
-        .fold((0.0, false), |best, (n, h)| {
-            if cost(n, h) > cost(best.0, best.1) {
-                (n, h)
-            } else {
-                best
+/// The most layers on a stage without the LM head, and the layers on the
+/// stage with it — the two candidates for the critical stage, since a stage's
+/// cost grows with its layers. The same split as [`pipeline_stages`], without
+/// building it (the planner calls this for every candidate it predicts).
+pub fn stage_extremes(spec: &RunSpec, s: &Shape) -> (u64, u64) {
+    let pp = spec.pp.max(1);
+    if pp == 1 {
+        return (0, s.n_layers);
+    }
+    if spec.framework != Framework::Nanotron {
+        let ls = s.n_layers.div_ceil(pp);
+        return (ls, ls);
+    }
+    let (d, f, v) = (s.d_model as f64, s.f_active(), s.vocab as f64);
+    let layer = 4.0 * (s.n_heads * s.d_head) as f64 * d + s.mlp_mats() * f * d;
+    let head = v * d;
+    let total = s.n_layers as f64 * layer + head;
+    let (mut r, mut cum, mut cur, mut plain, mut with_head) = (0u64, 0.0, 0u64, 0u64, 0u64);
+    for i in 0..=s.n_layers {
+        if i < s.n_layers {
+            cum += layer;
+            cur += 1;
+        } else {
+            cum += head;
+            with_head = cur;
+        }
+        if cum > total * (r as f64 + 1.0) / pp as f64 && r + 1 < pp {
+            if i < s.n_layers {
+                plain = plain.max(cur);
             }
-        })
+            r += 1;
+            cur = 0;
+        }
+    }
+    (plain, with_head)
+}
+
+/// The pipeline stage with the largest `cost(layers, has_head)` (the first
+/// such stage when two cost the same: the plain ones come first).
+fn critical_stage(spec: &RunSpec, s: &Shape, cost: impl Fn(f64, bool) -> f64) -> (f64, bool) {
+    let (plain, with_head) = stage_extremes(spec, s);
+    let (plain, with_head) = (plain as f64, with_head as f64);
+    if plain > 0.0 && cost(plain, false) >= cost(with_head, true) {
+        (plain, false)
+    } else {
+        (with_head, true)
+    }
 }
 
 /// Node count used in the terms that grow with the job: held at the largest
