@@ -99,18 +99,25 @@ fn validate_published_pairs() {
     }
 }
 
-#[test]
-fn calibrate_round_trip_through_hw_profile() {
-    let (code, toml, err) = run(&[
+/// `meshplan calibrate SUBSET --chip h100 --bootstrap 0 --iters N [extra…]`.
+fn calibrate_subset(iters: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
         "calibrate",
         SUBSET,
         "--chip",
         "h100",
-        "--iters",
-        "150",
         "--bootstrap",
         "0",
-    ]);
+        "--iters",
+        iters,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn calibrate_round_trip_through_hw_profile() {
+    let (code, toml, err) = calibrate_subset("150", &[]);
     assert_eq!(code, 0, "{err}");
     assert!(toml.contains("matmul_efficiency"), "{toml}");
     let p = tmp("cal.toml", &toml);
@@ -118,17 +125,7 @@ fn calibrate_round_trip_through_hw_profile() {
     assert_eq!(code, 0, "{err}");
     // --hold-out: fit on the even half, report the held-apart half (90 of the
     // subset's 177 clean runs) before and after
-    let (code, toml, err) = run(&[
-        "calibrate",
-        SUBSET,
-        "--chip",
-        "h100",
-        "--iters",
-        "100",
-        "--bootstrap",
-        "0",
-        "--hold-out",
-    ]);
+    let (code, toml, err) = calibrate_subset("100", &["--hold-out"]);
     assert_eq!(code, 0, "{err}");
     assert!(toml.contains("matmul_efficiency"));
     assert!(
