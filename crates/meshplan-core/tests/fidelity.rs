@@ -638,3 +638,45 @@ fn stage_extremes_match_the_stage_list() {
         }
     }
 }
+
+/// The calibration CSV takes cp, ep and fsdp columns (a catalog MoE model
+/// brings its experts) and says which column is wrong.
+#[test]
+fn calibration_csv_parallel_columns() {
+    use meshplan_core::fidelity::data::parse_calibration_csv;
+    let cat = meshplan_core::Catalog::builtin();
+    let lookup = |n: &str| {
+        cat.model(n)
+            .ok()
+            .map(|m| meshplan_core::fidelity::Shape::from(&m.arch))
+    };
+    let head = "model,n_gpus,dp,tp,pp,cp,ep,fsdp,zero,mbs,grad_acc,seq_len,step_time_s\n";
+    let ok = format!("{head}mixtral-8x7b,128,16,4,1,2,8,4,1,1,4,8192,10\n");
+    let runs = parse_calibration_csv(&ok, "h100", &lookup).unwrap();
+    let s = &runs[0].spec;
+    assert_eq!((s.cp, s.ep, s.fsdp), (2, 8, 4));
+    assert!(s.shape.moe.is_some());
+    for (row, msg) in [
+        (
+            "llama-2-7b,128,16,4,1,2,8,1,1,1,4,8192,10",
+            "csv:2: field `ep`: expert parallelism needs a mixture-of-experts model",
+        ),
+        (
+            "mixtral-8x7b,128,16,4,1,2,1,3,1,1,4,8192,10",
+            "field `fsdp`: fsdp = 3 does not divide the 32 data-parallel ranks",
+        ),
+        (
+            "mixtral-8x7b,64,16,4,1,2,1,1,1,1,4,8192,10",
+            "DP × TP × PP × CP = 16 × 4 × 1 × 2 exceeds the 64 GPUs",
+        ),
+        (
+            "mixtral-8x7b,64,16,4,1,0,1,1,1,1,4,8192,10",
+            "field `cp`: must be at least 1",
+        ),
+    ] {
+        let e = parse_calibration_csv(&format!("{head}{row}\n"), "h100", &lookup)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(msg), "{row}: {e}");
+    }
+}

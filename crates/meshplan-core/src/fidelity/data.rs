@@ -136,6 +136,9 @@ fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
         ("dp", spec.dp),
         ("tp", spec.tp),
         ("pp", spec.pp),
+        ("cp", spec.cp),
+        ("ep", spec.ep),
+        ("fsdp", spec.fsdp),
         ("mbs", spec.mbs),
         ("grad_acc", spec.grad_acc),
         ("seq_len", spec.seq_len),
@@ -150,16 +153,37 @@ fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
     let gpus = spec
         .dp
         .checked_mul(spec.tp)
-        .and_then(|x| x.checked_mul(spec.pp));
+        .and_then(|x| x.checked_mul(spec.pp))
+        .and_then(|x| x.checked_mul(spec.cp));
     if !gpus.is_some_and(|g| g <= spec.n_gpus) {
         return Err(perr_at(
             what,
             row,
             None,
             format!(
-                "DP × TP × PP = {} × {} × {} exceeds the {} GPUs",
-                spec.dp, spec.tp, spec.pp, spec.n_gpus
+                "DP × TP × PP × CP = {} × {} × {} × {} exceeds the {} GPUs",
+                spec.dp, spec.tp, spec.pp, spec.cp, spec.n_gpus
             ),
+        ));
+    }
+    // both fit in u64: dp·cp ≤ the GPUs (checked above)
+    let data = spec.dp * spec.cp;
+    for (k, v) in [("ep", spec.ep), ("fsdp", spec.fsdp)] {
+        if data % v != 0 {
+            return Err(perr_at(
+                what,
+                row,
+                Some(k),
+                format!("{k} = {v} does not divide the {data} data-parallel ranks (dp·cp)"),
+            ));
+        }
+    }
+    if spec.ep > 1 && s.moe.is_none() {
+        return Err(perr_at(
+            what,
+            row,
+            Some("ep"),
+            "expert parallelism needs a mixture-of-experts model",
         ));
     }
     Ok(())
@@ -399,10 +423,13 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
 ///
 /// `model,n_layers,d_model,d_ff,n_heads,n_kv_heads,d_head,vocab,n_gpus,dp,tp,pp,zero,mbs,grad_acc,seq_len,step_time_s,peak_mem_gb`
 ///
-/// `model` may be a catalog name (then the shape columns may be empty) or a
-/// label with the shape columns filled. Optional columns: `tied`
-/// (0/1), `remat` (none/full/selective), `sp` (0/1, default 1 when tp > 1),
-/// `framework` (nanotron/megatron, default nanotron), `peak_mem_gb`.
+/// `model` may be a catalog name (then the shape columns may be empty; a
+/// catalog MoE model brings its experts) or a label with the shape columns
+/// filled (dense). Optional columns: `tied` (0/1), `remat`
+/// (none/full/selective), `sp` (0/1, default 1 when tp > 1), `framework`
+/// (nanotron/megatron, default nanotron), `cp`, `ep`, `fsdp` (default 1; ep
+/// and fsdp count data-parallel ranks: each must divide dp·cp, ep needs a MoE
+/// model; fsdp > 1 with zero < 3 is hybrid sharding), `peak_mem_gb`.
 pub const CALIB_COLUMNS: &str = "model,n_layers,d_model,d_ff,n_heads,n_kv_heads,d_head,vocab,tied,n_gpus,dp,tp,pp,zero,mbs,grad_acc,seq_len,step_time_s,peak_mem_gb";
 
 /// Parse a calibration CSV; `lookup` resolves catalog model names.
@@ -478,7 +505,7 @@ pub fn parse_calibration_csv(
             dp: un("dp").unwrap_or(1),
             tp,
             pp: un("pp").unwrap_or(1),
-            cp: 1,
+            cp: un("cp").unwrap_or(1),
             zero: zero_stage(un("zero").unwrap_or(0), "calibration csv", i + 2)?,
             mbs: need("mbs")?,
             grad_acc: un("grad_acc").unwrap_or(1),
@@ -488,8 +515,8 @@ pub fn parse_calibration_csv(
             schedule: Schedule::OneFOneB,
             virtual_stages: 1,
             framework,
-            ep: 1,
-            fsdp: 1,
+            ep: un("ep").unwrap_or(1),
+            fsdp: un("fsdp").unwrap_or(1),
         };
         check_spec(&spec, "calibration csv", i + 2)?;
         let step = get("step_time_s").and_then(fpos);
