@@ -606,13 +606,29 @@ fn hybrid_sharding_splits_gathers_and_replica_reduction() {
     assert!((r.memory.optimizer - 12.0 * pm / 16.0).abs() < 1.0);
 }
 
-/// `stage_extremes` (allocation-free, used by every prediction) agrees with
-/// the explicit stage list `pipeline_stages` for the Playbook shapes and the
-/// catalog's dense models, every pp from 1 to 64, both frameworks.
+/// The nanotron stage split by hand, and `stage_extremes` (allocation-free,
+/// used by every prediction) against the explicit stage list
+/// `pipeline_stages` for the Playbook shapes and catalog models, every pp from
+/// 1 to 64, both frameworks.
 #[test]
 fn stage_extremes_match_the_stage_list() {
     use meshplan_core::fidelity::model::{pipeline_stages, stage_extremes, Framework};
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
+    // by hand, the Playbook 1B on pp = 4 (nanotron): a layer costs
+    // 4·2,048² + 3·8,192·2,048 = 67,108,864, the head 131,072·2,048 = 4 layers,
+    // 20 layer-equivalents in all, 5 per rank; a rank takes blocks until its
+    // cumulative cost passes 5, 10, 15: layers 1-6 | 7-11 | 12-16 | the head
+    let one_b = runs.iter().find(|r| r.model == "1B").unwrap();
+    let spec = meshplan_core::fidelity::RunSpec {
+        pp: 4,
+        framework: Framework::Nanotron,
+        ..one_b.spec.clone()
+    };
+    assert_eq!(
+        pipeline_stages(&spec, &spec.shape),
+        vec![(6, false), (5, false), (5, false), (0, true)]
+    );
+    assert_eq!(stage_extremes(&spec, &spec.shape), (6, 0));
     let mut shapes: Vec<_> = runs.iter().map(|r| r.spec.shape.clone()).collect();
     shapes.dedup();
     let cat = meshplan_core::Catalog::builtin();
@@ -679,4 +695,37 @@ fn calibration_csv_parallel_columns() {
             .to_string();
         assert!(e.contains(msg), "{row}: {e}");
     }
+}
+
+/// Hostile published-runs entries: degrees beyond the GPUs, or a micro-batch
+/// and sequence whose product overflows u64, are a clear error (before: an
+/// arithmetic overflow panic in debug builds), naming the entry.
+#[test]
+fn hostile_published_entries() {
+    let base: serde_json::Value = serde_json::from_str(PUBLISHED).unwrap();
+    let id = base[0]["id"].as_str().unwrap().to_string();
+    let with = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = base.clone();
+        f(&mut v[0]);
+        parse_published_json(&v.to_string())
+    };
+    let e = with(&|e| e["parallelism"]["DP"] = u64::MAX.into()).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("published json `{id}`")),
+        "{e}"
+    );
+    assert!(e.to_string().contains("exceeds"), "{e}");
+    let e = with(&|e| e["model"]["L"] = 0.into()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("field `n_layers`: must be at least 1"),
+        "{e}"
+    );
+    // huge but consistent: predicted without overflow
+    let (runs, _) = with(&|e| {
+        e["workload"]["micro_batch"] = (u64::MAX / 2).into();
+        e["workload"]["seq_len"] = (u64::MAX / 2).into();
+    })
+    .unwrap();
+    assert!(runs[0].spec.tokens_per_step() > 1e30);
 }

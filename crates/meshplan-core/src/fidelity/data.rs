@@ -356,7 +356,7 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
             cp: u(&par["CP"]).unwrap_or(1),
             zero: if megatron_core { 1 } else { 0 },
             mbs,
-            grad_acc: (gbs / (mbs * dp).max(1)).max(1),
+            grad_acc: (gbs / mbs.saturating_mul(dp).max(1)).max(1),
             seq_len: seq,
             remat,
             sequence_parallel: par["sequence_parallel"]
@@ -377,6 +377,8 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
                 Framework::Megatron
             },
         };
+        // the same checks as a CSV row (no line numbers in this JSON: the id names it)
+        check_spec(&spec, &format!("published json `{id}`"), 0)?;
         let tokens = spec.tokens_per_step();
         let step = if let Some(t) = me["iteration_time_s"].as_f64() {
             Some(t)

@@ -240,7 +240,8 @@ pub struct RunSpec {
 impl RunSpec {
     /// Tokens per optimizer step.
     pub fn tokens_per_step(&self) -> f64 {
-        (self.mbs * self.grad_acc * self.dp * self.seq_len) as f64
+        // in f64: a hostile data set's degrees must not overflow u64
+        self.mbs as f64 * self.grad_acc as f64 * self.dp as f64 * self.seq_len as f64
     }
 }
 
@@ -630,7 +631,6 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
         Framework::Nanotron => 4.0,
         Framework::Megatron | Framework::Megatron2022 => 2.0,
     };
-    let dpc = dp * cp; // data-parallel ranks: cp ranks hold the same parameters
     let (shard, repl) = shard_groups(spec);
     let (shardf, replf) = (shard as f64, repl as f64);
     let fsdp_mb = if shard > 1 {
@@ -699,7 +699,6 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 
     // ---------- optimizer (HBM bound): ~34 B/param touched
     let opt_params = repl_params / if spec.zero >= 1 { replf } else { 1.0 };
-    debug_assert!(shard * repl == dpc.max(1));
     let t_opt = opt_params * 34.0 / hbm_bw + stage_params * 4.0 / hbm_bw;
 
     let overhead = p.step_overhead_s + p.node_overhead_s * nodes_f + m * mb_stall_over;
@@ -759,7 +758,8 @@ pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction
 /// all of them; hybrid sharding over `fsdp` of them (when it divides), each
 /// shard replicated across the rest; otherwise nothing is fully sharded.
 fn shard_groups(spec: &RunSpec) -> (u64, u64) {
-    let dpc = (spec.dp * spec.cp).max(1);
+    // the cp ranks hold the same parameters as their dp peers
+    let dpc = spec.dp.max(1).saturating_mul(spec.cp.max(1));
     let f = spec.fsdp.max(1);
     if spec.zero >= 3 {
         (dpc, 1)
@@ -788,25 +788,32 @@ pub fn pipeline_stages(spec: &RunSpec, s: &Shape) -> Vec<(u64, bool)> {
         v[pp as usize - 1].1 = true;
         return v;
     }
+    let mut out = Vec::with_capacity(pp as usize);
+    nanotron_split(s, pp, |n, h| out.push((n, h)));
+    out.resize(pp as usize, (0, false)); // the ranks after the head's hold nothing
+    out
+}
+
+/// nanotron's cost-balanced split (see [`pipeline_stages`]): calls
+/// `stage(layers, holds_head)` for each rank in order up to the one holding
+/// the LM head (the ranks after it are empty), without allocating.
+fn nanotron_split(s: &Shape, pp: u64, mut stage: impl FnMut(u64, bool)) {
     let (d, f, v) = (s.d_model as f64, s.f_active(), s.vocab as f64);
     let layer = 4.0 * (s.n_heads * s.d_head) as f64 * d + s.mlp_mats() * f * d;
     let head = v * d;
     let total = s.n_layers as f64 * layer + head;
-    let mut out = vec![(0u64, false); pp as usize];
-    let (mut r, mut cum) = (0usize, 0.0);
-    for i in 0..=s.n_layers {
-        if i < s.n_layers {
-            cum += layer;
-            out[r].0 += 1;
-        } else {
-            cum += head;
-            out[r].1 = true;
-        }
-        if cum > total * (r as f64 + 1.0) / pp as f64 && r + 1 < pp as usize {
+    let (mut r, mut cum, mut cur) = (0u64, 0.0, 0u64);
+    for _ in 0..s.n_layers {
+        cum += layer;
+        cur += 1;
+        if cum > total * (r as f64 + 1.0) / pp as f64 && r + 1 < pp {
+            stage(cur, false);
             r += 1;
+            cur = 0;
         }
     }
-    out
+    // the head joins the current rank, which is the last one with anything
+    stage(cur, true);
 }
 
 /// The most layers on a stage without the LM head, and the layers on the
@@ -822,27 +829,14 @@ pub fn stage_extremes(spec: &RunSpec, s: &Shape) -> (u64, u64) {
         let ls = s.n_layers.div_ceil(pp);
         return (ls, ls);
     }
-    let (d, f, v) = (s.d_model as f64, s.f_active(), s.vocab as f64);
-    let layer = 4.0 * (s.n_heads * s.d_head) as f64 * d + s.mlp_mats() * f * d;
-    let head = v * d;
-    let total = s.n_layers as f64 * layer + head;
-    let (mut r, mut cum, mut cur, mut plain, mut with_head) = (0u64, 0.0, 0u64, 0u64, 0u64);
-    for i in 0..=s.n_layers {
-        if i < s.n_layers {
-            cum += layer;
-            cur += 1;
+    let (mut plain, mut with_head) = (0, 0);
+    nanotron_split(s, pp, |n, h| {
+        if h {
+            with_head = n;
         } else {
-            cum += head;
-            with_head = cur;
+            plain = plain.max(n);
         }
-        if cum > total * (r as f64 + 1.0) / pp as f64 && r + 1 < pp {
-            if i < s.n_layers {
-                plain = plain.max(cur);
-            }
-            r += 1;
-            cur = 0;
-        }
-    }
+    });
     (plain, with_head)
 }
 
