@@ -1,41 +1,42 @@
-//! `meshplan`: the command-line front end. Parsing and rendering only; every
-//! number comes from `meshplan-core`.
+//! `meshplan`: the command-line front end. It parses flags, reads files and
+//! prints the reports `meshplan-core` builds — nothing else.
 //!
-//! Exit codes: 0 success, 1 a check/verdict failed (reserved for `check`),
-//! 2 bad input (unknown names, malformed files, impossible hyperparameters).
+//! Exit codes: 0 success (an infeasible plan is an answer), 1 a `check`
+//! claim or a `validate` threshold failed, 2 bad input (unknown names,
+//! malformed files, impossible hyperparameters).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// `println!` for the report on stdout, via [`common::write_out`]: a closed
-/// pipe (`meshplan … | head`) ends the process quietly instead of panicking.
+/// `println!` for the report on stdout: a closed pipe ends the process quietly.
 macro_rules! outln {
     () => {
-        $crate::common::write_out(format_args!("\n"))
+        $crate::io::write_out(format_args!("\n"))
     };
     ($($arg:tt)*) => {
-        $crate::common::write_out(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::io::write_out(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
 /// `print!` counterpart of [`outln!`].
 macro_rules! out {
     ($($arg:tt)*) => {
-        $crate::common::write_out(format_args!($($arg)*))
+        $crate::io::write_out(format_args!($($arg)*))
     };
 }
 
-/// `eprintln!` for diagnostics: best effort, a closed stderr is ignored so
-/// that the report on stdout still completes.
+/// `eprintln!` for diagnostics: best effort.
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::common::write_err(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::io::write_err(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
+mod args;
 mod cmd;
-mod common;
+mod io;
+mod output;
 
 /// Exact, fast scaling arithmetic for transformers: parameters, FLOPs,
 /// memory, collectives, step times — with the derivation in the book's
@@ -59,7 +60,7 @@ enum Command {
     Model(cmd::model::ModelCmd),
     /// Hardware: list the chip catalog, or show one chip.
     #[command(subcommand)]
-    Hw(cmd::hw::HwCmd),
+    Hw(cmd::model::HwCmd),
     /// Training: memory per device, collectives, step time and verdicts.
     Train(cmd::train::TrainArgs),
     /// Inference: KV cache, rooflines, latency, throughput and cost.
@@ -79,10 +80,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    common::set_catalog_dir(cli.catalog.clone());
+    io::set_catalog_dir(cli.catalog.clone());
     let r = match cli.command {
-        Command::Model(c) => cmd::model::run(c),
-        Command::Hw(c) => cmd::hw::run(c),
+        Command::Model(c) => cmd::model::run_model(c),
+        Command::Hw(c) => cmd::model::run_hw(c),
         Command::Train(a) => cmd::train::run(a),
         Command::Infer(a) => cmd::infer::run(a),
         Command::Plan(c) => cmd::plan::run(c),
@@ -94,7 +95,10 @@ fn main() -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            common::print_error(&e);
+            errln!("error: {e}");
+            for c in e.chain().skip(1) {
+                errln!("  caused by: {c}");
+            }
             ExitCode::from(2)
         }
     }

@@ -7,7 +7,7 @@
 
 use meshplan_core::mesh::Topology;
 use meshplan_core::planner::{RejectReason, TrainSearch};
-use meshplan_core::training::TrainConfig;
+use meshplan_core::training::{Framework, TrainConfig};
 use meshplan_core::Catalog;
 
 fn main() {
@@ -17,13 +17,14 @@ fn main() {
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
-                "{name}: {} candidates ({} evaluated, {} degree tuples, {} fit; {} by the fidelity model: {} predicted-memory, {} unpredictable rejections)",
+                "{name}: {} candidates ({} evaluated, {} degree tuples, {} fit, {} skipped as more accumulation than needed; {} by the fidelity model: {} memory, {} unpredictable rejections)",
                 r.candidates,
                 r.evaluated,
                 r.tuples,
                 r.fitting,
+                r.dominated,
                 if r.predicted { "ranked" } else { "not ranked" },
-                r.rejected_for(RejectReason::PredictedMemory),
+                r.rejected_for(RejectReason::Memory),
                 r.rejected_for(RejectReason::Unpredictable)
             );
         }
@@ -48,6 +49,8 @@ fn search(m: &str, n: u64, b: u64, t: u64, threads: Option<usize>) -> TrainSearc
         TrainConfig {
             batch_tokens: b,
             seq_len: t,
+            // what `meshplan plan train` uses on a chip with a profile
+            framework: Framework::Megatron,
             ..TrainConfig::default()
         },
     );
@@ -90,6 +93,9 @@ fn fidelity_predict(b: divan::Bencher) {
         microbatches: 16,
         ..TrainConfig::default()
     };
-    let rs = run_spec(spec, &cfg).unwrap();
-    b.bench(|| meshplan_core::fidelity::predict(divan::black_box(&rs), chip, &prof.profile));
+    let pc = meshplan_core::model::params::count(&spec.arch, &mut meshplan_core::trace::NoTrace);
+    let rs = run_spec(spec, pc, &cfg).unwrap();
+    b.bench(|| {
+        meshplan_core::fidelity::model::predict_time(divan::black_box(&rs), chip, &prof.profile)
+    });
 }

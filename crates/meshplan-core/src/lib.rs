@@ -38,6 +38,7 @@ caches, memory, and (in later modules) collectives, step times and plans.
 | X, Y, Z | mesh axis sizes | |
 */
 
+pub mod accounting;
 pub mod catalog;
 pub mod check;
 pub mod collectives;
@@ -45,16 +46,17 @@ pub mod error;
 pub mod fidelity;
 pub mod hardware;
 pub mod hf;
-pub mod hw_report;
 pub mod inference;
+pub mod memory;
 pub mod mesh;
 pub mod model;
+pub mod parallelism;
 pub mod planner;
-pub mod report;
 pub mod scenario;
 pub mod trace;
 pub mod training;
 pub mod units;
+pub mod view;
 
 pub use catalog::Catalog;
 pub use error::{Error, Result};

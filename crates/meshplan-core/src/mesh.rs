@@ -27,100 +27,8 @@ use serde::Serialize;
 
 use crate::collectives::{allgather_bandwidth, AxisPlacement};
 use crate::hardware::{fmt_shape, parse_shape, Chip, ChipKind};
+pub use crate::parallelism::{Degrees, LogicalAxis};
 use crate::units::BytesPerSec;
-
-/// Logical parallelism axes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogicalAxis {
-    /// Data parallel (replicated weights).
-    Dp,
-    /// Data parallel over DCN between TPU slices.
-    DpDcn,
-    /// Fully sharded data parallel (ZeRO-3).
-    Fsdp,
-    /// Tensor (Megatron) parallel.
-    Tp,
-    /// Pipeline stages.
-    Pp,
-    /// Context (sequence) parallel.
-    Cp,
-    /// Expert parallel.
-    Ep,
-}
-
-impl LogicalAxis {
-    /// Lowercase name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            LogicalAxis::Dp => "dp",
-            LogicalAxis::DpDcn => "dp-dcn",
-            LogicalAxis::Fsdp => "fsdp",
-            LogicalAxis::Tp => "tp",
-            LogicalAxis::Pp => "pp",
-            LogicalAxis::Cp => "cp",
-            LogicalAxis::Ep => "ep",
-        }
-    }
-    /// Placement order, innermost first.
-    pub const ORDER: [LogicalAxis; 6] = [
-        LogicalAxis::Tp,
-        LogicalAxis::Cp,
-        LogicalAxis::Ep,
-        LogicalAxis::Fsdp,
-        LogicalAxis::Dp,
-        LogicalAxis::Pp,
-    ];
-}
-
-/// Parallel degrees (1 = unused).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Degrees {
-    /// Data parallel.
-    pub dp: u64,
-    /// FSDP.
-    pub fsdp: u64,
-    /// Tensor parallel.
-    pub tp: u64,
-    /// Pipeline.
-    pub pp: u64,
-    /// Context parallel.
-    pub cp: u64,
-    /// Expert parallel (a sub-grouping of dp·fsdp·cp, see [`Degrees::product`]).
-    pub ep: u64,
-}
-
-impl Default for Degrees {
-    fn default() -> Self {
-        Degrees {
-            dp: 1,
-            fsdp: 1,
-            tp: 1,
-            pp: 1,
-            cp: 1,
-            ep: 1,
-        }
-    }
-}
-
-impl Degrees {
-    /// Devices used: dp·fsdp·tp·pp·cp. Expert parallelism reuses the
-    /// data-like axes (as in Megatron/DeepSpeed-MoE) and so does not multiply.
-    pub fn product(&self) -> u64 {
-        self.dp * self.fsdp * self.tp * self.pp * self.cp
-    }
-    /// Degree of one axis.
-    pub fn get(&self, a: LogicalAxis) -> u64 {
-        match a {
-            LogicalAxis::Dp | LogicalAxis::DpDcn => self.dp,
-            LogicalAxis::Fsdp => self.fsdp,
-            LogicalAxis::Tp => self.tp,
-            LogicalAxis::Pp => self.pp,
-            LogicalAxis::Cp => self.cp,
-            LogicalAxis::Ep => self.ep,
-        }
-    }
-}
 
 /// Hardware the mesh is laid on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -338,11 +246,11 @@ impl Mesh {
                 chips
             ));
         }
-        if deg.ep > 1 && (deg.dp * deg.fsdp * deg.cp) % deg.ep != 0 {
+        let data = deg.data().saturating_mul(deg.cp);
+        if deg.ep > 1 && data % deg.ep != 0 {
             reasons.push(format!(
-                "ep = {} must divide dp·fsdp·cp = {} (experts are spread over the data-like axes)",
+                "ep = {} must divide dp·fsdp·cp = {data} (experts are spread over the data-like axes)",
                 deg.ep,
-                deg.dp * deg.fsdp * deg.cp
             ));
         }
         match topo {

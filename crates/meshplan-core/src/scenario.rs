@@ -167,8 +167,14 @@ pub struct TrainingSection {
     pub train_tokens: Option<Count>,
     /// Causal attention (default true).
     pub causal: Option<bool>,
-    /// Count attention FLOPs (default true; the book's exercises ignore them).
+    /// Count attention FLOPs (default true; `false` = the book's `6·P·T`
+    /// convention, as in its exercises; `flops` says the same by name).
     pub include_attention: Option<bool>,
+    /// FLOP convention: "model" | "hardware" | "book" | "nanotron" | "megatron".
+    pub flops: Option<String>,
+    /// Memory/runtime conventions: "book" | "megatron" | "megatron-2022" | "nanotron"
+    /// (default: megatron where the chip has an efficiency profile, else book).
+    pub framework: Option<String>,
     /// Fraction of link bandwidth collectives achieve, in (0, 1] (default 1).
     pub comm_efficiency: Option<f64>,
 }

@@ -9,6 +9,11 @@ use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::stats::{compare, summarize};
 use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile};
+use meshplan_core::model::params::count;
+use meshplan_core::model::Arch;
+use meshplan_core::parallelism::pipeline::{stage_extremes, stages};
+use meshplan_core::parallelism::{Framework, Remat, RunSpec, Schedule};
+use meshplan_core::trace::NoTrace;
 
 const FULL: &str = include_str!("fixtures/validation/playbook_h100_runs.csv");
 const CSV: &str = include_str!("fixtures/validation/playbook_subset.csv");
@@ -332,24 +337,31 @@ fn bad_profile_errors_point_at_line_and_field() {
     );
 }
 
-/// A Llama-2-7B-like shape: P = 32·202,383,360 + 2·32,000·4,096 + 4,096
-/// = 6,738,415,616 parameters (by hand from `Shape::params`).
-fn llama7b_spec() -> meshplan_core::fidelity::RunSpec {
-    use meshplan_core::fidelity::model::Framework;
-    use meshplan_core::training::{Remat, Schedule};
-    meshplan_core::fidelity::RunSpec {
-        shape: meshplan_core::fidelity::Shape {
-            n_layers: 32,
-            d_model: 4096,
-            d_ff: 11008,
-            n_heads: 32,
-            n_kv_heads: 32,
-            d_head: 128,
-            vocab: 32000,
-            tied_embeddings: false,
-            gated: true,
-            moe: None,
-        },
+/// A run of a catalog model with the counts filled in.
+fn with_model(name: &str, base: RunSpec) -> RunSpec {
+    let arch = meshplan_core::Catalog::builtin()
+        .model(name)
+        .unwrap()
+        .arch
+        .clone();
+    RunSpec {
+        params: count(&arch, &mut NoTrace),
+        arch,
+        ..base
+    }
+}
+
+/// Llama-2-7B (P = 32·202,383,360 + 2·32,000·4,096 + 65·4,096 of norms
+/// = 6,738,415,616 parameters), 8 GPUs, ZeRO-1, Megatron.
+fn llama7b_spec() -> RunSpec {
+    let arch = meshplan_core::Catalog::builtin()
+        .model("llama-2-7b")
+        .unwrap()
+        .arch
+        .clone();
+    RunSpec {
+        params: count(&arch, &mut NoTrace),
+        arch,
         n_gpus: 8,
         dp: 8,
         tp: 1,
@@ -380,7 +392,7 @@ fn fsdp_prefetch_hides_all_but_the_first_gather() {
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
     let p = prof("h100").for_network("infiniband");
     let z1 = llama7b_spec();
-    let z3 = meshplan_core::fidelity::RunSpec {
+    let z3 = RunSpec {
         zero: 3,
         ..z1.clone()
     };
@@ -401,15 +413,12 @@ fn fsdp_prefetch_hides_all_but_the_first_gather() {
         "zero-3 {}",
         b.time.dp_comm
     );
-    // the ZeRO-3 shard: 2 B · P' / 8 + two gathered layers 2 · 2 B · 202,383,360,
-    // P' = P less the final norm's 4,096 (the memory model counts layers and
-    // embeddings) = 6,738,411,520
-    let want = 2.0 * 6_738_411_520.0 / 8.0 + 4.0 * 202_383_360.0;
-    assert!(
-        rel(b.memory.params, want) < 1e-9,
-        "params {}",
-        b.memory.params
-    );
+    // the ZeRO-3 shard: 2 B · P / 8 + two gathered layers 2 · 2 B · L_1, with
+    // P = 6,738,415,616 (exact, the final norm included) and a layer's share
+    // of the non-embedding parameters L_1 = (P − 2·32,000·4,096)/32 = 202,383,488
+    let want = 2.0 * 6_738_415_616.0 / 8.0 + 4.0 * 202_383_488.0;
+    let got = b.memory.params_bytes.get();
+    assert!(rel(got, want) < 1e-9, "params {got}");
 }
 
 /// Ring attention over cp = 2 in one node: each hop moves K and V of the
@@ -421,7 +430,7 @@ fn fsdp_prefetch_hides_all_but_the_first_gather() {
 fn ring_attention_hidden_but_for_one_hop() {
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
     let p = prof("h100").for_network("infiniband");
-    let cp = meshplan_core::fidelity::RunSpec {
+    let cp = RunSpec {
         n_gpus: 2,
         dp: 1,
         cp: 2,
@@ -439,7 +448,7 @@ fn ring_attention_hidden_but_for_one_hop() {
     );
     // the queries of the local half attend to the whole causal sequence: the
     // attention time equals that of one GPU holding the full sequence, halved
-    let one = meshplan_core::fidelity::RunSpec {
+    let one = RunSpec {
         n_gpus: 1,
         cp: 1,
         ..cp.clone()
@@ -456,17 +465,17 @@ fn time_parts_add_up() {
     let runs = parse_playbook_csv(FULL, MODELS).unwrap();
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
     let mut specs: Vec<_> = runs.iter().map(|r| r.spec.clone()).collect();
-    let z3 = meshplan_core::fidelity::RunSpec {
+    let z3 = RunSpec {
         zero: 3,
         ..llama7b_spec()
     };
     specs.push(z3.clone());
-    specs.push(meshplan_core::fidelity::RunSpec {
+    specs.push(RunSpec {
         n_gpus: 16,
         cp: 2,
         ..z3.clone()
     });
-    specs.push(meshplan_core::fidelity::RunSpec {
+    specs.push(RunSpec {
         n_gpus: 16,
         dp: 16,
         fsdp: 8,
@@ -474,15 +483,17 @@ fn time_parts_add_up() {
         ..z3.clone()
     });
     let cat = meshplan_core::Catalog::builtin();
-    let moe = meshplan_core::fidelity::Shape::from(&cat.model("mixtral-8x7b").unwrap().arch);
-    specs.push(meshplan_core::fidelity::RunSpec {
-        shape: moe,
-        ep: 8,
-        pp: 2,
-        n_gpus: 16,
-        grad_acc: 4,
-        ..z3
-    });
+    let _ = cat;
+    specs.push(with_model(
+        "mixtral-8x7b",
+        RunSpec {
+            ep: 8,
+            pp: 2,
+            n_gpus: 16,
+            grad_acc: 4,
+            ..z3
+        },
+    ));
     for p in [prof("h100"), prof("h100").for_network("infiniband")] {
         for s in &specs {
             let t = predict(s, chip, &p).time;
@@ -517,11 +528,11 @@ fn moe_shape_counts() {
     let m = meshplan_core::Catalog::builtin()
         .model("mixtral-8x7b")
         .unwrap();
-    let s = meshplan_core::fidelity::Shape::from(&m.arch);
-    assert_eq!(s.params(), 46_702_792_704.0);
-    assert_eq!(s.expert_params(), 45_097_156_608.0);
-    assert_eq!(s.f_active(), 28_672.0);
-    assert_eq!(s.moe_frac(), 1.0);
+    let pc = count(&m.arch, &mut NoTrace);
+    assert_eq!(pc.total, 46_702_792_704);
+    assert_eq!(pc.experts_routed, 45_097_156_608);
+    assert_eq!(m.arch.ffn_width_active(), 28_672.0);
+    assert_eq!(m.arch.moe_fraction(), 1.0);
 }
 
 /// Expert-parallel all-to-all for Mixtral on one DGX node (ep = dp = 8,
@@ -535,14 +546,16 @@ fn expert_parallel_all_to_all() {
     let cat = meshplan_core::Catalog::builtin();
     let chip = cat.chip("h100").unwrap();
     let p = prof("h100").for_network("infiniband");
-    let shape = meshplan_core::fidelity::Shape::from(&cat.model("mixtral-8x7b").unwrap().arch);
-    let spec = meshplan_core::fidelity::RunSpec {
-        shape,
-        mbs: 1,
-        zero: 1,
-        ep: 8,
-        ..llama7b_spec()
-    };
+    let _ = cat;
+    let spec = with_model(
+        "mixtral-8x7b",
+        RunSpec {
+            mbs: 1,
+            zero: 1,
+            ep: 8,
+            ..llama7b_spec()
+        },
+    );
     let r = predict(&spec, chip, &p);
     let want = 32.0 * 4.0 * (58_720_256.0 / 369e9 + 7.0 * 3e-6);
     assert!(
@@ -551,7 +564,7 @@ fn expert_parallel_all_to_all() {
         r.time.ep_comm
     );
     let no_ep = predict(
-        &meshplan_core::fidelity::RunSpec {
+        &RunSpec {
             ep: 1,
             ..spec.clone()
         },
@@ -560,14 +573,10 @@ fn expert_parallel_all_to_all() {
     );
     assert_eq!(no_ep.time.ep_comm, 0.0);
     // bf16 weights: non-expert 1,605,636,096 + experts 45,097,156,608 / ep
-    // (the memory model counts layers and embeddings, not the final norm)
-    let want_w = |ep: f64| 2.0 * (46_702_788_608.0 - 45_097_156_608.0 * (1.0 - 1.0 / ep));
-    assert!(
-        (r.memory.params - want_w(8.0)).abs() < 1.0,
-        "{}",
-        r.memory.params
-    );
-    assert!((no_ep.memory.params - want_w(1.0)).abs() < 1.0);
+    let want_w = |ep: f64| 2.0 * (46_702_792_704.0 - 45_097_156_608.0 * (1.0 - 1.0 / ep));
+    let got = r.memory.params_bytes.get();
+    assert!((got - want_w(8.0)).abs() < 1.0, "{got}");
+    assert!((no_ep.memory.params_bytes.get() - want_w(1.0)).abs() < 1.0);
 }
 
 /// Hybrid sharding on 2 DGX nodes (dp·fsdp = 16: ZeRO-3 inside each node's
@@ -581,7 +590,7 @@ fn expert_parallel_all_to_all() {
 fn hybrid_sharding_splits_gathers_and_replica_reduction() {
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
     let p = prof("h100").for_network("infiniband");
-    let spec = meshplan_core::fidelity::RunSpec {
+    let spec = RunSpec {
         n_gpus: 16,
         dp: 16,
         fsdp: 8,
@@ -596,14 +605,11 @@ fn hybrid_sharding_splits_gathers_and_replica_reduction() {
         r.time.dp_comm
     );
     // memory: the bf16 shard + two gathered layers, optimizer state / 8 / 2
-    let pm = 6_738_411_520.0;
-    let want_p = 2.0 * pm / 8.0 + 4.0 * 202_383_360.0;
-    assert!(
-        (r.memory.params - want_p).abs() < 1.0,
-        "{}",
-        r.memory.params
-    );
-    assert!((r.memory.optimizer - 12.0 * pm / 16.0).abs() < 1.0);
+    let pm = 6_738_415_616.0;
+    let want_p = 2.0 * pm / 8.0 + 4.0 * 202_383_488.0;
+    let got = r.memory.params_bytes.get();
+    assert!((got - want_p).abs() < 1.0, "{got}");
+    assert!((r.memory.optimizer_bytes.get() - 12.0 * pm / 16.0).abs() < 1.0);
 }
 
 /// The nanotron stage split by hand, and `stage_extremes` (allocation-free,
@@ -612,44 +618,30 @@ fn hybrid_sharding_splits_gathers_and_replica_reduction() {
 /// 1 to 64, both frameworks.
 #[test]
 fn stage_extremes_match_the_stage_list() {
-    use meshplan_core::fidelity::model::{pipeline_stages, stage_extremes, Framework};
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     // by hand, the Playbook 1B on pp = 4 (nanotron): a layer costs
     // 4·2,048² + 3·8,192·2,048 = 67,108,864, the head 131,072·2,048 = 4 layers,
     // 20 layer-equivalents in all, 5 per rank; a rank takes blocks until its
     // cumulative cost passes 5, 10, 15: layers 1-6 | 7-11 | 12-16 | the head
-    let one_b = runs.iter().find(|r| r.model == "1B").unwrap();
-    let spec = meshplan_core::fidelity::RunSpec {
-        pp: 4,
-        framework: Framework::Nanotron,
-        ..one_b.spec.clone()
-    };
+    let one_b = &runs.iter().find(|r| r.model == "1B").unwrap().spec.arch;
     assert_eq!(
-        pipeline_stages(&spec, &spec.shape),
+        stages(one_b, 4, Framework::Nanotron),
         vec![(6, false), (5, false), (5, false), (0, true)]
     );
-    assert_eq!(stage_extremes(&spec, &spec.shape), (6, 0));
-    let mut shapes: Vec<_> = runs.iter().map(|r| r.spec.shape.clone()).collect();
-    shapes.dedup();
+    assert_eq!(stage_extremes(one_b, 4, Framework::Nanotron), (6, 0));
+    let mut archs: Vec<Arch> = runs.iter().map(|r| r.spec.arch.clone()).collect();
+    archs.dedup();
     let cat = meshplan_core::Catalog::builtin();
     for m in ["llama-2-7b", "llama-3.1-405b", "mixtral-8x7b"] {
-        shapes.push(meshplan_core::fidelity::Shape::from(
-            &cat.model(m).unwrap().arch,
-        ));
+        archs.push(cat.model(m).unwrap().arch.clone());
     }
-    for shape in shapes {
+    for a in archs {
         for pp in 1..=64u64 {
             for framework in [Framework::Nanotron, Framework::Megatron] {
-                let spec = meshplan_core::fidelity::RunSpec {
-                    shape: shape.clone(),
-                    pp,
-                    framework,
-                    ..llama7b_spec()
-                };
-                let st = pipeline_stages(&spec, &spec.shape);
+                let st = stages(&a, pp, framework);
                 let plain = st.iter().filter(|s| !s.1).map(|s| s.0).max().unwrap_or(0);
                 let head = st.iter().find(|s| s.1).unwrap().0;
-                assert_eq!(stage_extremes(&spec, &spec.shape), (plain, head), "pp {pp}");
+                assert_eq!(stage_extremes(&a, pp, framework), (plain, head), "pp {pp}");
             }
         }
     }
@@ -661,17 +653,13 @@ fn stage_extremes_match_the_stage_list() {
 fn calibration_csv_parallel_columns() {
     use meshplan_core::fidelity::data::parse_calibration_csv;
     let cat = meshplan_core::Catalog::builtin();
-    let lookup = |n: &str| {
-        cat.model(n)
-            .ok()
-            .map(|m| meshplan_core::fidelity::Shape::from(&m.arch))
-    };
+    let lookup = |n: &str| cat.model(n).ok().map(|m| m.arch.clone());
     let head = "model,n_gpus,dp,tp,pp,cp,ep,fsdp,zero,mbs,grad_acc,seq_len,step_time_s\n";
     let ok = format!("{head}mixtral-8x7b,128,16,4,1,2,8,4,1,1,4,8192,10\n");
     let runs = parse_calibration_csv(&ok, "h100", &lookup).unwrap();
     let s = &runs[0].spec;
     assert_eq!((s.cp, s.ep, s.fsdp), (2, 8, 4));
-    assert!(s.shape.moe.is_some());
+    assert!(s.arch.moe.is_some());
     for (row, msg) in [
         (
             "llama-2-7b,128,16,4,1,2,8,1,1,1,4,8192,10",

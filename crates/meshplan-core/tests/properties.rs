@@ -2,10 +2,10 @@
 //!
 //! Case counts are modest so that CI on two cores stays fast.
 
+use meshplan_core::model::report::{model_report, ModelQuery};
 use meshplan_core::model::{
     flops, kv, params, Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow,
 };
-use meshplan_core::report::{model_report, ModelQuery};
 use meshplan_core::trace::NoTrace;
 use meshplan_core::units::DType;
 use meshplan_core::Error;

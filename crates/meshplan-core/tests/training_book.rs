@@ -36,7 +36,7 @@ fn q3_cfg(deg: Degrees) -> TrainConfig {
         batch_tokens: 3_000_000,
         seq_len: 32768,
         remat: Remat::AfterMatmuls,
-        include_attention: false,
+        flops: FlopConvention::Book,
         mfu: Some(0.4),
         degrees: deg,
         sequence_parallel: true,
@@ -402,11 +402,25 @@ fn seed003_optimizer_per_matrix() {
         master_weights: true,
         ..TrainConfig::default()
     };
-    let per = optimizer_bytes_per_param(&cfg, h, h);
-    assert_eq!(per, 12.0);
-    assert_eq!(per * (h * h) as f64, 12.0 * (h * h) as f64);
+    let opt = |cfg: &TrainConfig| {
+        let a = meshplan_core::model::Arch::dense(1, h, h, 32, 32, 128, 1);
+        let q = meshplan_core::memory::MemoryQuery::from_config(cfg);
+        meshplan_core::memory::state_bytes_per_param(
+            &q,
+            &a,
+            &meshplan_core::memory::MemoryCalibration::BOOK,
+        )[2]
+    };
+    // 4 (master) + 2·4 (moments)
+    assert_eq!(opt(&cfg), 12.0);
+    // Megatron keeps the fp32 master copy whatever the flag says
+    let megatron = TrainConfig {
+        framework: Framework::Megatron,
+        ..TrainConfig::default()
+    };
+    assert_eq!(opt(&megatron), 12.0);
     let nomaster = TrainConfig::default();
-    assert_eq!(optimizer_bytes_per_param(&nomaster, h, h), 8.0);
+    assert_eq!(opt(&nomaster), 8.0);
 }
 
 /// Playbook A3: forward FLOPs per layer of a gated-MLP transformer with F = 4h,
@@ -451,7 +465,7 @@ fn seed003_gated_layer_flops() {
     let cfg = TrainConfig {
         batch_tokens: s * b,
         seq_len: s,
-        include_attention: false,
+        flops: FlopConvention::Book,
         remat: Remat::None,
         ..TrainConfig::default()
     };
@@ -509,6 +523,7 @@ fn seed003_pp_activation_memory() {
     let one = TrainConfig {
         batch_tokens: 32 * 4096,
         degrees: Degrees::default(),
+        microbatches: 1,
         ..base.clone()
     };
     let single = analyze(
@@ -666,7 +681,9 @@ mod props {
             let fsdp = 4096 / tp / pp / 4;
             let d = Degrees { tp, pp, fsdp, dp: 4, ..Degrees::default() };
             let cfg = TrainConfig {
-                batch_tokens: 4 * 1024 * 1024, seq_len: 4096, zero, degrees: d, microbatches: 8,
+                batch_tokens: 4 * 1024 * 1024, seq_len: 4096, zero, degrees: d,
+                // gradient accumulation (pp = 1) holds one micro-batch, not the whole batch
+                microbatches: if pp == 1 { 1 } else { 8 },
                 remat: [Remat::None, Remat::Full, Remat::AfterMatmuls, Remat::Selective][remat],
                 schedule: Schedule::Afab, sequence_parallel: true, ..TrainConfig::default()
             };

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use meshplan_core::check::render::{explain_all, explain_failures, fmt_rel, Format};
-use meshplan_core::check::{check, parse_claims, CheckReport, ClaimsFile};
-use meshplan_core::trace::fmt_value;
+use meshplan_core::check::render::{explain_all, explain_failures, Format};
+use meshplan_core::check::{check, parse_claims, CheckReport};
 
-use crate::common;
+use crate::io;
+use crate::output::{doc_text, print_json};
 
 /// Output format of explanations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -67,36 +67,28 @@ pub struct ExplainArgs {
     pub format: ExplainFmt,
 }
 
-/// Read and parse a claims file; scenario files resolve relative to it.
-fn load(path: &Path) -> Result<ClaimsFile> {
-    let src = common::read_file(path)?;
+/// Read, parse and check a claims file; scenario files resolve relative to it.
+fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
+    let src = io::read_file(path)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut resolve = |p: &str| {
         let full = dir.join(p);
-        std::fs::read_to_string(&full)
+        io::read_file(&full)
             .map(|t| (full.display().to_string(), t))
-            .map_err(|e| format!("{}: {e}", full.display()))
+            .map_err(|e| format!("{e:#}"))
     };
-    Ok(parse_claims(
-        &src,
-        &path.display().to_string(),
-        &mut resolve,
-    )?)
-}
-
-fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
-    let f = load(path)?;
-    let cat = common::user_catalog()?;
-    Ok(check(&f, &cat, with_trace)?)
+    let f = parse_claims(&src, &path.display().to_string(), &mut resolve)?;
+    Ok(check(&f, &io::catalog()?, with_trace)?)
 }
 
 /// Run `check`.
 pub fn run(a: CheckArgs) -> Result<ExitCode> {
     let rep = run_check(&a.file, a.explain)?;
     if a.json {
-        common::print_json(&rep)?;
+        print_json(&rep)?;
     } else {
-        out!("{}", table(&rep));
+        use meshplan_core::view::Render;
+        out!("{}", doc_text(&rep.doc(), crate::output::Format::Text));
         if a.explain && rep.summary.fail > 0 {
             outln!();
             out!("{}", explain_failures(&rep, a.explain_format.into()));
@@ -110,49 +102,4 @@ pub fn run_explain(a: ExplainArgs) -> Result<ExitCode> {
     let rep = run_check(&a.file, true)?;
     out!("{}", explain_all(&rep, a.format.into()));
     Ok(ExitCode::SUCCESS)
-}
-
-fn table(rep: &CheckReport) -> String {
-    let mut rows = vec![vec![
-        "id".to_string(),
-        "quantity".into(),
-        "claimed".into(),
-        "meshplan".into(),
-        "rel. error".into(),
-        "verdict".into(),
-        "hint".into(),
-    ]];
-    for r in &rep.claims {
-        let mesh = match &r.meshplan {
-            None => "—".to_string(),
-            Some(serde_json::Value::Number(n)) => fmt_value(n.as_f64().unwrap_or(f64::NAN), r.unit),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        let hint = match (&r.hint, &r.reason) {
-            (Some(h), _) => h.message.clone(),
-            (None, Some(reason)) => reason.clone(),
-            _ => String::new(),
-        };
-        rows.push(vec![
-            r.id.clone(),
-            r.quantity.clone(),
-            r.claimed.clone(),
-            mesh,
-            r.rel_error.map(fmt_rel).unwrap_or_else(|| "—".into()),
-            r.verdict.as_str().into(),
-            hint,
-        ]);
-    }
-    let mut out = String::new();
-    if let Some(t) = &rep.title {
-        out.push_str(&format!("{t}\n"));
-    }
-    out.push_str(&common::render_table(&rows, &[3, 4]));
-    let s = &rep.summary;
-    out.push_str(&format!(
-        "\n{} claims: {} PASS, {} FAIL, {} CANNOT-CHECK\n",
-        s.total, s.pass, s.fail, s.cannot_check
-    ));
-    out
 }

@@ -2,42 +2,74 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
-use meshplan_core::inference::scenario::{resolve, InferSetup};
-use meshplan_core::inference::{self};
+use anyhow::Result;
+use meshplan_core::inference::{self, scenario::resolve};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::{NoTrace, Recorder};
-use meshplan_core::units::fmt_si;
 
-use crate::common::{print_json, render_steps, user_catalog, ExplainFormat};
+use crate::args::{count_flag, TargetArgs};
+use crate::io;
+use crate::output::{emit, OutputArgs};
 
-/// Arguments of `meshplan infer`.
-#[derive(clap::Args, Debug)]
-pub struct InferArgs {
-    /// Scenario, model, chip, mesh or chip count.
-    #[command(flatten)]
-    pub target: crate::common::TargetArgs,
+/// The serving workload flags `infer` and `plan infer` share.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServeArgs {
     /// Weight dtype: bf16, fp8, int8, int4.
     #[arg(long)]
     pub weights_dtype: Option<String>,
     /// KV-cache dtype.
     #[arg(long)]
     pub kv_dtype: Option<String>,
+    /// Prompt length (tokens; "128k" = 128,000).
+    #[arg(long)]
+    pub prompt_len: Option<String>,
+    /// Tokens generated per request.
+    #[arg(long)]
+    pub gen_len: Option<String>,
+}
+
+impl ServeArgs {
+    /// Write the flags into the scenario's `[inference]`.
+    pub fn apply(&self, sc: &mut Scenario) -> Result<()> {
+        let inf = &mut sc.inference;
+        for (dst, src) in [
+            (&mut inf.weights_dtype, &self.weights_dtype),
+            (&mut inf.kv_dtype, &self.kv_dtype),
+        ] {
+            if src.is_some() {
+                dst.clone_from(src);
+            }
+        }
+        for (dst, src, what) in [
+            (&mut inf.prompt_len, &self.prompt_len, "prompt-len"),
+            (&mut inf.gen_len, &self.gen_len, "gen-len"),
+        ] {
+            if let Some(c) = count_flag(src, what)? {
+                *dst = Some(c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Arguments of `meshplan infer`.
+#[derive(clap::Args, Debug)]
+pub struct InferArgs {
+    /// Scenario, model, chip, mesh or chip count.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Dtypes and request lengths.
+    #[command(flatten)]
+    pub serve: ServeArgs,
     /// Activation / matmul dtype.
     #[arg(long)]
     pub compute_dtype: Option<String>,
     /// Concurrent sequences per replica.
     #[arg(long)]
     pub batch: Option<String>,
-    /// Prompt length (tokens; "128k" = 128,000).
-    #[arg(long)]
-    pub prompt_len: Option<String>,
     /// Context (KV length) to support.
     #[arg(long)]
     pub context: Option<String>,
-    /// Tokens generated per request.
-    #[arg(long)]
-    pub gen_len: Option<String>,
     /// Tensor-parallel degree (default: all chips / ep).
     #[arg(long)]
     pub tp: Option<u64>,
@@ -50,37 +82,23 @@ pub struct InferArgs {
     /// Prefill MFU in (0, 1].
     #[arg(long)]
     pub mfu: Option<f64>,
-    /// Print the report as JSON (SI units).
-    #[arg(long)]
-    pub json: bool,
-    /// Print the derivation.
-    #[arg(long)]
-    pub explain: bool,
-    /// Derivation format.
-    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
-    pub explain_format: ExplainFormat,
+    /// Output.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Write the flags into the scenario (flags override the file).
 fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
-    let count = crate::common::count_flag;
+    a.serve.apply(sc)?;
     let inf = &mut sc.inference;
-    for (dst, src) in [
-        (&mut inf.weights_dtype, &a.weights_dtype),
-        (&mut inf.kv_dtype, &a.kv_dtype),
-        (&mut inf.compute_dtype, &a.compute_dtype),
-    ] {
-        if src.is_some() {
-            dst.clone_from(src);
-        }
+    if a.compute_dtype.is_some() {
+        inf.compute_dtype.clone_from(&a.compute_dtype);
     }
     for (dst, src, what) in [
         (&mut inf.batch, &a.batch, "batch"),
-        (&mut inf.prompt_len, &a.prompt_len, "prompt-len"),
         (&mut inf.context, &a.context, "context"),
-        (&mut inf.gen_len, &a.gen_len, "gen-len"),
     ] {
-        if let Some(c) = count(src, what)? {
+        if let Some(c) = count_flag(src, what)? {
             *dst = Some(c);
         }
     }
@@ -102,122 +120,16 @@ fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
 
 /// Run the command.
 pub fn run(a: InferArgs) -> Result<ExitCode> {
-    let cat = user_catalog()?;
-    let mut sc = a.target.load()?;
+    let mut cat = io::catalog()?;
+    let mut sc = a.target.load(&mut cat)?;
     apply_flags(&a, &mut sc)?;
-    let InferSetup {
-        model,
-        chip,
-        query: q,
-    } = resolve(&sc, &cat)?;
-    let (r, steps) = if a.explain {
-        let mut rec = Recorder::default();
-        let r = inference::evaluate(&model, &chip, &q, &mut rec)?;
-        (r, rec.into_steps())
+    let s = resolve(&sc, &cat)?;
+    let mut rec = Recorder::default();
+    let r = if a.out.explain {
+        inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?
     } else {
-        (
-            inference::evaluate(&model, &chip, &q, &mut NoTrace)?,
-            Vec::new(),
-        )
+        inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace)?
     };
-    for w in &r.warnings {
-        errln!("warning: {w}");
-    }
-    if !r.fits {
-        bail!(
-            "{} does not fit on {} {} even at batch 1: weights {} per chip, HBM {} per chip, one {}-token sequence of KV is {}",
-            r.model,
-            chip.display_name,
-            r.mesh,
-            fmt_si(r.weights_bytes_per_device.get(), "B"),
-            fmt_si(r.hbm_bytes_per_device.get(), "B"),
-            r.context,
-            fmt_si(r.kv_cache_bytes_per_sequence.get(), "B")
-        );
-    }
-    if a.json {
-        print_json(&r)?;
-    } else {
-        let s = |v: f64, u: &str| fmt_si(v, u);
-        outln!(
-            "{} on {} {} (TP {} × EP {} × {} replicas, {} sharding)",
-            r.model,
-            r.chip,
-            r.mesh,
-            r.tp,
-            r.ep,
-            r.replicas,
-            r.sharding
-        );
-        outln!(
-            "weights            {} total, {} per chip ({})",
-            s(r.weights_bytes.get(), "B"),
-            s(r.weights_bytes_per_device.get(), "B"),
-            r.weights_dtype.name()
-        );
-        outln!(
-            "KV cache           {} per token, {} per {}-token sequence ({})",
-            s(r.kv_cache_bytes_per_token.get(), "B"),
-            s(r.kv_cache_bytes_per_sequence.get(), "B"),
-            r.context,
-            r.kv_dtype.name()
-        );
-        outln!(
-            "free HBM per chip  {}",
-            s(r.free_hbm_bytes_per_device.get(), "B")
-        );
-        outln!(
-            "max batch          {} (exact {:.3}; leftover {} per chip){}",
-            r.max_batch,
-            r.max_batch_exact,
-            s(r.leftover_hbm_bytes_per_device.get(), "B"),
-            r.max_batch_one_kv_head
-                .map(|b| format!("; with 1 KV head: {b}"))
-                .unwrap_or_default()
-        );
-        outln!("B_crit             {:.0} tokens", r.b_crit_tokens);
-        outln!("weight-load bound  {}", s(r.weight_load_time_s.get(), "s"));
-        outln!(
-            "decode step        {} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
-            s(r.decode_step_time_s.get(), "s"),
-            r.batch,
-            r.bound_decode.name(),
-            s(r.decode_kv_load_time_s.get(), "s"),
-            s(r.weight_load_time_s.get(), "s"),
-            s(r.decode_compute_time_s.get(), "s"),
-            s(r.decode_comms_time_s.get(), "s")
-        );
-        outln!(
-            "prefill (TTFT)     {} for {} tokens ({}-bound)",
-            s(r.prefill_time_s.get(), "s"),
-            r.prompt_len,
-            r.bound_prefill.name()
-        );
-        outln!(
-            "throughput         {:.1} tokens/s ({:.2} per chip)",
-            r.tokens_per_s,
-            r.tokens_per_s_per_chip
-        );
-        if let Some(c) = r.cost_per_million_tokens_usd {
-            outln!("cost               ${c:.3} per million output tokens");
-        }
-        outln!(
-            "TP limits          prefill < {:.1}-way, generation ICI-bound above {:.1}-way",
-            r.tp_limit_prefill,
-            r.tp_limit_generate
-        );
-        outln!(
-            "smallest slice     {} ({} chips for weights + batch KV)",
-            r.min_slice.clone().unwrap_or_else(|| "none offered".into()),
-            r.min_chips
-        );
-        outln!(
-            "disaggregated      {:.3} prefill servers per generate server",
-            r.disagg_prefill_per_generate
-        );
-    }
-    if a.explain {
-        out!("{}", render_steps(&steps, a.explain_format));
-    }
+    emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,6 @@
 //! One module per subcommand; each owns its clap arguments and its `run`.
 
 pub mod check;
-pub mod hw;
 pub mod infer;
 pub mod model;
 pub mod plan;

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Catalog;
 use crate::error::Error;
-use crate::hw_report::hw_report;
-use crate::report::{model_report, ModelQuery};
+use crate::hardware::report::hw_report;
+use crate::model::report::{model_report, ModelQuery};
 use crate::scenario::{Count, Scenario};
 use crate::trace::{NoTrace, Recorder, Step};
 use crate::units::DType;

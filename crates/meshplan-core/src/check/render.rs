@@ -207,3 +207,48 @@ pub fn explain_all(rep: &CheckReport, f: Format) -> String {
     }
     out
 }
+
+impl crate::view::Render for CheckReport {
+    fn doc(&self) -> crate::view::Doc {
+        use crate::view::{Doc, Table};
+        let mut t = Table::new(
+            &[
+                "id",
+                "quantity",
+                "claimed",
+                "meshplan",
+                "rel. error",
+                "verdict",
+                "hint",
+            ],
+            &["meshplan", "rel. error"],
+        );
+        for r in &self.claims {
+            let hint = match (&r.hint, &r.reason) {
+                (Some(h), _) => h.message.clone(),
+                (None, Some(reason)) => reason.clone(),
+                _ => String::new(),
+            };
+            t.row(vec![
+                r.id.clone(),
+                r.quantity.clone(),
+                r.claimed.clone(),
+                meshplan_value(r),
+                r.rel_error.map(fmt_rel).unwrap_or_else(|| "—".into()),
+                r.verdict.as_str().into(),
+                hint,
+            ]);
+        }
+        let mut d = Doc::new();
+        if let Some(title) = &self.title {
+            d.title(title.clone());
+        }
+        d.table(t);
+        let s = &self.summary;
+        d.line(format!(
+            "{} claims: {} PASS, {} FAIL, {} CANNOT-CHECK",
+            s.total, s.pass, s.fail, s.cannot_check
+        ));
+        d
+    }
+}

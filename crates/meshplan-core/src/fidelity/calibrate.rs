@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::data::Run;
 use super::model::predict;
-use super::profile::{EfficiencyProfile, MEM_FIT, TIME_FIT};
+use super::profile::{EfficiencyProfile, Param, MEM_FIT, TIME_FIT};
 use crate::hardware::Chip;
 
 /// Minimise `f` from `x0` (Nelder–Mead, standard coefficients).
@@ -106,7 +106,10 @@ pub fn objective(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) 
                 None => continue,
             },
             Target::Memory => match r.peak_mem_gb {
-                Some(m) if m > 0.0 => (m, super::model::peak_memory(&r.spec, chip, p).total / 1e9),
+                Some(m) if m > 0.0 => (
+                    m,
+                    super::model::peak_memory(&r.spec, chip, p).total_bytes.gb(),
+                ),
                 _ => continue,
             },
         };
@@ -124,22 +127,18 @@ pub fn objective(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) 
 pub fn fit(
     runs: &[(&Run, &Chip)],
     start: &EfficiencyProfile,
-    names: &[&str],
+    params: &[Param],
     target: Target,
     iters: usize,
 ) -> EfficiencyProfile {
-    let idx: Vec<usize> = names
+    let x0: Vec<f64> = params
         .iter()
-        .filter_map(|n| EfficiencyProfile::index(n))
-        .collect();
-    let x0: Vec<f64> = idx
-        .iter()
-        .map(|&i| to_u(start.get(i), EfficiencyProfile::bounds(i)))
+        .map(|&q| to_u(start.param(q), q.bounds()))
         .collect();
     let make = |x: &[f64]| {
         let mut p = start.clone();
-        for (k, &i) in idx.iter().enumerate() {
-            p.set(i, from_u(x[k], EfficiencyProfile::bounds(i)));
+        for (k, &q) in params.iter().enumerate() {
+            p.set_param(q, from_u(x[k], q.bounds()));
         }
         p
     };
@@ -160,13 +159,10 @@ pub fn fit(
         if fy < best {
             // re-encode: a parameter driven deep into its bound (u → ±∞) comes
             // back to the edge of the clamp, where the next simplex can move it
-            x = idx
+            x = params
                 .iter()
                 .enumerate()
-                .map(|(k, &i)| {
-                    let b = EfficiencyProfile::bounds(i);
-                    to_u(from_u(y[k], b), b)
-                })
+                .map(|(k, &q)| to_u(from_u(y[k], q.bounds()), q.bounds()))
                 .collect();
             best = f(&x);
         }
@@ -202,17 +198,17 @@ pub struct Calibration {
 
 /// Median |pred/meas − 1| over runs.
 pub fn median_error(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) -> f64 {
-    let mut e: Vec<f64> =
-        runs.iter()
-            .filter_map(|(r, c)| match target {
-                Target::Time => r
-                    .step_time_s
-                    .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
-                Target::Memory => r.peak_mem_gb.filter(|m| *m > 0.0).map(|m| {
-                    (super::model::peak_memory(&r.spec, c, p).total / 1e9 / m - 1.0).abs()
-                }),
-            })
-            .collect();
+    let mut e: Vec<f64> = runs
+        .iter()
+        .filter_map(|(r, c)| match target {
+            Target::Time => r
+                .step_time_s
+                .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
+            Target::Memory => r.peak_mem_gb.filter(|m| *m > 0.0).map(|m| {
+                (super::model::peak_memory(&r.spec, c, p).total_bytes.gb() / m - 1.0).abs()
+            }),
+        })
+        .collect();
     super::stats::quantile(&mut e, 0.5)
 }
 
@@ -233,12 +229,12 @@ pub fn calibrate(
     if n_time > 0 {
         p = fit(runs, &p, &TIME_FIT, Target::Time, iters);
     }
-    let mut fitted: Vec<String> = Vec::new();
+    let mut fitted: Vec<Param> = Vec::new();
     if n_time > 0 {
-        fitted.extend(TIME_FIT.iter().map(|s| s.to_string()));
+        fitted.extend(TIME_FIT);
     }
     if n_mem > 0 {
-        fitted.extend(MEM_FIT.iter().map(|s| s.to_string()));
+        fitted.extend(MEM_FIT);
     }
     // bootstrap: refit from the optimum on resampled runs (LCG, fixed seed)
     let mut samples: Vec<Vec<f64>> = Vec::new();
@@ -259,12 +255,7 @@ pub fn calibrate(
         if n_time > 0 {
             q = fit(&sample, &q, &TIME_FIT, Target::Time, iters / 4);
         }
-        samples.push(
-            fitted
-                .iter()
-                .map(|n| q.get(EfficiencyProfile::index(n).unwrap_or(0)))
-                .collect(),
-        );
+        samples.push(fitted.iter().map(|&n| q.param(n)).collect());
     }
     let stddev = (0..fitted.len())
         .map(|k| {
@@ -282,7 +273,7 @@ pub fn calibrate(
         mem_median_before: median_error(runs, start, Target::Memory),
         mem_median_after: median_error(runs, &p, Target::Memory),
         profile: p,
-        fitted,
+        fitted: fitted.iter().map(|q| q.name().to_string()).collect(),
         stddev,
         n_time,
         n_mem,

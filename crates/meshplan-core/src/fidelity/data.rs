@@ -1,29 +1,22 @@
 //! Validation data sets: the Ultra-Scale Playbook CSV (+ model table) and the
 //! published-runs JSON (`../shared/validation/README.md` describes both), and
-//! the user's calibration CSV.
+//! the user's calibration CSV. CSV files are read with the `csv` crate into
+//! serde rows; a bad cell is reported with its line and column name.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use super::model::{Framework, RunSpec, Shape};
 use super::{perr, perr_at};
 use crate::error::Result;
-use crate::training::{Remat, Schedule};
+use crate::model::params::count;
+use crate::model::{Arch, MlpKind};
+use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
+use crate::trace::NoTrace;
 
 /// The model table shipped with the validation data (copy of
 /// `shared/validation/playbook_models.toml`).
 pub const PLAYBOOK_MODELS: &str = include_str!("playbook_models.toml");
-
-/// How the measured step time was obtained (which MFU definition maps to it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FlopsDef {
-    /// nanotron `get_flops` (variant A); used for the Playbook.
-    Nanotron,
-    /// Megatron/Narayanan `72·B·s·L·h²(1 + s/6h + V/12hL)`.
-    Megatron,
-}
 
 /// One measured run.
 #[derive(Clone, Debug, Serialize)]
@@ -46,10 +39,11 @@ pub struct Run {
     pub step_time_s: Option<f64>,
     /// Measured peak memory, GB.
     pub peak_mem_gb: Option<f64>,
-    /// Measured MFU (fraction), consistent definition.
+    /// Measured MFU (fraction), under `mfu_convention`.
     pub mfu: Option<f64>,
-    /// FLOP definition for MFU.
-    pub flops_def: FlopsDef,
+    /// The FLOP convention of the measured MFU (Playbook: nanotron;
+    /// published Megatron runs: megatron).
+    pub mfu_convention: FlopConvention,
     /// A clean point for fitting and headline figures (Playbook: circle marker,
     /// consistent batch; published: has a step time).
     pub clean: bool,
@@ -61,76 +55,140 @@ pub struct Run {
     pub network: String,
 }
 
-fn num(v: &toml::Value, k: &str) -> u64 {
-    v.get(k).and_then(|x| x.as_integer()).unwrap_or(0) as u64
+/// One entry of the Playbook model table.
+#[derive(Deserialize)]
+struct PlaybookModel {
+    n_layers: u64,
+    d_model: u64,
+    d_ff: u64,
+    n_heads: u64,
+    n_kv_heads: u64,
+    d_head: u64,
+    vocab: u64,
+    #[serde(default)]
+    tied_embeddings: bool,
+    #[serde(default)]
+    mlp: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PlaybookModels {
+    models: BTreeMap<String, PlaybookModel>,
+}
+
+/// A dense Llama-style decoder of the data sets' dimensions.
+#[allow(clippy::too_many_arguments)] // the book's symbols
+fn dense(l: u64, d: u64, f: u64, n: u64, k: u64, h: u64, v: u64, tied: bool, gated: bool) -> Arch {
+    let mut a = Arch::dense(l, d, f, n, k, h, v);
+    a.tied_embeddings = tied;
+    a.mlp = if gated {
+        MlpKind::Gated
+    } else {
+        MlpKind::Plain
+    };
+    a
 }
 
 /// Parse the Playbook model table.
-pub fn parse_playbook_models(src: &str) -> Result<BTreeMap<String, Shape>> {
-    let t: toml::Value = toml::from_str(src).map_err(|e| perr("playbook_models.toml", e))?;
-    let models = t
-        .get("models")
-        .and_then(|m| m.as_table())
-        .ok_or_else(|| perr("playbook_models.toml", "no [models] table"))?;
-    let mut out = BTreeMap::new();
-    for (k, v) in models {
-        out.insert(
-            k.clone(),
-            Shape {
-                n_layers: num(v, "n_layers"),
-                d_model: num(v, "d_model"),
-                d_ff: num(v, "d_ff"),
-                n_heads: num(v, "n_heads"),
-                n_kv_heads: num(v, "n_kv_heads"),
-                d_head: num(v, "d_head"),
-                vocab: num(v, "vocab"),
-                tied_embeddings: v
-                    .get("tied_embeddings")
-                    .and_then(|x| x.as_bool())
-                    .unwrap_or(false),
-                gated: v.get("mlp").and_then(|x| x.as_str()) != Some("plain"),
-                moe: None,
-            },
-        );
+pub fn parse_playbook_models(src: &str) -> Result<BTreeMap<String, Arch>> {
+    let t: PlaybookModels = toml::from_str(src).map_err(|e| perr("playbook_models.toml", e))?;
+    Ok(t.models
+        .into_iter()
+        .map(|(k, m)| {
+            let gated = m.mlp.as_deref() != Some("plain");
+            let a = dense(
+                m.n_layers,
+                m.d_model,
+                m.d_ff,
+                m.n_heads,
+                m.n_kv_heads,
+                m.d_head,
+                m.vocab,
+                m.tied_embeddings,
+                gated,
+            );
+            (k, a)
+        })
+        .collect())
+}
+
+/// Read a CSV with a header into serde rows, each with its 1-based line; a
+/// cell that does not parse names its line and column.
+fn csv_rows<T: DeserializeOwned>(src: &str, what: &str) -> Result<Vec<(usize, T)>> {
+    let mut rd = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'))
+        .flexible(true)
+        .from_reader(src.as_bytes());
+    let header = rd.headers().map_err(|e| perr(what, e))?.clone();
+    let mut out = Vec::new();
+    // the file's own line numbers (csv's skip blank lines): count newlines
+    // up to each record's first byte, incrementally
+    let (mut at, mut line) = (0usize, 1usize);
+    for rec in rd.records() {
+        let rec = rec.map_err(|e| perr(what, e))?;
+        let bytes = src.as_bytes();
+        // the position may point at the end of the previous line: step over it
+        let mut start = rec
+            .position()
+            .map_or(at, |p| p.byte() as usize)
+            .min(src.len());
+        while start < bytes.len() && matches!(bytes[start], b'\n' | b'\r') {
+            start += 1;
+        }
+        line += bytes[at.min(start)..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        at = start;
+        let row = rec.deserialize(Some(&header)).map_err(|e| {
+            let csv::ErrorKind::Deserialize { err, .. } = e.kind() else {
+                return perr_at(what, line, None, e);
+            };
+            let field = err.field().and_then(|i| header.get(i as usize));
+            let msg = match err.kind() {
+                csv::DeserializeErrorKind::ParseInt(_)
+                | csv::DeserializeErrorKind::ParseFloat(_) => {
+                    format!("bad number `{}`", field_value(&rec, err.field()))
+                }
+                k => k.to_string(),
+            };
+            perr_at(what, line, field, msg)
+        })?;
+        out.push((line, row));
     }
     Ok(out)
 }
 
-/// Split one CSV line (the data sets have no quoted fields; quotes are stripped).
-fn split_csv(line: &str) -> Vec<String> {
-    line.split(',')
-        .map(|c| c.trim().trim_matches('"').to_string())
-        .collect()
-}
-
-fn fnum(s: &str) -> Option<f64> {
-    let v: f64 = s.parse().ok()?;
-    v.is_finite().then_some(v)
+fn field_value(rec: &csv::StringRecord, i: Option<u64>) -> String {
+    i.and_then(|i| rec.get(i as usize))
+        .unwrap_or("")
+        .to_string()
 }
 
 /// A measured time or memory: finite and positive, else not measured (a zero
 /// step time would make every relative error infinite).
-fn fpos(s: &str) -> Option<f64> {
-    fnum(s).filter(|v| *v > 0.0)
+fn fpos(s: Option<&str>) -> Option<f64> {
+    s?.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0)
 }
 
 /// ZeRO stage 0..=3 (checked before narrowing to `u8`, so 256 is not stage 0).
-fn zero_stage(z: u64, what: &str, row: usize) -> Result<u8> {
+fn zero_stage(z: u64, what: &str, row: usize, col: &str) -> Result<u8> {
     u8::try_from(z).ok().filter(|z| *z <= 3).ok_or_else(|| {
         perr_at(
             what,
             row,
-            Some("ZeRO"),
+            Some(col),
             format!("ZeRO stage {z} is not 0, 1, 2 or 3"),
         )
     })
 }
 
 /// Reject a run the model cannot evaluate: a zero degree, batch or shape
-/// dimension, or a DP·TP·PP beyond the GPUs (`pipeline_stages` allocates one
+/// dimension, or a DP·TP·PP beyond the GPUs (a stage split allocates one
 /// entry per stage, so an unbounded PP would exhaust memory).
 fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
-    let s = &spec.shape;
+    let s = &spec.arch;
     let fields = [
         ("n_gpus", spec.n_gpus),
         ("dp", spec.dp),
@@ -142,10 +200,6 @@ fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
         ("mbs", spec.mbs),
         ("grad_acc", spec.grad_acc),
         ("seq_len", spec.seq_len),
-        ("n_layers", s.n_layers),
-        ("d_model", s.d_model),
-        ("n_heads", s.n_heads),
-        ("vocab", s.vocab),
     ];
     if let Some((k, _)) = fields.iter().find(|(_, v)| *v == 0) {
         return Err(perr_at(what, row, Some(k), "must be at least 1"));
@@ -189,98 +243,124 @@ fn check_spec(spec: &RunSpec, what: &str, row: usize) -> Result<()> {
     Ok(())
 }
 
-/// The Playbook CSV columns read, in the order `parse_playbook_csv` indexes them.
-const PB_COLS: [&str; 16] = [
-    "model",
-    "Nodes",
-    "MBS",
-    "GradAcc",
-    "DP",
-    "PP",
-    "TP",
-    "ZeRO",
-    "gpu_mem_gb",
-    "status",
-    "seq_len",
-    "n_gpus",
-    "figure_marker",
-    "batch_consistent",
-    "step_time_s",
-    "mfu_recomputed_pct",
-];
+/// The Playbook CSV columns meshplan reads (the file has more).
+#[derive(Deserialize)]
+struct PlaybookRow {
+    model: String,
+    #[serde(rename = "Nodes")]
+    nodes: u64,
+    #[serde(rename = "MBS")]
+    mbs: u64,
+    #[serde(rename = "GradAcc")]
+    grad_acc: u64,
+    #[serde(rename = "DP")]
+    dp: u64,
+    #[serde(rename = "PP")]
+    pp: u64,
+    #[serde(rename = "TP")]
+    tp: u64,
+    #[serde(rename = "ZeRO")]
+    zero: u64,
+    gpu_mem_gb: Option<String>,
+    status: String,
+    seq_len: u64,
+    n_gpus: u64,
+    figure_marker: Option<String>,
+    batch_consistent: Option<String>,
+    step_time_s: Option<String>,
+    mfu_recomputed_pct: Option<String>,
+}
+
+/// A run spec with the defaults the data sets share (no cp/ep/fsdp, 1F1B),
+/// once the model is known to be valid (its parameters are counted here).
+fn run_spec(arch: Arch, framework: Framework, what: &str, row: usize) -> Result<RunSpec> {
+    for (k, v) in [
+        ("n_layers", arch.n_layers),
+        ("d_model", arch.d_model),
+        ("n_heads", arch.n_heads),
+        ("n_kv_heads", arch.n_kv_heads),
+        ("d_head", arch.d_head),
+        ("vocab", arch.vocab),
+    ] {
+        if v == 0 {
+            return Err(perr_at(what, row, Some(k), "must be at least 1"));
+        }
+    }
+    arch.validate().map_err(|e| perr_at(what, row, None, e))?;
+    let params = count(&arch, &mut NoTrace);
+    Ok(RunSpec {
+        arch,
+        params,
+        n_gpus: 1,
+        dp: 1,
+        tp: 1,
+        pp: 1,
+        cp: 1,
+        zero: 0,
+        mbs: 1,
+        grad_acc: 1,
+        seq_len: 1,
+        remat: Remat::None,
+        sequence_parallel: false,
+        schedule: Schedule::OneFOneB,
+        virtual_stages: 1,
+        framework,
+        ep: 1,
+        fsdp: 1,
+    })
+}
 
 /// Parse `playbook_h100_runs.csv` (every row, completed or not).
 pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
+    const WHAT: &str = "playbook csv";
     let models = parse_playbook_models(models_toml)?;
-    let mut lines = src.lines().filter(|l| !l.trim().is_empty());
-    let header = split_csv(lines.next().ok_or_else(|| perr("playbook csv", "empty"))?);
-    let col = |name: &str| -> Result<usize> {
-        header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| perr("playbook csv", format!("missing column `{name}`")))
-    };
-    let c = PB_COLS.iter().map(|n| col(n)).collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
-    for (i, line) in lines.enumerate() {
-        let f = split_csv(line);
-        let g = |k: usize| f.get(c[k]).map(String::as_str).unwrap_or("");
-        let u = |k: usize| -> Result<u64> {
-            g(k).parse().map_err(|_| {
-                perr_at(
-                    "playbook csv",
-                    i + 2,
-                    Some(PB_COLS[k]),
-                    format!("bad number `{}`", g(k)),
-                )
-            })
-        };
-        let model = g(0).to_string();
-        let shape = models.get(&model).cloned().ok_or_else(|| {
+    for (line, r) in csv_rows::<PlaybookRow>(src, WHAT)? {
+        let arch = models.get(&r.model).cloned().ok_or_else(|| {
             perr_at(
-                "playbook csv",
-                i + 2,
+                WHAT,
+                line,
                 Some("model"),
-                format!("unknown model {model}"),
+                format!("unknown model {}", r.model),
             )
         })?;
-        let completed = g(9) == "ok";
+        let completed = r.status == "ok";
         let spec = RunSpec {
-            shape,
-            n_gpus: u(11)?,
-            dp: u(4)?,
-            tp: u(6)?,
-            pp: u(5)?,
-            cp: 1,
-            zero: zero_stage(u(7)?, "playbook csv", i + 2)?,
-            mbs: u(2)?,
-            grad_acc: u(3)?,
-            seq_len: u(10)?,
-            remat: Remat::None,
+            n_gpus: r.n_gpus,
+            dp: r.dp,
+            tp: r.tp,
+            pp: r.pp,
+            zero: zero_stage(r.zero, WHAT, line, "ZeRO")?,
+            mbs: r.mbs,
+            grad_acc: r.grad_acc,
+            seq_len: r.seq_len,
             sequence_parallel: true,
-            schedule: Schedule::OneFOneB,
-            virtual_stages: 1,
-            framework: Framework::Nanotron,
-            ep: 1,
-            fsdp: 1,
+            ..run_spec(arch, Framework::Nanotron, WHAT, line)?
         };
-        check_spec(&spec, "playbook csv", i + 2)?;
+        check_spec(&spec, WHAT, line)?;
+        let measured = |s: &Option<String>| if completed { fpos(s.as_deref()) } else { None };
         out.push(Run {
-            id: format!("playbook:{}", i + 2),
+            id: format!("playbook:{line}"),
             source: "playbook".into(),
-            model,
+            model: r.model,
             chip: "h100".into(),
-            nodes: u(1)?,
+            nodes: r.nodes,
             completed,
-            step_time_s: if completed { fpos(g(14)) } else { None },
-            peak_mem_gb: if completed { fpos(g(8)) } else { None },
+            step_time_s: measured(&r.step_time_s),
+            peak_mem_gb: measured(&r.gpu_mem_gb),
             mfu: if completed {
-                fnum(g(15)).map(|x| x / 100.0)
+                r.mfu_recomputed_pct
+                    .as_deref()
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .filter(|x| x.is_finite())
+                    .map(|x| x / 100.0)
             } else {
                 None
             },
-            flops_def: FlopsDef::Nanotron,
-            clean: completed && g(12) == "circle" && g(13) == "1",
+            mfu_convention: FlopConvention::Nanotron,
+            clean: completed
+                && r.figure_marker.as_deref() == Some("circle")
+                && r.batch_consistent.as_deref() == Some("1"),
             pair: None,
             // README: "communicating between nodes (EFA)"
             network: "efa".into(),
@@ -300,130 +380,133 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
     let mut out = Vec::new();
     let mut skipped = Vec::new();
     for e in arr {
-        let id = e["id"].as_str().unwrap_or("?").to_string();
-        let m = &e["model"];
-        let par = &e["parallelism"];
-        let w = &e["workload"];
-        let me = &e["measured"];
-        let u = |x: &serde_json::Value| x.as_u64();
-        let chip_s = e["hardware"]["chip"].as_str().unwrap_or("");
-        let chip = if chip_s.contains("A100") {
-            "a100-80gb"
-        } else {
-            "h100"
-        };
-        let n = u(&e["hardware"]["count"]).unwrap_or(0);
-        let (Some(gbs), Some(seq)) = (u(&w["global_batch_seqs"]), u(&w["seq_len"])) else {
-            skipped.push(format!("{id}: no global batch"));
-            continue;
-        };
-        let d = u(&m["D"]).unwrap_or(0);
-        let n_heads = u(&m["N"]).unwrap_or(1);
-        let shape = Shape {
-            n_layers: u(&m["L"]).unwrap_or(0),
-            d_model: d,
-            d_ff: u(&m["F"]).unwrap_or(4 * d),
-            n_heads,
-            n_kv_heads: u(&m["K"]).unwrap_or(n_heads),
-            d_head: u(&m["H"]).unwrap_or(d / n_heads.max(1)),
-            vocab: u(&m["V"]).unwrap_or(51200),
-            tied_embeddings: false,
-            gated: false,
-            moe: None,
-        };
-        let (tp, pp, dp) = (
-            u(&par["TP"]).unwrap_or(1),
-            u(&par["PP"]).unwrap_or(1),
-            u(&par["DP"]).unwrap_or(1),
-        );
-        let mbs = u(&w["micro_batch"]).unwrap_or(1);
-        let rc = w["activation_recompute"].as_str().unwrap_or("");
-        let remat = if rc.starts_with("full") {
-            Remat::Full
-        } else if rc.starts_with("selective") {
-            Remat::Selective
-        } else {
-            Remat::None
-        };
-        let vst = u(&par["virtual_pipeline_stages"]).unwrap_or(1);
-        let megatron_core = id.starts_with("mcore");
-        let spec = RunSpec {
-            shape,
-            n_gpus: n,
-            dp,
-            tp,
-            pp,
-            cp: u(&par["CP"]).unwrap_or(1),
-            zero: if megatron_core { 1 } else { 0 },
-            mbs,
-            grad_acc: (gbs / mbs.saturating_mul(dp).max(1)).max(1),
-            seq_len: seq,
-            remat,
-            sequence_parallel: par["sequence_parallel"]
-                .as_bool()
-                .unwrap_or(megatron_core && tp > 1),
-            schedule: if vst > 1 {
-                Schedule::Interleaved
-            } else {
-                Schedule::OneFOneB
-            },
-            virtual_stages: vst,
-            ep: 1,
-            fsdp: 1,
-            // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
-            framework: if id.starts_with("kor22") {
-                Framework::Megatron2022
-            } else {
-                Framework::Megatron
-            },
-        };
-        // the same checks as a CSV row (no line numbers in this JSON: the id names it)
-        check_spec(&spec, &format!("published json `{id}`"), 0)?;
-        let tokens = spec.tokens_per_step();
-        let step = if let Some(t) = me["iteration_time_s"].as_f64() {
-            Some(t)
-        } else {
-            me["model_tflops_per_gpu"].as_f64().map(|tf| {
-                spec.shape.megatron_flops_per_token(seq) * tokens / (n as f64 * tf * 1e12)
-            })
-        };
-        let Some(step) = step else {
-            skipped.push(format!("{id}: no step time or throughput"));
-            continue;
-        };
-        let peak = if chip == "h100" { 989e12 } else { 312e12 };
-        let mfu = spec.shape.megatron_flops_per_token(seq) * tokens / (step * n as f64 * peak);
-        let source = id.split('-').next().unwrap_or("published").to_string();
-        let pair = id
-            .strip_suffix("-full")
-            .or_else(|| id.strip_suffix("-seqsel"))
-            .map(str::to_string);
-        out.push(Run {
-            id: id.clone(),
-            source,
-            model: m["name"].as_str().unwrap_or("?").to_string(),
-            chip: chip.into(),
-            nodes: n.div_ceil(8),
-            spec,
-            completed: true,
-            step_time_s: Some(step),
-            peak_mem_gb: None,
-            mfu: Some(mfu),
-            flops_def: FlopsDef::Megatron,
-            clean: true,
-            pair,
-            network: super::profile::network_of(
-                e["hardware"]["interconnect"].as_str().unwrap_or(""),
-            )
-            .into(),
-        });
+        match published_entry(e)? {
+            Ok(run) => out.push(run),
+            Err(why) => skipped.push(why),
+        }
     }
     Ok((out, skipped))
 }
 
-/// Columns of the calibration CSV (`meshplan calibrate`), header required:
+/// One published entry: `Ok(Err(why))` when it has no usable step time or batch.
+fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, String>> {
+    let id = e["id"].as_str().unwrap_or("?").to_string();
+    let (m, par, w, me) = (
+        &e["model"],
+        &e["parallelism"],
+        &e["workload"],
+        &e["measured"],
+    );
+    let u = |x: &serde_json::Value| x.as_u64();
+    let chip_s = e["hardware"]["chip"].as_str().unwrap_or("");
+    let chip = if chip_s.contains("A100") {
+        "a100-80gb"
+    } else {
+        "h100"
+    };
+    let n = u(&e["hardware"]["count"]).unwrap_or(0);
+    let (Some(gbs), Some(seq)) = (u(&w["global_batch_seqs"]), u(&w["seq_len"])) else {
+        return Ok(Err(format!("{id}: no global batch")));
+    };
+    let d = u(&m["D"]).unwrap_or(0);
+    let n_heads = u(&m["N"]).unwrap_or(1);
+    let arch = dense(
+        u(&m["L"]).unwrap_or(0),
+        d,
+        u(&m["F"]).unwrap_or(4 * d),
+        n_heads,
+        u(&m["K"]).unwrap_or(n_heads),
+        u(&m["H"]).unwrap_or(d / n_heads.max(1)),
+        u(&m["V"]).unwrap_or(51200),
+        false,
+        false,
+    );
+    let (tp, pp, dp) = (
+        u(&par["TP"]).unwrap_or(1),
+        u(&par["PP"]).unwrap_or(1),
+        u(&par["DP"]).unwrap_or(1),
+    );
+    let mbs = u(&w["micro_batch"]).unwrap_or(1);
+    let rc = w["activation_recompute"].as_str().unwrap_or("");
+    let remat = if rc.starts_with("full") {
+        Remat::Full
+    } else if rc.starts_with("selective") {
+        Remat::Selective
+    } else {
+        Remat::None
+    };
+    let vst = u(&par["virtual_pipeline_stages"]).unwrap_or(1);
+    let megatron_core = id.starts_with("mcore");
+    // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
+    let framework = if id.starts_with("kor22") {
+        Framework::Megatron2022
+    } else {
+        Framework::Megatron
+    };
+    let what = format!("published json `{id}`");
+    let spec = RunSpec {
+        n_gpus: n,
+        dp,
+        tp,
+        pp,
+        cp: u(&par["CP"]).unwrap_or(1),
+        zero: if megatron_core { 1 } else { 0 },
+        mbs,
+        grad_acc: (gbs / mbs.saturating_mul(dp).max(1)).max(1),
+        seq_len: seq,
+        remat,
+        sequence_parallel: par["sequence_parallel"]
+            .as_bool()
+            .unwrap_or(megatron_core && tp > 1),
+        schedule: if vst > 1 {
+            Schedule::Interleaved
+        } else {
+            Schedule::OneFOneB
+        },
+        virtual_stages: vst,
+        ..run_spec(arch, framework, &what, 0)?
+    };
+    // the same checks as a CSV row (no line numbers in this JSON: the id names it)
+    check_spec(&spec, &what, 0)?;
+    let tokens = spec.tokens_per_step();
+    let meg = crate::accounting::megatron_per_token(&spec.arch, seq) * tokens;
+    let step = match me["iteration_time_s"].as_f64() {
+        Some(t) => Some(t),
+        None => me["model_tflops_per_gpu"]
+            .as_f64()
+            .map(|tf| meg / (n as f64 * tf * 1e12)),
+    };
+    let Some(step) = step else {
+        return Ok(Err(format!("{id}: no step time or throughput")));
+    };
+    let peak = if chip == "h100" { 989e12 } else { 312e12 };
+    let pair = id
+        .strip_suffix("-full")
+        .or_else(|| id.strip_suffix("-seqsel"))
+        .map(str::to_string);
+    Ok(Ok(Run {
+        source: id.split('-').next().unwrap_or("published").to_string(),
+        model: m["name"].as_str().unwrap_or("?").to_string(),
+        chip: chip.into(),
+        nodes: n.div_ceil(8),
+        spec,
+        completed: true,
+        step_time_s: Some(step),
+        peak_mem_gb: None,
+        mfu: Some(meg / (step * n as f64 * peak)),
+        mfu_convention: FlopConvention::Megatron,
+        clean: true,
+        pair,
+        network: super::profile::network_of(e["hardware"]["interconnect"].as_str().unwrap_or(""))
+            .into(),
+        id,
+    }))
+}
+
+/// One row of the calibration CSV (`meshplan calibrate`), read and written
+/// with the same serde struct. Columns, header required:
 ///
-/// `model,n_layers,d_model,d_ff,n_heads,n_kv_heads,d_head,vocab,n_gpus,dp,tp,pp,zero,mbs,grad_acc,seq_len,step_time_s,peak_mem_gb`
+/// `model,n_layers,d_model,d_ff,n_heads,n_kv_heads,d_head,vocab,tied,n_gpus,dp,tp,pp,zero,mbs,grad_acc,seq_len,step_time_s,peak_mem_gb`
 ///
 /// `model` may be a catalog name (then the shape columns may be empty; a
 /// catalog MoE model brings its experts) or a label with the shape columns
@@ -432,108 +515,157 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
 /// (nanotron/megatron, default nanotron), `cp`, `ep`, `fsdp` (default 1; ep
 /// and fsdp count data-parallel ranks: each must divide dp·cp, ep needs a MoE
 /// model; fsdp > 1 with zero < 3 is hybrid sharding), `peak_mem_gb`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct CalibRow {
+    /// Catalog name or label.
+    pub model: Option<String>,
+    /// L (with the other shape columns, when `model` is not a catalog name).
+    pub n_layers: Option<u64>,
+    /// D.
+    pub d_model: Option<u64>,
+    /// F.
+    pub d_ff: Option<u64>,
+    /// N.
+    pub n_heads: Option<u64>,
+    /// K (default N).
+    pub n_kv_heads: Option<u64>,
+    /// H (default D/N).
+    pub d_head: Option<u64>,
+    /// V.
+    pub vocab: Option<u64>,
+    /// Tied embeddings (0/1).
+    pub tied: Option<u64>,
+    /// GPUs.
+    pub n_gpus: Option<u64>,
+    /// Data-parallel ranks.
+    pub dp: Option<u64>,
+    /// Tensor parallel.
+    pub tp: Option<u64>,
+    /// Pipeline stages.
+    pub pp: Option<u64>,
+    /// Context parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp: Option<u64>,
+    /// Expert parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep: Option<u64>,
+    /// Hybrid-sharding group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsdp: Option<u64>,
+    /// ZeRO stage.
+    pub zero: Option<u64>,
+    /// Micro-batch size (sequences).
+    pub mbs: Option<u64>,
+    /// Gradient-accumulation steps.
+    pub grad_acc: Option<u64>,
+    /// Sequence length.
+    pub seq_len: Option<u64>,
+    /// Measured step time (s).
+    pub step_time_s: Option<String>,
+    /// Measured peak memory (GB).
+    pub peak_mem_gb: Option<String>,
+    /// Remat policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remat: Option<String>,
+    /// Sequence parallelism (0/1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sp: Option<u64>,
+    /// Framework.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
+}
+
+/// The columns of [`CalibRow`] `to_calibration_csv` writes.
 pub const CALIB_COLUMNS: &str = "model,n_layers,d_model,d_ff,n_heads,n_kv_heads,d_head,vocab,tied,n_gpus,dp,tp,pp,zero,mbs,grad_acc,seq_len,step_time_s,peak_mem_gb";
+
+/// The model of a calibration row: its shape columns, else the catalog.
+fn calib_arch(r: &CalibRow, line: usize, lookup: &dyn Fn(&str) -> Option<Arch>) -> Result<Arch> {
+    let need = |v: Option<u64>, n: &str| {
+        v.ok_or_else(|| perr_at("calibration csv", line, Some(n), "missing or not a number"))
+    };
+    let model = r.model.as_deref().unwrap_or("custom");
+    match r.n_layers {
+        Some(l) => {
+            let d = need(r.d_model, "d_model")?;
+            let nh = need(r.n_heads, "n_heads")?;
+            Ok(dense(
+                l,
+                d,
+                need(r.d_ff, "d_ff")?,
+                nh,
+                r.n_kv_heads.unwrap_or(nh),
+                r.d_head.unwrap_or(d / nh.max(1)),
+                need(r.vocab, "vocab")?,
+                r.tied == Some(1),
+                true,
+            ))
+        }
+        None => lookup(model).ok_or_else(|| {
+            perr_at(
+                "calibration csv",
+                line,
+                Some("model"),
+                format!("unknown model `{model}` and no shape columns"),
+            )
+        }),
+    }
+}
 
 /// Parse a calibration CSV; `lookup` resolves catalog model names.
 pub fn parse_calibration_csv(
     src: &str,
     chip: &str,
-    lookup: &dyn Fn(&str) -> Option<Shape>,
+    lookup: &dyn Fn(&str) -> Option<Arch>,
 ) -> Result<Vec<Run>> {
-    let mut lines = src
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-    let header = split_csv(
-        lines
-            .next()
-            .ok_or_else(|| perr("calibration csv", "empty"))?,
-    );
-    let idx = |n: &str| header.iter().position(|h| h == n);
+    const WHAT: &str = "calibration csv";
     let mut out = Vec::new();
-    for (i, line) in lines.enumerate() {
-        let f = split_csv(line);
-        let get = |n: &str| {
-            idx(n)
-                .and_then(|k| f.get(k))
-                .map(String::as_str)
-                .filter(|s| !s.is_empty())
+    for (line, r) in csv_rows::<CalibRow>(src, WHAT)? {
+        let arch = calib_arch(&r, line, lookup)?;
+        let need = |v: Option<u64>, n: &str| {
+            v.ok_or_else(|| perr_at(WHAT, line, Some(n), "missing or not a number"))
         };
-        let un = |n: &str| get(n).and_then(|s| s.parse::<u64>().ok());
-        let need = |n: &str| {
-            un(n).ok_or_else(|| {
-                perr_at("calibration csv", i + 2, Some(n), "missing or not a number")
-            })
-        };
-        let model = get("model").unwrap_or("custom").to_string();
-        let shape = if let Some(l) = un("n_layers") {
-            let d = need("d_model")?;
-            let nh = need("n_heads")?;
-            Shape {
-                n_layers: l,
-                d_model: d,
-                d_ff: need("d_ff")?,
-                n_heads: nh,
-                n_kv_heads: un("n_kv_heads").unwrap_or(nh),
-                d_head: un("d_head").unwrap_or(d / nh.max(1)),
-                vocab: need("vocab")?,
-                tied_embeddings: un("tied").unwrap_or(0) == 1,
-                gated: true,
-                moe: None,
+        let tp = r.tp.unwrap_or(1);
+        let n_gpus = need(r.n_gpus, "n_gpus")?;
+        let framework = match r.framework.as_deref() {
+            Some(f) => {
+                Framework::parse(f).map_err(|e| perr_at(WHAT, line, Some("framework"), e))?
             }
-        } else {
-            lookup(&model).ok_or_else(|| {
-                perr_at(
-                    "calibration csv",
-                    i + 2,
-                    Some("model"),
-                    format!("unknown model `{model}` and no shape columns"),
-                )
-            })?
+            None => Framework::Nanotron,
         };
-        let tp = un("tp").unwrap_or(1);
-        let n_gpus = need("n_gpus")?;
-        let remat = get("remat")
-            .map(Remat::parse)
-            .transpose()?
-            .unwrap_or(Remat::None);
-        let framework = if get("framework") == Some("megatron") {
-            Framework::Megatron
-        } else {
-            Framework::Nanotron
+        let remat = match r.remat.as_deref() {
+            Some(x) => Remat::parse(x).map_err(|e| perr_at(WHAT, line, Some("remat"), e))?,
+            None => Remat::None,
         };
         let spec = RunSpec {
-            shape,
             n_gpus,
-            dp: un("dp").unwrap_or(1),
+            dp: r.dp.unwrap_or(1),
             tp,
-            pp: un("pp").unwrap_or(1),
-            cp: un("cp").unwrap_or(1),
-            zero: zero_stage(un("zero").unwrap_or(0), "calibration csv", i + 2)?,
-            mbs: need("mbs")?,
-            grad_acc: un("grad_acc").unwrap_or(1),
-            seq_len: need("seq_len")?,
+            pp: r.pp.unwrap_or(1),
+            cp: r.cp.unwrap_or(1),
+            zero: zero_stage(r.zero.unwrap_or(0), WHAT, line, "zero")?,
+            mbs: need(r.mbs, "mbs")?,
+            grad_acc: r.grad_acc.unwrap_or(1),
+            seq_len: need(r.seq_len, "seq_len")?,
             remat,
-            sequence_parallel: un("sp").map_or(tp > 1, |x| x == 1),
-            schedule: Schedule::OneFOneB,
-            virtual_stages: 1,
-            framework,
-            ep: un("ep").unwrap_or(1),
-            fsdp: un("fsdp").unwrap_or(1),
+            sequence_parallel: r.sp.map_or(tp > 1, |x| x == 1),
+            ep: r.ep.unwrap_or(1),
+            fsdp: r.fsdp.unwrap_or(1),
+            ..run_spec(arch, framework, WHAT, line)?
         };
-        check_spec(&spec, "calibration csv", i + 2)?;
-        let step = get("step_time_s").and_then(fpos);
+        check_spec(&spec, WHAT, line)?;
+        let step = fpos(r.step_time_s.as_deref());
         out.push(Run {
-            id: format!("calib:{}", i + 2),
+            id: format!("calib:{line}"),
             source: "user".into(),
-            model,
+            model: r.model.unwrap_or_else(|| "custom".into()),
             chip: chip.into(),
             nodes: n_gpus.div_ceil(8),
             spec,
             completed: step.is_some(),
             step_time_s: step,
-            peak_mem_gb: get("peak_mem_gb").and_then(fpos),
+            peak_mem_gb: fpos(r.peak_mem_gb.as_deref()),
             mfu: None,
-            flops_def: FlopsDef::Nanotron,
+            mfu_convention: FlopConvention::Nanotron,
             clean: step.is_some(),
             pair: None,
             network: String::new(),
@@ -544,33 +676,34 @@ pub fn parse_calibration_csv(
 
 /// Write runs as a calibration CSV (used for synthetic round trips).
 pub fn to_calibration_csv(runs: &[Run]) -> String {
-    let mut s = String::from(CALIB_COLUMNS);
-    s.push('\n');
+    let mut w = csv::Writer::from_writer(Vec::new());
     for r in runs {
-        let p = &r.spec;
-        let h = &p.shape;
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            r.model,
-            h.n_layers,
-            h.d_model,
-            h.d_ff,
-            h.n_heads,
-            h.n_kv_heads,
-            h.d_head,
-            h.vocab,
-            u8::from(h.tied_embeddings),
-            p.n_gpus,
-            p.dp,
-            p.tp,
-            p.pp,
-            p.zero,
-            p.mbs,
-            p.grad_acc,
-            p.seq_len,
-            r.step_time_s.map(|x| format!("{x:.6}")).unwrap_or_default(),
-            r.peak_mem_gb.map(|x| format!("{x:.4}")).unwrap_or_default(),
-        ));
+        let (p, h) = (&r.spec, &r.spec.arch);
+        let row = CalibRow {
+            model: Some(r.model.clone()),
+            n_layers: Some(h.n_layers),
+            d_model: Some(h.d_model),
+            d_ff: Some(h.d_ff),
+            n_heads: Some(h.n_heads),
+            n_kv_heads: Some(h.n_kv_heads),
+            d_head: Some(h.d_head),
+            vocab: Some(h.vocab),
+            tied: Some(u64::from(h.tied_embeddings)),
+            n_gpus: Some(p.n_gpus),
+            dp: Some(p.dp),
+            tp: Some(p.tp),
+            pp: Some(p.pp),
+            zero: Some(p.zero as u64),
+            mbs: Some(p.mbs),
+            grad_acc: Some(p.grad_acc),
+            seq_len: Some(p.seq_len),
+            step_time_s: r.step_time_s.map(|x| format!("{x:.6}")),
+            peak_mem_gb: r.peak_mem_gb.map(|x| format!("{x:.4}")),
+            ..CalibRow::default()
+        };
+        // a serialization error here would be a bug in CalibRow
+        let _ = w.serialize(row);
     }
-    s
+    let bytes = w.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
 }

@@ -7,26 +7,28 @@ run fits (issue 7; `docs/fidelity.md` has every formula and parameter).
   per chip (`data/profiles/NAME.toml`, embedded), global per chip, never per run.
 * [`model::predict`]: step time (matmuls by shape, FlashAttention, HBM-bound
   work, TP/SP/PP/DP collectives with overlap, bubble, recompute, overheads)
-  and [`model::peak_memory`] (ZeRO stage, activations per remat with flash
-  attention, 1F1B in-flight micro-batches, fp32 logits, reserve).
+  and [`model::peak_memory`] (the one memory model, [`crate::memory`], with
+  the profile's calibration).
 * [`data`]: the validation data sets and the calibration CSV.
 * [`calibrate::calibrate`]: Nelder–Mead fit + bootstrap uncertainty.
 * [`stats`]: comparison, summaries, OOM accuracy, recompute-pair ratios, SVG.
 
 Other commands use a profile with [`profile::resolve_profile`] then
-[`model::predict`] (a [`model::RunSpec`] built from their configuration).
+[`model::predict`] (a [`crate::parallelism::RunSpec`] built from their
+configuration with [`crate::parallelism::RunSpec::from_config`]).
 */
 
 pub mod calibrate;
 pub mod data;
 pub mod model;
 pub mod profile;
+pub mod report;
 pub mod stats;
 
 use crate::error::Error;
 use crate::hardware::Chip;
 
-pub use model::{peak_memory, predict, Prediction, RunSpec, Shape};
+pub use model::{peak_memory, predict, Prediction};
 pub use profile::{resolve_profile, EfficiencyProfile};
 
 /// A parse error without a known position (a whole-document check).

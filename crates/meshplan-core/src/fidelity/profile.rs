@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use strum::{EnumIter, EnumString, IntoEnumIterator, IntoStaticStr, VariantNames};
 
 use crate::error::Result;
 
@@ -157,7 +158,7 @@ pub struct EfficiencyProfile {
 }
 
 /// The network part of a profile for one cluster fabric: parameter overrides
-/// (names from [`PARAM_NAMES`]) with their sources. The measured collective
+/// (names of [`Param`]) with their sources. The measured collective
 /// curves of the base profile are dropped (they belong to its cluster), so the
 /// analytic NVLink / scale-out bandwidths × efficiencies are used instead.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -198,67 +199,159 @@ fn one() -> f64 {
     1.0
 }
 
-/// The names of the numeric parameters, in a fixed order.
-pub const PARAM_NAMES: [&str; 29] = [
-    "matmul_efficiency",
-    "matmul_half_dim",
-    "attention_efficiency",
-    "hbm_efficiency",
-    "intra_node_efficiency",
-    "inter_node_efficiency",
-    "inter_node_congestion",
-    "collective_latency_s",
-    "tp_overlap",
-    "dp_overlap",
-    "layer_overhead_s",
-    "step_overhead_s",
-    "logits_fp32_copies",
-    "runtime_reserve_gb",
-    "usable_hbm_fraction",
-    "p2p_efficiency",
-    "inter_node_latency_s",
-    "p2p_latency_s",
-    "latency_node_exponent",
-    "node_overhead_s",
-    "net_scale",
-    "grad_extra_bytes",
-    "activation_scale",
-    "microbatch_overhead_s",
-    "p2p_node_exponent",
-    "pp_tp_step_latency_s",
-    "microbatch_node_exponent",
-    "pp_stall_s",
-    "ddp_pp_stall_min_microbatches",
-];
+/// The numeric parameters of a profile: each names its field, its
+/// physical range (which bounds a fit) and, through
+/// [`EfficiencyProfile::param`], its value. The matches below are exhaustive,
+/// so a new parameter cannot be forgotten.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    EnumIter,
+    EnumString,
+    IntoStaticStr,
+    VariantNames,
+    strum::Display,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum Param {
+    /// `matmul_efficiency`.
+    MatmulEfficiency,
+    /// `matmul_half_dim`.
+    MatmulHalfDim,
+    /// `attention_efficiency`.
+    AttentionEfficiency,
+    /// `hbm_efficiency`.
+    HbmEfficiency,
+    /// `intra_node_efficiency`.
+    IntraNodeEfficiency,
+    /// `inter_node_efficiency`.
+    InterNodeEfficiency,
+    /// `inter_node_congestion`.
+    InterNodeCongestion,
+    /// `collective_latency_s`.
+    CollectiveLatencyS,
+    /// `tp_overlap`.
+    TpOverlap,
+    /// `dp_overlap`.
+    DpOverlap,
+    /// `layer_overhead_s`.
+    LayerOverheadS,
+    /// `step_overhead_s`.
+    StepOverheadS,
+    /// `logits_fp32_copies`.
+    LogitsFp32Copies,
+    /// `runtime_reserve_gb`.
+    RuntimeReserveGb,
+    /// `usable_hbm_fraction`.
+    UsableHbmFraction,
+    /// `p2p_efficiency`.
+    P2pEfficiency,
+    /// `inter_node_latency_s`.
+    InterNodeLatencyS,
+    /// `p2p_latency_s`.
+    P2pLatencyS,
+    /// `latency_node_exponent`.
+    LatencyNodeExponent,
+    /// `node_overhead_s`.
+    NodeOverheadS,
+    /// `net_scale`.
+    NetScale,
+    /// `grad_extra_bytes`.
+    GradExtraBytes,
+    /// `activation_scale`.
+    ActivationScale,
+    /// `microbatch_overhead_s`.
+    MicrobatchOverheadS,
+    /// `p2p_node_exponent`.
+    P2pNodeExponent,
+    /// `pp_tp_step_latency_s`.
+    PpTpStepLatencyS,
+    /// `microbatch_node_exponent`.
+    MicrobatchNodeExponent,
+    /// `pp_stall_s`.
+    PpStallS,
+    /// `ddp_pp_stall_min_microbatches`.
+    DdpPpStallMinMicrobatches,
+}
+
+impl Param {
+    /// The field name (as in the profile TOML).
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+    /// Parse a field name.
+    pub fn from_name(name: &str) -> Option<Param> {
+        name.parse().ok()
+    }
+    /// Physical range (bounds the fit, so that fitted values stay physical:
+    /// no 100 % matmul efficiency, no multi-ms kernel launches).
+    pub fn bounds(self) -> (f64, f64) {
+        match self {
+            Param::MatmulEfficiency => (0.3, 0.9),
+            Param::MatmulHalfDim => (1.0, 1024.0),
+            Param::AttentionEfficiency => (0.1, 0.8),
+            Param::HbmEfficiency => (0.02, 1.0),
+            Param::IntraNodeEfficiency => (0.02, 1.0),
+            Param::InterNodeEfficiency => (0.02, 1.0),
+            Param::InterNodeCongestion => (0.0, 2.0),
+            Param::CollectiveLatencyS => (1e-6, 2e-3),
+            Param::TpOverlap => (0.0, 0.9),
+            Param::DpOverlap => (0.0, 0.9),
+            Param::LayerOverheadS => (0.0, 5e-3),
+            Param::StepOverheadS => (0.0, 2.0),
+            Param::LogitsFp32Copies => (0.0, 8.0),
+            Param::RuntimeReserveGb => (0.0, 20.0),
+            Param::UsableHbmFraction => (0.5, 1.0),
+            Param::P2pEfficiency => (0.01, 1.0),
+            Param::InterNodeLatencyS => (0.0, 2e-2),
+            Param::P2pLatencyS => (0.0, 5e-2),
+            Param::LatencyNodeExponent => (0.0, 1.5),
+            Param::NodeOverheadS => (0.0, 0.2),
+            Param::NetScale => (0.3, 2.0),
+            Param::GradExtraBytes => (0.0, 4.0),
+            Param::ActivationScale => (0.7, 1.6),
+            Param::MicrobatchOverheadS => (0.0, 3.0),
+            Param::P2pNodeExponent => (0.0, 1.5),
+            Param::PpTpStepLatencyS => (0.0, 2e-3),
+            Param::MicrobatchNodeExponent => (0.0, 8.0),
+            Param::PpStallS => (0.0, 3.0),
+            Param::DdpPpStallMinMicrobatches => (0.0, 1024.0),
+        }
+    }
+}
 
 /// Parameters `calibrate` fits from step times (the rest keep their sources).
-pub const TIME_FIT: [&str; 18] = [
-    "matmul_efficiency",
-    "matmul_half_dim",
-    "layer_overhead_s",
-    "net_scale",
-    "tp_overlap",
-    "collective_latency_s",
-    "inter_node_latency_s",
-    "p2p_efficiency",
-    "p2p_latency_s",
-    "dp_overlap",
-    "step_overhead_s",
-    "latency_node_exponent",
-    "node_overhead_s",
-    "microbatch_overhead_s",
-    "p2p_node_exponent",
-    "pp_tp_step_latency_s",
-    "microbatch_node_exponent",
-    "pp_stall_s",
+pub const TIME_FIT: [Param; 18] = [
+    Param::MatmulEfficiency,
+    Param::MatmulHalfDim,
+    Param::LayerOverheadS,
+    Param::NetScale,
+    Param::TpOverlap,
+    Param::CollectiveLatencyS,
+    Param::InterNodeLatencyS,
+    Param::P2pEfficiency,
+    Param::P2pLatencyS,
+    Param::DpOverlap,
+    Param::StepOverheadS,
+    Param::LatencyNodeExponent,
+    Param::NodeOverheadS,
+    Param::MicrobatchOverheadS,
+    Param::P2pNodeExponent,
+    Param::PpTpStepLatencyS,
+    Param::MicrobatchNodeExponent,
+    Param::PpStallS,
 ];
 
 /// Parameters `calibrate` fits from peak memory.
-pub const MEM_FIT: [&str; 4] = [
-    "logits_fp32_copies",
-    "runtime_reserve_gb",
-    "grad_extra_bytes",
-    "activation_scale",
+pub const MEM_FIT: [Param; 4] = [
+    Param::LogitsFp32Copies,
+    Param::RuntimeReserveGb,
+    Param::GradExtraBytes,
+    Param::ActivationScale,
 ];
 
 const H100: &str = include_str!("../../../../data/profiles/h100.toml");
@@ -279,15 +372,15 @@ impl EfficiencyProfile {
                 message: msg,
             }
         };
-        for (i, n) in PARAM_NAMES.iter().enumerate() {
-            let v = p.get(i);
+        for q in Param::iter() {
+            let (n, v) = (q.name(), p.param(q));
             if !v.is_finite() || v < 0.0 {
                 return Err(at(n, n.to_string(), format!("{v} must be finite and ≥ 0")));
             }
         }
         for (net, n) in &p.networks {
             for (k, v) in &n.params {
-                if Self::index(k).is_none() || !v.is_finite() || *v < 0.0 {
+                if Param::from_name(k).is_none() || !v.is_finite() || *v < 0.0 {
                     return Err(at(
                         k,
                         format!("networks.{net}.params.{k}"),
@@ -336,8 +429,8 @@ impl EfficiencyProfile {
         p.measured_allgather_gbs.clear();
         p.calibrated_max_nodes = n.calibrated_max_nodes;
         for (k, v) in &n.params {
-            if let Some(i) = Self::index(k) {
-                p.set(i, *v);
+            if let Some(q) = Param::from_name(k) {
+                p.set_param(q, *v);
             }
         }
         for (k, v) in &n.sources {
@@ -346,112 +439,92 @@ impl EfficiencyProfile {
         p
     }
 
-    /// Parameter by index in [`PARAM_NAMES`].
-    pub fn get(&self, i: usize) -> f64 {
-        match i {
-            0 => self.matmul_efficiency,
-            1 => self.matmul_half_dim,
-            2 => self.attention_efficiency,
-            3 => self.hbm_efficiency,
-            4 => self.intra_node_efficiency,
-            5 => self.inter_node_efficiency,
-            6 => self.inter_node_congestion,
-            7 => self.collective_latency_s,
-            8 => self.tp_overlap,
-            9 => self.dp_overlap,
-            10 => self.layer_overhead_s,
-            11 => self.step_overhead_s,
-            12 => self.logits_fp32_copies,
-            13 => self.runtime_reserve_gb,
-            14 => self.usable_hbm_fraction,
-            15 => self.p2p_efficiency,
-            16 => self.inter_node_latency_s,
-            17 => self.p2p_latency_s,
-            18 => self.latency_node_exponent,
-            19 => self.node_overhead_s,
-            20 => self.net_scale,
-            21 => self.grad_extra_bytes,
-            23 => self.microbatch_overhead_s,
-            24 => self.p2p_node_exponent,
-            25 => self.pp_tp_step_latency_s,
-            26 => self.microbatch_node_exponent,
-            27 => self.pp_stall_s,
-            28 => self.ddp_pp_stall_min_microbatches,
-            _ => self.activation_scale,
+    /// The value of one parameter.
+    pub fn param(&self, p: Param) -> f64 {
+        *self.field(p)
+    }
+
+    /// Set one parameter.
+    pub fn set_param(&mut self, p: Param, v: f64) {
+        *self.field_mut(p) = v;
+    }
+
+    fn field(&self, p: Param) -> &f64 {
+        match p {
+            Param::MatmulEfficiency => &self.matmul_efficiency,
+            Param::MatmulHalfDim => &self.matmul_half_dim,
+            Param::AttentionEfficiency => &self.attention_efficiency,
+            Param::HbmEfficiency => &self.hbm_efficiency,
+            Param::IntraNodeEfficiency => &self.intra_node_efficiency,
+            Param::InterNodeEfficiency => &self.inter_node_efficiency,
+            Param::InterNodeCongestion => &self.inter_node_congestion,
+            Param::CollectiveLatencyS => &self.collective_latency_s,
+            Param::TpOverlap => &self.tp_overlap,
+            Param::DpOverlap => &self.dp_overlap,
+            Param::LayerOverheadS => &self.layer_overhead_s,
+            Param::StepOverheadS => &self.step_overhead_s,
+            Param::LogitsFp32Copies => &self.logits_fp32_copies,
+            Param::RuntimeReserveGb => &self.runtime_reserve_gb,
+            Param::UsableHbmFraction => &self.usable_hbm_fraction,
+            Param::P2pEfficiency => &self.p2p_efficiency,
+            Param::InterNodeLatencyS => &self.inter_node_latency_s,
+            Param::P2pLatencyS => &self.p2p_latency_s,
+            Param::LatencyNodeExponent => &self.latency_node_exponent,
+            Param::NodeOverheadS => &self.node_overhead_s,
+            Param::NetScale => &self.net_scale,
+            Param::GradExtraBytes => &self.grad_extra_bytes,
+            Param::ActivationScale => &self.activation_scale,
+            Param::MicrobatchOverheadS => &self.microbatch_overhead_s,
+            Param::P2pNodeExponent => &self.p2p_node_exponent,
+            Param::PpTpStepLatencyS => &self.pp_tp_step_latency_s,
+            Param::MicrobatchNodeExponent => &self.microbatch_node_exponent,
+            Param::PpStallS => &self.pp_stall_s,
+            Param::DdpPpStallMinMicrobatches => &self.ddp_pp_stall_min_microbatches,
         }
     }
 
-    /// Set parameter by index.
-    pub fn set(&mut self, i: usize, v: f64) {
-        let r = match i {
-            0 => &mut self.matmul_efficiency,
-            1 => &mut self.matmul_half_dim,
-            2 => &mut self.attention_efficiency,
-            3 => &mut self.hbm_efficiency,
-            4 => &mut self.intra_node_efficiency,
-            5 => &mut self.inter_node_efficiency,
-            6 => &mut self.inter_node_congestion,
-            7 => &mut self.collective_latency_s,
-            8 => &mut self.tp_overlap,
-            9 => &mut self.dp_overlap,
-            10 => &mut self.layer_overhead_s,
-            11 => &mut self.step_overhead_s,
-            12 => &mut self.logits_fp32_copies,
-            13 => &mut self.runtime_reserve_gb,
-            14 => &mut self.usable_hbm_fraction,
-            15 => &mut self.p2p_efficiency,
-            16 => &mut self.inter_node_latency_s,
-            17 => &mut self.p2p_latency_s,
-            18 => &mut self.latency_node_exponent,
-            19 => &mut self.node_overhead_s,
-            20 => &mut self.net_scale,
-            21 => &mut self.grad_extra_bytes,
-            23 => &mut self.microbatch_overhead_s,
-            24 => &mut self.p2p_node_exponent,
-            25 => &mut self.pp_tp_step_latency_s,
-            26 => &mut self.microbatch_node_exponent,
-            27 => &mut self.pp_stall_s,
-            28 => &mut self.ddp_pp_stall_min_microbatches,
-            _ => &mut self.activation_scale,
-        };
-        *r = v;
+    fn field_mut(&mut self, p: Param) -> &mut f64 {
+        match p {
+            Param::MatmulEfficiency => &mut self.matmul_efficiency,
+            Param::MatmulHalfDim => &mut self.matmul_half_dim,
+            Param::AttentionEfficiency => &mut self.attention_efficiency,
+            Param::HbmEfficiency => &mut self.hbm_efficiency,
+            Param::IntraNodeEfficiency => &mut self.intra_node_efficiency,
+            Param::InterNodeEfficiency => &mut self.inter_node_efficiency,
+            Param::InterNodeCongestion => &mut self.inter_node_congestion,
+            Param::CollectiveLatencyS => &mut self.collective_latency_s,
+            Param::TpOverlap => &mut self.tp_overlap,
+            Param::DpOverlap => &mut self.dp_overlap,
+            Param::LayerOverheadS => &mut self.layer_overhead_s,
+            Param::StepOverheadS => &mut self.step_overhead_s,
+            Param::LogitsFp32Copies => &mut self.logits_fp32_copies,
+            Param::RuntimeReserveGb => &mut self.runtime_reserve_gb,
+            Param::UsableHbmFraction => &mut self.usable_hbm_fraction,
+            Param::P2pEfficiency => &mut self.p2p_efficiency,
+            Param::InterNodeLatencyS => &mut self.inter_node_latency_s,
+            Param::P2pLatencyS => &mut self.p2p_latency_s,
+            Param::LatencyNodeExponent => &mut self.latency_node_exponent,
+            Param::NodeOverheadS => &mut self.node_overhead_s,
+            Param::NetScale => &mut self.net_scale,
+            Param::GradExtraBytes => &mut self.grad_extra_bytes,
+            Param::ActivationScale => &mut self.activation_scale,
+            Param::MicrobatchOverheadS => &mut self.microbatch_overhead_s,
+            Param::P2pNodeExponent => &mut self.p2p_node_exponent,
+            Param::PpTpStepLatencyS => &mut self.pp_tp_step_latency_s,
+            Param::MicrobatchNodeExponent => &mut self.microbatch_node_exponent,
+            Param::PpStallS => &mut self.pp_stall_s,
+            Param::DdpPpStallMinMicrobatches => &mut self.ddp_pp_stall_min_microbatches,
+        }
     }
 
-    /// Index of a parameter name.
-    pub fn index(name: &str) -> Option<usize> {
-        PARAM_NAMES.iter().position(|n| *n == name)
-    }
-
-    /// Physical range of each parameter (bounds the fit, so that fitted values
-    /// stay physical: no 100 % matmul efficiency, no multi-ms kernel launches).
-    pub fn bounds(i: usize) -> (f64, f64) {
-        match i {
-            0 => (0.3, 0.9),
-            1 => (1.0, 1024.0),
-            2 => (0.1, 0.8),
-            3..=5 => (0.02, 1.0),
-            6 => (0.0, 2.0),
-            7 => (1e-6, 2e-3),
-            8 | 9 => (0.0, 0.9),
-            10 => (0.0, 5e-3),
-            11 => (0.0, 2.0),
-            12 => (0.0, 8.0),
-            13 => (0.0, 20.0),
-            14 => (0.5, 1.0),
-            15 => (0.01, 1.0),
-            16 => (0.0, 2e-2),
-            17 => (0.0, 5e-2),
-            18 => (0.0, 1.5),
-            19 => (0.0, 0.2),
-            20 => (0.3, 2.0),
-            21 => (0.0, 4.0),
-            23 => (0.0, 3.0),
-            24 => (0.0, 1.5),
-            25 => (0.0, 2e-3),
-            26 => (0.0, 8.0),
-            27 => (0.0, 3.0),
-            28 => (0.0, 1024.0),
-            _ => (0.7, 1.6),
+    /// The calibrated parts of a framework's memory.
+    pub fn memory_calibration(&self) -> crate::memory::MemoryCalibration {
+        crate::memory::MemoryCalibration {
+            activation_scale: self.activation_scale,
+            reserve_bytes: self.runtime_reserve_gb * 1e9,
+            logits_fp32_copies: self.logits_fp32_copies,
+            grad_extra_bytes: self.grad_extra_bytes,
+            usable_hbm_fraction: self.usable_hbm_fraction,
         }
     }
 

@@ -142,6 +142,20 @@ pub struct Summary {
     pub pairs: Vec<PairRatio>,
 }
 
+/// Model FLOPs of one step of a run under `conv` (causal attention, the
+/// run's own recompute for the `hardware` convention).
+pub fn run_model_flops(r: &Run, conv: crate::parallelism::FlopConvention) -> f64 {
+    let s = &r.spec;
+    let q = crate::accounting::FlopQuery {
+        convention: conv,
+        seq_len: s.seq_len,
+        causal: true,
+        tokens: s.tokens_per_step(),
+        remat: s.remat,
+    };
+    crate::accounting::step_flops(&s.arch, &s.params, &q).model
+}
+
 /// Compare every run with its prediction.
 pub fn compare(
     runs: &[(&Run, &Chip)],
@@ -154,12 +168,8 @@ pub fn compare(
             let pr = predict(&r.spec, chip, &p);
             let peak = chip.flops(crate::units::DType::Bf16).get();
             let n = r.spec.n_gpus.max(1) as f64;
-            let fl = match r.flops_def {
-                super::data::FlopsDef::Nanotron => pr.model_flops,
-                super::data::FlopsDef::Megatron => {
-                    r.spec.shape.megatron_flops_per_token(r.spec.seq_len) * r.spec.tokens_per_step()
-                }
-            };
+            // the measured MFU's own convention, so the two compare
+            let fl = run_model_flops(r, r.mfu_convention);
             let s = &r.spec;
             Row {
                 id: r.id.clone(),
@@ -180,8 +190,8 @@ pub fn compare(
                     s.mbs,
                     s.grad_acc,
                     match s.remat {
-                        crate::training::Remat::Full => " full-remat",
-                        crate::training::Remat::Selective => " sel-remat",
+                        crate::parallelism::Remat::Full => " full-remat",
+                        crate::parallelism::Remat::Selective => " sel-remat",
                         _ => "",
                     }
                 ),
@@ -191,7 +201,7 @@ pub fn compare(
                 step_predicted_s: pr.step_time_s,
                 step_error: r.step_time_s.map(|m| pr.step_time_s / m - 1.0),
                 mfu_measured: r.mfu,
-                mfu_predicted: fl / (pr.step_time_s * n * peak),
+                mfu_predicted: crate::accounting::mfu(fl, n, peak, pr.step_time_s),
                 tok_s_gpu_predicted: pr.tokens_per_s_per_gpu,
                 mem_measured_gb: r.peak_mem_gb,
                 mem_predicted_gb: pr.peak_mem_gb,

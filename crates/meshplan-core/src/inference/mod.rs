@@ -14,6 +14,7 @@ the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 
 pub mod latency;
 pub mod memory;
+mod render;
 pub mod roofline;
 pub mod scenario;
 pub mod sharding;

@@ -22,6 +22,7 @@ Counting lives in [`params`], FLOPs in [`flops`], KV-cache size in [`kv`].
 pub mod flops;
 pub mod kv;
 pub mod params;
+pub mod report;
 
 use serde::{Deserialize, Serialize};
 
@@ -329,6 +330,41 @@ impl Arch {
             Some(m) if m.d_ff_shared > 0 => m.d_ff_shared,
             _ => self.d_ff_expert(),
         }
+    }
+
+    /// φ: the fraction of the layers that are MoE layers (0 when dense).
+    pub fn moe_fraction(&self) -> f64 {
+        if self.n_layers == 0 {
+            return 0.0;
+        }
+        self.moe_layers() as f64 / self.n_layers as f64
+    }
+
+    /// FFN width averaged over the layers, `moe(k, E, S)` on MoE layers and
+    /// F on dense ones (k, E, S = routed per token, routed, shared experts).
+    fn ffn_width_avg(&self, moe: impl Fn(u64, u64, u64) -> f64) -> f64 {
+        let f = self.d_ff as f64;
+        match &self.moe {
+            Some(m) => {
+                let phi = self.moe_fraction();
+                (1.0 - phi) * f + phi * moe(m.top_k, m.n_experts, m.n_shared_experts)
+            }
+            None => f,
+        }
+    }
+
+    /// FFN width a token goes through, averaged over the layers: F on dense
+    /// layers, `k·F_e + S·F_s` on MoE layers (FLOPs and activations).
+    pub fn ffn_width_active(&self) -> f64 {
+        let (fe, fs) = (self.d_ff_expert() as f64, self.d_ff_shared() as f64);
+        self.ffn_width_avg(|k, _, s| k as f64 * fe + s as f64 * fs)
+    }
+
+    /// FFN width held in weights, averaged over the layers: F on dense
+    /// layers, `E·F_e + S·F_s` on MoE layers.
+    pub fn ffn_width_total(&self) -> f64 {
+        let (fe, fs) = (self.d_ff_expert() as f64, self.d_ff_shared() as f64);
+        self.ffn_width_avg(|_, e, s| e as f64 * fe + s as f64 * fs)
     }
 
     /// Check that the hyperparameters describe a real model. Also guarantees

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::train::divisors;
+use super::space::divisors;
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::{evaluate, InferQuery, InferReport, Sharding};
 use crate::model::ModelSpec;
@@ -17,31 +17,36 @@ use crate::trace::NoTrace;
 use crate::units::DType;
 
 /// What to optimise among the points that meet the SLOs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
 pub enum InferObjective {
     /// Most output tokens/s per chip.
     #[default]
+    #[strum(to_string = "throughput", serialize = "tps")]
     Throughput,
     /// Fewest USD per million output tokens (= throughput per chip when every chip costs the same).
     Cost,
     /// Shortest time per output token, ties by TTFT.
+    #[strum(to_string = "latency", serialize = "tpot")]
     Latency,
 }
 
 impl InferObjective {
     /// Parse "throughput" | "cost" | "latency".
     pub fn parse(s: &str) -> crate::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "throughput" | "tps" => Ok(Self::Throughput),
-            "cost" => Ok(Self::Cost),
-            "latency" | "tpot" => Ok(Self::Latency),
-            _ => Err(crate::Error::BadValue {
-                what: "objective".into(),
-                input: s.into(),
-                expected: "throughput, cost or latency".into(),
-            }),
-        }
+        crate::parallelism::parse_choice("objective", s)
     }
 }
 

@@ -3,18 +3,26 @@ The planner (`meshplan plan`): exhaustive, fast search for the best training
 and serving configuration. See `docs/planner.md`.
 
 * [`train`]: every factorization of the chip count into
-  dp·fsdp·tp·pp·cp (× ep for MoE), every TPU axis order, × ZeRO stage × remat
-  × schedule × microbatches × virtual stages × sequence parallelism; each
-  point costed by [`fast::fast_eval`], an allocation-free mirror of
-  [`crate::training::analyze`], in parallel (rayon).
+  dp·fsdp·tp·pp·cp (× ep for MoE), every TPU axis order ([`space`]), × ZeRO
+  stage × remat × schedule × micro-batches × virtual stages × sequence
+  parallelism; each point costed by [`crate::training::evaluate`] — the
+  evaluation `meshplan train` reports — with tracing off, in parallel
+  (rayon), the best K kept in a bounded heap.
 * [`infer`]: slice shapes × EP × TP × 1D/2D-WS × weight/KV dtypes × batch,
   costed by [`crate::inference::evaluate`]; Pareto front and best point under
   the SLOs.
 */
 
-pub mod fast;
 pub mod infer;
+pub mod infer_report;
+mod render;
+pub mod report;
+pub mod space;
 pub mod train;
 
+pub use crate::training::RejectReason;
 pub use infer::{ChipBudget, InferObjective, InferResult, InferSearch};
-pub use train::{PredEval, RejectReason, TrainObjective, TrainResult, TrainSearch, TrainSpace};
+pub use infer_report::{plan_infer, PlanInferReport};
+pub use report::{plan_train, PlanEntry, PlanTrainReport, PlanTrainRequest};
+pub use space::{divisors, factorizations, inner_choices, TrainSpace};
+pub use train::{Found, PredEval, TrainObjective, TrainResult, TrainSearch};

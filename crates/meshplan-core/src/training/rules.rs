@@ -4,7 +4,70 @@
 //! per-axis ICI bandwidth on TPUs (2550 on v5p) or the collective bandwidth on
 //! GPUs.
 
+use serde::Serialize;
+
+use crate::hardware::{Chip, ChipKind};
+use crate::mesh::{Mesh, Topology};
+use crate::model::ModelSpec;
+use crate::parallelism::TrainConfig;
 use crate::trace::{Step, Tracer};
+use crate::units::Seconds;
+
+/// Critical-batch rules and verdicts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rules {
+    /// α = C / W_axis (W_ici bidirectional per axis, or NVLink on GPUs).
+    pub alpha: f64,
+    /// Physical axes of the whole slice (pure DP/FSDP M_X).
+    pub m_all: f64,
+    /// Tokens per chip for the actual plan: B / (data-like degrees · tp · pp) = B/N.
+    pub batch_per_chip: f64,
+    /// α / M_X for the pure DP/FSDP case over all chips.
+    pub dp_min_batch_per_chip: f64,
+    /// Tokens needed for pure DP/FSDP over all chips.
+    pub fsdp_min_batch_tokens: f64,
+    /// M_X, M_Y assumed for the FSDP+TP rules (book: 2 and 1 on a 3-D slice).
+    pub fsdp_tp_m_x: f64,
+    /// See `fsdp_tp_m_x`.
+    pub fsdp_tp_m_y: f64,
+    /// Most chips pure DP/FSDP over all axes can use at this batch and stay
+    /// compute-bound: B·M_X/α (= B / `dp_min_batch_per_chip`).
+    pub fsdp_max_chips: f64,
+    /// Most chips mixed FSDP+TP can use at this batch: B·M_X·M_Y·F/α²
+    /// (= B / `fsdp_tp_min_batch_per_chip`).
+    pub fsdp_tp_max_chips: f64,
+    /// Time to train `train_flops` on `fsdp_max_chips` chips at the MFU
+    /// given: train FLOPs/(fsdp_max_chips·C·MFU) (book ch5, LLaMA-3 70B).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsdp_max_chips_train_time_s: Option<Seconds>,
+    /// α²/(M_X·M_Y·F).
+    pub fsdp_tp_min_batch_per_chip: f64,
+    /// M_Y·F/α.
+    pub tp_max_degree: f64,
+    /// √((B/F)·(M_X/M_Y)·N).
+    pub x_opt: f64,
+    /// Divisor of N nearest X_opt.
+    pub x_chosen: u64,
+    /// N / x_chosen.
+    pub y_chosen: u64,
+    /// C / W_dcn per slice (TPU with DCN).
+    pub dcn_min_batch_per_slice: Option<f64>,
+    /// Can we use pure DP? with reason.
+    pub pure_dp: Verdict,
+    /// Can we use pure FSDP?
+    pub pure_fsdp: Verdict,
+    /// Can we use FSDP + TP?
+    pub fsdp_tp: Verdict,
+}
+
+/// Yes/no with the reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The answer.
+    pub ok: bool,
+    /// Why.
+    pub reason: String,
+}
 
 const CH5: &str = "How To Scale Your Model ch5 (training)";
 
@@ -141,4 +204,221 @@ pub fn dcn_min_batch_per_slice<T: Tracer>(c: f64, w_dcn: f64, tr: &mut T) -> f64
 /// FSDP+TP compute/comms ratio `sqrt(B·F·M_X·M_Y)/(α·sqrt(N))` at X_opt.
 pub fn fsdp_tp_ratio(b: f64, f: f64, n: f64, alpha: f64, m_x: f64, m_y: f64) -> f64 {
     (b * f * m_x * m_y).sqrt() / (alpha * n.sqrt())
+}
+
+/// The bandwidth the book's data-parallel rules use on `mesh`: (W, M_X of the
+/// whole slice, the DCN per-slice bound). TPU: the bidirectional ICI per
+/// axis, M_X = axes of the slice with more than one chip. GPU: the NVLink
+/// egress inside a node, the NIC share of a node across nodes.
+fn rules_bandwidth<T: Tracer>(
+    chip: &Chip,
+    mesh: &Mesh,
+    c: f64,
+    tr: &mut T,
+) -> (f64, f64, Option<f64>) {
+    if let (Topology::Torus { shape, .. }, ChipKind::Tpu) = (&mesh.topology, chip.kind) {
+        let w = chip
+            .ici
+            .as_ref()
+            .map_or(1.0, |i| i.link.bidirectional_rate().get());
+        let m = shape.iter().filter(|&&s| s > 1).count().max(1) as f64;
+        let dcn = chip
+            .scale_out
+            .as_ref()
+            .map(|s| dcn_min_batch_per_slice(c, s.per_chip.one_way_rate().get(), tr));
+        return (w, m, dcn);
+    }
+    let nv = chip
+        .nvlink
+        .as_ref()
+        .map_or(1.0, |x| x.per_gpu.one_way_rate().get());
+    let w = match (&mesh.topology, &chip.scale_out) {
+        (
+            Topology::Gpu {
+                nodes,
+                gpus_per_node,
+            },
+            Some(s),
+        ) if *nodes > 1 => nv.min(s.per_chip.one_way_rate().get() * *gpus_per_node as f64),
+        _ => nv,
+    };
+    (w, 1.0, None)
+}
+
+/// What the verdicts compare.
+struct RuleInputs {
+    alpha: f64,
+    m_all: f64,
+    mx: f64,
+    my: f64,
+    f: f64,
+    b: f64,
+    n: f64,
+    per_chip: f64,
+    dp_min: f64,
+    ftmin: f64,
+    xo: f64,
+    xc: u64,
+    chips: u64,
+}
+
+fn verdict(ok: bool, reason: String) -> Verdict {
+    Verdict { ok, reason }
+}
+
+/// Can we use pure DP? (memory first, then the critical batch).
+fn pure_dp_verdict(r: &RuleInputs, weights_rep: f64, bytes_per_param: f64, hbm: f64) -> Verdict {
+    let (per_chip, dp_min) = (r.per_chip, r.dp_min);
+    if weights_rep > hbm {
+        verdict(false, format!(
+            "pure DP replicates parameters + optimizer state ({:.3} GB at {} B/param) on every chip, more than the {:.3} GB of HBM",
+            weights_rep / 1e9,
+            bytes_per_param,
+            hbm / 1e9
+        ))
+    } else if per_chip < dp_min {
+        verdict(false, format!(
+            "fits, but B/N = {per_chip:.0} tokens per chip < α/M_X = {dp_min:.0}: communication-bound"
+        ))
+    } else {
+        verdict(
+            true,
+            format!("fits and B/N = {per_chip:.0} ≥ α/M_X = {dp_min:.0} tokens per chip"),
+        )
+    }
+}
+
+/// Can we use pure FSDP? and FSDP + TP?
+fn fsdp_verdicts(r: &RuleInputs) -> (Verdict, Verdict) {
+    let (per_chip, dp_min, ftmin) = (r.per_chip, r.dp_min, r.ftmin);
+    let fsdp = if per_chip < dp_min {
+        verdict(false, format!(
+            "memory is not the issue, but FSDP over {} chips needs B > N·α/M_X = {:.4} M tokens and B = {:.4} M: communication-bound",
+            r.n,
+            r.n * dp_min / 1e6,
+            r.b / 1e6
+        ))
+    } else {
+        verdict(
+            true,
+            format!("B/N = {per_chip:.0} ≥ α/M_X = {dp_min:.0} tokens per chip"),
+        )
+    };
+    let fsdp_tp = if per_chip > ftmin {
+        verdict(true, format!(
+            "B/N = {per_chip:.0} > α²/(M_X·M_Y·F) = {ftmin:.0} tokens per chip; X_opt = {:.0} → X = {}, Y = {}",
+            r.xo,
+            r.xc,
+            r.chips / r.xc.max(1)
+        ))
+    } else {
+        verdict(false, format!(
+            "B/N = {per_chip:.0} ≤ α²/(M_X·M_Y·F) = {ftmin:.0}: communication-bound even with the best FSDP×TP split"
+        ))
+    };
+    (fsdp, fsdp_tp)
+}
+
+/// The chips each strategy can use compute-bound at batch B.
+fn max_chips<T: Tracer>(r: &RuleInputs, tr: &mut T) -> (f64, f64) {
+    let (b, alpha, f, mx, my, m_all) = (r.b, r.alpha, r.f, r.mx, r.my, r.m_all);
+    let fsdp_max_chips = b / r.dp_min;
+    let fsdp_tp_max_chips = b / r.ftmin;
+    tr.record(|| {
+        Step::new(
+            "rules.fsdp_max_chips",
+            "Most chips pure FSDP can use compute-bound",
+            "B·M_X/α",
+        )
+        .bind("B", b, "tokens")
+        .bind("M_X", m_all, "")
+        .bind("α", alpha, "")
+        .result(fsdp_max_chips, "chips")
+        .source(CH5)
+    });
+    tr.record(|| {
+        Step::new(
+            "rules.fsdp_tp_max_chips",
+            "Most chips FSDP+TP can use compute-bound",
+            "B·M_X·M_Y·F/α²",
+        )
+        .bind("B", b, "tokens")
+        .bind("M_X", mx, "")
+        .bind("M_Y", my, "")
+        .bind("F", f, "")
+        .bind("α", alpha, "")
+        .result(fsdp_tp_max_chips, "chips")
+        .source(CH5)
+    });
+    (fsdp_max_chips, fsdp_tp_max_chips)
+}
+
+/// The book's rules for this model, chip and mesh size, with verdicts.
+/// `bytes_params_opt`: parameter + optimizer bytes per parameter (pure DP
+/// replicates them).
+pub fn book_rules<T: Tracer>(
+    spec: &ModelSpec,
+    chip: &Chip,
+    mesh: &Mesh,
+    cfg: &TrainConfig,
+    p_total: f64,
+    bytes_params_opt: f64,
+    tr: &mut T,
+) -> Rules {
+    let n = mesh.chips.max(1) as f64;
+    let c = chip.flops(cfg.compute_dtype).get();
+    let (w, m_all, dcn) = rules_bandwidth(chip, mesh, c, tr);
+    let alpha = alpha(c, w, tr);
+    let b = cfg.batch_tokens as f64;
+    let f = spec.arch.d_ff as f64;
+    let dp_min = dp_min_batch_per_chip(alpha, m_all, tr);
+    let (mx, my) = if m_all >= 2.0 {
+        (m_all - 1.0, 1.0)
+    } else {
+        (1.0, 1.0)
+    };
+    let ftmin = fsdp_tp_min_batch_per_chip(alpha, mx, my, f, tr);
+    let tpmax = tp_max_degree(f, alpha, my, tr);
+    let xo = x_opt(b, f, n, mx, my, tr);
+    let xc = nearest_divisor(mesh.chips.max(1), xo);
+    let r = RuleInputs {
+        alpha,
+        m_all,
+        mx,
+        my,
+        f,
+        b,
+        n,
+        per_chip: b / n,
+        dp_min,
+        ftmin,
+        xo,
+        xc,
+        chips: mesh.chips,
+    };
+    let hbm = chip.hbm_capacity.get();
+    let pure_dp = pure_dp_verdict(&r, p_total * bytes_params_opt, bytes_params_opt, hbm);
+    let (pure_fsdp, fsdp_tp) = fsdp_verdicts(&r);
+    let (fsdp_max_chips, fsdp_tp_max_chips) = max_chips(&r, tr);
+    Rules {
+        alpha,
+        m_all,
+        fsdp_max_chips,
+        fsdp_tp_max_chips,
+        fsdp_max_chips_train_time_s: None,
+        batch_per_chip: r.per_chip,
+        dp_min_batch_per_chip: dp_min,
+        fsdp_min_batch_tokens: n * dp_min,
+        fsdp_tp_m_x: mx,
+        fsdp_tp_m_y: my,
+        fsdp_tp_min_batch_per_chip: ftmin,
+        tp_max_degree: tpmax,
+        x_opt: xo,
+        x_chosen: xc,
+        y_chosen: mesh.chips / xc.max(1),
+        dcn_min_batch_per_slice: dcn,
+        pure_dp,
+        pure_fsdp,
+        fsdp_tp,
+    }
 }

@@ -1,18 +1,20 @@
 //! Scenario → training configuration: the defaults and validation that
-//! `meshplan train` applies (shared with `meshplan check`). Flags are
-//! written into the [`Scenario`] first (they override the file), then
+//! `meshplan train`, `meshplan plan train` and `meshplan check` apply. Flags
+//! are written into the [`Scenario`] first (they override the file), then
 //! [`resolve`] turns it into a model, a chip, a topology and a
 //! [`TrainConfig`].
 
+use super::predicted::{active_profile, default_framework, ActiveProfile};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::hardware::Chip;
-use crate::mesh::{Degrees, Topology};
+use crate::hardware::{fmt_shape, Chip};
+use crate::mesh::Topology;
 use crate::model::ModelSpec;
-use crate::scenario::Scenario;
+use crate::parallelism::{
+    Degrees, FlopConvention, Framework, Optimizer, Remat, Schedule, TrainConfig,
+};
+use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::units::DType;
-
-use super::{Optimizer, Remat, Schedule, TrainConfig};
 
 /// Everything [`super::analyze`] needs.
 #[derive(Clone, Debug)]
@@ -25,6 +27,27 @@ pub struct TrainSetup {
     pub topo: Topology,
     /// The configuration.
     pub cfg: TrainConfig,
+    /// The efficiency profile (built-in, or the user's), if the chip has one.
+    pub profile: Option<ActiveProfile>,
+}
+
+/// A workload without a fixed plan (what the planner searches over).
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The model.
+    pub spec: ModelSpec,
+    /// The chip.
+    pub chip: Chip,
+    /// The slice / GPU layout, or why there is none (a TPU chip count no
+    /// slice offers).
+    pub topo: std::result::Result<Topology, String>,
+    /// Chips asked for (the topology's, or the count no slice offers).
+    pub chips: u64,
+    /// Batch, sequence, dtypes, optimizer, framework (degrees and choices at
+    /// their defaults).
+    pub base: TrainConfig,
+    /// The efficiency profile, if the chip has one.
+    pub profile: Option<ActiveProfile>,
 }
 
 fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
@@ -34,34 +57,58 @@ fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
     }
 }
 
-/// Resolve a scenario (with any flags already written into it) the way
-/// `meshplan train` does: defaults of [`TrainConfig`], grad dtype = param
-/// dtype, MFU in (0, 1], no degree at all → pure data parallelism over every
-/// chip, ZeRO ≤ 3, microbatches default to `pp`.
-pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
-    let spec = sc.model.resolve(cat)?;
-    let chip = sc.hardware.resolve_chip(cat)?;
-    let topo = match (&sc.hardware.mesh, sc.hardware.chips.map(|c| c.0)) {
-        (Some(m), _) => Topology::parse(&chip, m)?,
-        (None, Some(n)) => match &chip.ici {
-            Some(_) => {
-                return Err(Error::Invalid(
-                    "a TPU needs --mesh with a slice shape like 16x16x16".into(),
-                ))
-            }
-            None => Topology::gpus(n, chip.nvlink.as_ref().map_or(1, |x| x.domain_size)),
-        },
-        (None, None) => {
-            return Err(Error::Invalid(
-                "give --mesh (TPU slice or NODESxGPUS) or --chips".into(),
-            ))
-        }
+/// The slice or GPU layout of `n` chips: on a TPU the offered slice with
+/// that many chips (`Err` lists the offered sizes), on GPUs `n` GPUs in
+/// NVLink domains.
+pub fn topology_for_chips(chip: &Chip, n: u64) -> std::result::Result<Topology, String> {
+    let Some(ici) = &chip.ici else {
+        return Ok(Topology::gpus(
+            n,
+            chip.nvlink.as_ref().map_or(1, |x| x.domain_size),
+        ));
     };
-    let t = &sc.training;
-    let p = &sc.parallelism;
+    match ici.slice_shapes.iter().find(|s| s.iter().product::<u64>() == n) {
+        Some(s) => Ok(Topology::Torus {
+            slices: 1,
+            shape: s.clone(),
+        }),
+        None => Err(format!(
+            "{} offers no slice of {n} chips (offered: {}); give --mesh SHAPE, or use one of those sizes",
+            chip.name,
+            ici.slice_shapes
+                .iter()
+                .map(|s| format!("{} = {}", fmt_shape(s), s.iter().product::<u64>()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// The topology a scenario names: its mesh, else its chip count.
+fn scenario_topology(sc: &Scenario, chip: &Chip) -> Result<std::result::Result<Topology, String>> {
+    match (&sc.hardware.mesh, sc.hardware.chips.map(|c| c.0)) {
+        (Some(m), _) => Ok(Ok(Topology::parse(chip, m)?)),
+        (None, Some(0)) => Err(Error::Invalid("the mesh needs at least one chip".into())),
+        (None, Some(n)) => Ok(topology_for_chips(chip, n)),
+        (None, None) => Err(Error::Invalid(
+            "give --mesh (TPU slice or NODESxGPUS) or --chips".into(),
+        )),
+    }
+}
+
+/// The `[training]` section over the defaults of [`TrainConfig`]: grad
+/// dtype = param dtype, MFU in (0, 1], the FLOP convention (`flops`, or
+/// `include_attention = false` for the book's), the framework (Megatron
+/// where a profile describes the chip, the book's accounting otherwise).
+fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Result<TrainConfig> {
     let mut cfg = TrainConfig::default();
     cfg.batch_tokens = t.batch_tokens.map(|c| c.0).unwrap_or(cfg.batch_tokens);
     cfg.seq_len = t.seq_len.map(|c| c.0).unwrap_or(cfg.seq_len);
+    if cfg.batch_tokens == 0 || cfg.seq_len == 0 {
+        return Err(Error::Invalid(
+            "--batch-tokens and --seq-len must be at least 1".into(),
+        ));
+    }
     cfg.param_dtype = dtype(&t.param_dtype, cfg.param_dtype, "param_dtype")?;
     cfg.grad_dtype = dtype(&t.grad_dtype, cfg.param_dtype, "grad_dtype")?;
     cfg.optimizer_dtype = dtype(&t.optimizer_dtype, cfg.optimizer_dtype, "optimizer_dtype")?;
@@ -85,7 +132,29 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
     }
     cfg.train_tokens = t.train_tokens.map(|c| c.0);
     cfg.causal = t.causal.unwrap_or(true);
-    cfg.include_attention = t.include_attention.unwrap_or(true);
+    cfg.flops = match (&t.flops, t.include_attention) {
+        (Some(f), _) => FlopConvention::parse(f)?,
+        (None, Some(false)) => FlopConvention::Book,
+        (None, _) => FlopConvention::Model,
+    };
+    cfg.framework = match &t.framework {
+        Some(f) => Framework::parse(f)?,
+        None => default_framework(profile),
+    };
+    if let Some(e) = t.comm_efficiency {
+        if !(e > 0.0 && e <= 1.0) {
+            return Err(Error::Invalid(format!(
+                "--comm-efficiency must be in (0, 1], got {e}"
+            )));
+        }
+        cfg.comm_efficiency = e;
+    }
+    Ok(cfg)
+}
+
+/// The `[parallelism]` section into `cfg`: no degree at all → pure data
+/// parallelism over every chip, ZeRO ≤ 3, micro-batches default to `pp`.
+fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Result<()> {
     let pick = |s: Option<u64>| s.unwrap_or(1);
     cfg.degrees = Degrees {
         dp: pick(p.dp),
@@ -109,17 +178,13 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
             )));
         }
     }
-    if topo.chips() == 0 {
-        return Err(Error::Invalid("the mesh needs at least one chip".into()));
-    }
-    if cfg.batch_tokens == 0 || cfg.seq_len == 0 {
+    if cfg.degrees.checked_product().is_none() {
         return Err(Error::Invalid(
-            "--batch-tokens and --seq-len must be at least 1".into(),
+            "dp·fsdp·tp·pp·cp overflows: the degrees multiply to more than 2^64 chips".into(),
         ));
     }
-    // No degree given at all: pure data parallelism over every chip.
-    if cfg.degrees == Degrees::default() && topo.chips() > 1 {
-        cfg.degrees.dp = topo.chips();
+    if cfg.degrees == Degrees::default() && chips > 1 {
+        cfg.degrees.dp = chips;
     }
     let zero = p.zero.unwrap_or(0);
     if zero > 3 {
@@ -139,18 +204,61 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
         ));
     }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
-    if let Some(e) = t.comm_efficiency {
-        if !(e > 0.0 && e <= 1.0) {
-            return Err(Error::Invalid(format!(
-                "--comm-efficiency must be in (0, 1], got {e}"
-            )));
-        }
-        cfg.comm_efficiency = e;
+    Ok(())
+}
+
+/// Resolve a scenario (with any flags already written into it) the way
+/// `meshplan train` does, with the chip's built-in profile.
+pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<TrainSetup> {
+    resolve_with(sc, cat, None)
+}
+
+/// [`resolve`] with the user's efficiency profile (`--hw-profile`:
+/// `(toml_text, file_name)`) instead of the chip's built-in one.
+pub fn resolve_with(
+    sc: &Scenario,
+    cat: &Catalog,
+    user: Option<(&str, &str)>,
+) -> Result<TrainSetup> {
+    let w = resolve_workload(sc, cat, user)?;
+    let topo = w.topo.map_err(Error::Invalid)?;
+    let chips = topo.checked_chips().unwrap_or(0);
+    if chips == 0 {
+        return Err(Error::Invalid("the mesh needs at least one chip".into()));
     }
+    let mut cfg = w.base;
+    plan_config(&sc.parallelism, chips, &mut cfg)?;
     Ok(TrainSetup {
+        spec: w.spec,
+        chip: w.chip,
+        topo,
+        cfg,
+        profile: w.profile,
+    })
+}
+
+/// The model, chip, topology and workload of a scenario, without a plan
+/// (`[parallelism]` is ignored): what `meshplan plan train` searches.
+pub fn resolve_workload(
+    sc: &Scenario,
+    cat: &Catalog,
+    user: Option<(&str, &str)>,
+) -> Result<Workload> {
+    let spec = sc.model.resolve(cat)?;
+    let chip = sc.hardware.resolve_chip(cat)?;
+    let profile = active_profile(&chip, user)?;
+    let topo = scenario_topology(sc, &chip)?;
+    let base = workload_config(&sc.training, profile.as_ref())?;
+    let chips = match &topo {
+        Ok(t) => t.checked_chips().unwrap_or(u64::MAX),
+        Err(_) => sc.hardware.chips.map_or(0, |c| c.0),
+    };
+    Ok(Workload {
         spec,
         chip,
         topo,
-        cfg,
+        chips,
+        base,
+        profile,
     })
 }

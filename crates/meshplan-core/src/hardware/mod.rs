@@ -8,6 +8,8 @@ Your Model* uses where they differ from the vendor's; it is deep-merged over
 the file to make the variant `<name>@book`, which the book's exercises use.
 */
 
+pub mod report;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

@@ -6,9 +6,11 @@ recorded as a derivation step.
 
 use serde::Serialize;
 
+use crate::hardware::fmt_shape;
 use crate::hardware::{Chip, ChipKind, Profile, Wraparound};
 use crate::trace::{Step, Tracer};
-use crate::units::{BytesPerSec, DType, FlopsPerSec};
+use crate::units::{fmt_int, fmt_si, sig4, Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
+use crate::view::{field, Doc, Render, Table};
 
 /// Peak dense FLOP/s per dtype (absent where the chip has no such path).
 #[derive(Clone, Debug, Serialize)]
@@ -307,6 +309,275 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         usd_per_chip_hour: ch.usd_per_chip_hour,
         price_source: ch.price_source.clone(),
         notes: ch.notes.clone(),
+    }
+}
+
+fn wrap_rule(w: Wraparound) -> &'static str {
+    match w {
+        Wraparound::Axis16 => "an axis wraps iff its size is 16 (full pod width)",
+        Wraparound::FullCube => "axes wrap only in slices of whole 4x4x4 cubes",
+        Wraparound::Always => "every axis wraps",
+        Wraparound::Never => "no axis wraps",
+    }
+}
+
+fn ci(v: f64) -> String {
+    format!("{} FLOPs/B", fmt_int(v.round().max(0.0) as u64))
+}
+
+impl HwReport {
+    fn compute_fields(&self) -> Vec<(String, String)> {
+        let p = &self.peak_flops_per_s;
+        let mut rows = Vec::new();
+        for (d, v) in [
+            ("fp32", p.fp32),
+            ("bf16", p.bf16),
+            ("fp16", p.fp16),
+            ("fp8", p.fp8),
+            ("int8", p.int8),
+            ("int4", p.int4),
+        ] {
+            if let Some(c) = v {
+                rows.push(field(&format!("peak {d} (C)"), c));
+            }
+        }
+        rows.push(field(
+            "HBM capacity",
+            Bytes::new(self.hbm_capacity_bytes).both(),
+        ));
+        rows.push(field(
+            "HBM bandwidth (W_hbm)",
+            self.hbm_bandwidth_bytes_per_s,
+        ));
+        rows
+    }
+
+    fn ici_fields(&self) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        if let (Some(l), Some(b)) = (
+            self.ici_link_one_way_bytes_per_s,
+            self.ici_axis_bidirectional_bytes_per_s,
+        ) {
+            rows.push(field("ICI link, one way", format!("{l} per link")));
+            rows.push(field(
+                "ICI axis, bidirectional (W_ici)",
+                format!("{b} (book's per-axis figure = 2 × one-way link)"),
+            ));
+        }
+        let opt = |rows: &mut Vec<(String, String)>, k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                rows.push(field(k, v));
+            }
+        };
+        opt(
+            &mut rows,
+            "ICI links per chip",
+            self.ici_links_per_chip.map(|x| x.to_string()),
+        );
+        opt(
+            &mut rows,
+            "torus dims",
+            self.ici_torus_dims.map(|x| x.to_string()),
+        );
+        opt(
+            &mut rows,
+            "wraparound",
+            self.ici_wraparound.map(|w| wrap_rule(w).to_string()),
+        );
+        if let (Some(s), Some(n)) = (&self.ici_max_slice, self.ici_max_slice_chips) {
+            rows.push(field(
+                "max slice",
+                format!("{} ({} chips)", fmt_shape(s), fmt_int(n)),
+            ));
+        }
+        opt(
+            &mut rows,
+            "slice shapes",
+            self.ici_slice_shapes
+                .as_ref()
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    v.iter()
+                        .map(|s| fmt_shape(s))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }),
+        );
+        opt(
+            &mut rows,
+            "ICI hop latency",
+            self.ici_hop_latency_s.map(|x| Seconds::new(x).to_string()),
+        );
+        opt(
+            &mut rows,
+            "chips per host",
+            self.chips_per_host.map(|x| x.to_string()),
+        );
+        rows
+    }
+
+    fn gpu_network_fields(&self) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        if let Some(w) = self.nvlink_per_gpu_one_way_bytes_per_s {
+            rows.push(field(
+                &format!(
+                    "{} per GPU, one way (W_{})",
+                    self.scale_up_name(),
+                    self.scale_up_name().to_lowercase()
+                ),
+                w,
+            ));
+        }
+        if let Some(n) = self.nvlink_domain_size {
+            rows.push(field(
+                &format!("{} domain", self.scale_up_name()),
+                format!("{n} GPUs"),
+            ));
+        }
+        if let Some(l) = self.nvlink_latency_s {
+            rows.push(field(
+                &format!("{} latency", self.scale_up_name()),
+                Seconds::new(l),
+            ));
+        }
+        if let (Some(k), Some(w)) = (
+            &self.scale_out_kind,
+            self.scale_out_per_chip_one_way_bytes_per_s,
+        ) {
+            rows.push(field(&format!("scale-out ({k}) per chip, one way"), w));
+        }
+        if let Some(w) = self.scale_out_per_node_one_way_bytes_per_s {
+            rows.push(field("scale-out per node, one way", w));
+        }
+        if let Some(l) = self.scale_out_latency_s {
+            rows.push(field("scale-out latency", Seconds::new(l)));
+        }
+        if let Some(m) = self.max_chips {
+            rows.push(field(
+                "max chips (pod / cluster)",
+                format!("{} chips", fmt_int(m)),
+            ));
+        }
+        if let Some(p) = self.pcie_one_way_bytes_per_s {
+            rows.push(field("host PCIe, one way", p));
+        }
+        rows
+    }
+
+    /// The scale-up link's name: NVLink on NVIDIA GPUs, Infinity Fabric on
+    /// AMD ones.
+    pub fn scale_up_name(&self) -> &'static str {
+        if self.vendor.to_ascii_lowercase().contains("amd") {
+            "Infinity Fabric"
+        } else {
+            "NVLink"
+        }
+    }
+
+    fn intensity_fields(&self) -> Vec<(String, String)> {
+        let mut rows = vec![field("C/W_hbm (bf16)", ci(self.critical_intensity_hbm))];
+        let scale_out = if self.nvlink_per_gpu_one_way_bytes_per_s.is_some() {
+            "C/W_scale-out (per node)"
+        } else {
+            "C/W_scale-out (DCN, per chip)"
+        };
+        let nv = format!("C/W_{}", self.scale_up_name().to_lowercase());
+        for (k, v) in [
+            ("C/W_hbm (int8)", self.critical_intensity_hbm_int8),
+            ("C/W_ici", self.critical_intensity_ici),
+            (nv.as_str(), self.critical_intensity_nvlink),
+            (scale_out, self.critical_intensity_scale_out),
+            ("C/W_pcie", self.critical_intensity_pcie),
+        ] {
+            if let Some(v) = v {
+                rows.push(field(k, ci(v)));
+            }
+        }
+        rows.push(field(
+            "price",
+            match (self.usd_per_chip_hour, &self.price_source) {
+                (Some(p), Some(s)) if !s.is_empty() => format!("${p:.2} per chip-hour ({s})"),
+                (Some(p), _) => format!("${p:.2} per chip-hour"),
+                _ => "-".into(),
+            },
+        ));
+        rows
+    }
+}
+
+impl Render for HwReport {
+    fn doc(&self) -> Doc {
+        let mut d = Doc::new();
+        d.title(format!("{} ({})", self.name, self.display_name));
+        d.fields(vec![
+            field(
+                "profile",
+                match self.profile {
+                    Profile::Vendor => "vendor (published figures; NAME@book for the book's)",
+                    Profile::Book => "book (the numbers How To Scale Your Model uses)",
+                },
+            ),
+            field("source", &self.source),
+        ]);
+        d.fields(self.compute_fields());
+        d.fields(self.ici_fields());
+        d.fields(self.gpu_network_fields());
+        d.fields(self.intensity_fields());
+        d
+    }
+}
+
+/// The chip catalog (`hw list`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ChipList {
+    /// One report per chip.
+    pub chips: Vec<HwReport>,
+}
+
+impl Render for ChipList {
+    fn doc(&self) -> Doc {
+        let mut t = Table::new(
+            &[
+                "name",
+                "display name",
+                "bf16 peak",
+                "HBM",
+                "HBM BW",
+                "C/W_hbm",
+                "interconnect (one way)",
+                "$/chip-h",
+            ],
+            &["bf16 peak", "HBM", "HBM BW", "C/W_hbm", "$/chip-h"],
+        );
+        for r in &self.chips {
+            let link = match (
+                r.ici_link_one_way_bytes_per_s,
+                r.nvlink_per_gpu_one_way_bytes_per_s,
+            ) {
+                (Some(w), _) => format!("ICI {w}/link"),
+                (None, Some(w)) => format!("{} {w}/GPU", r.scale_up_name()),
+                _ => "-".into(),
+            };
+            t.row(vec![
+                r.name.clone(),
+                r.display_name.clone(),
+                r.peak_flops_per_s
+                    .bf16
+                    .map_or_else(|| "-".into(), |x| x.to_string()),
+                fmt_si(r.hbm_capacity_bytes, "B"),
+                r.hbm_bandwidth_bytes_per_s.to_string(),
+                format!("{} FLOPs/B", sig4(r.critical_intensity_hbm)),
+                link,
+                r.usd_per_chip_hour
+                    .map_or_else(|| "-".into(), |p| format!("${p:.2}")),
+            ]);
+        }
+        let mut d = Doc::new();
+        d.table(t).line(format!(
+            "{} chips. NAME@book carries the numbers How To Scale Your Model uses. `meshplan hw show NAME` for details.",
+            self.chips.len()
+        ));
+        d
     }
 }
 

@@ -1,0 +1,72 @@
+//! Printing a report: JSON (the report's own fields, plus `derivation`
+//! with `--explain`), or its document (`meshplan_core::view`) as text or
+//! Markdown followed by the derivation.
+
+use anyhow::Result;
+use meshplan_core::trace::{render_markdown, render_text, Step};
+use meshplan_core::view::{self, Render};
+use serde::Serialize;
+
+/// Output options every report command takes.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Print one JSON object in SI base units (keys in docs/quantities.md);
+    /// with --explain the derivation is under "derivation".
+    #[arg(long)]
+    pub json: bool,
+    /// Print the derivation in the book's symbols.
+    #[arg(long)]
+    pub explain: bool,
+    /// Format of the human output and the derivation.
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub explain_format: Format,
+}
+
+/// Human output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned plain text.
+    #[default]
+    Text,
+    /// Markdown (tables; LaTeX math in derivations).
+    Markdown,
+}
+
+/// Render a document.
+pub fn doc_text(d: &view::Doc, f: Format) -> String {
+    match f {
+        Format::Text => view::render_text(d),
+        Format::Markdown => view::render_markdown(d),
+    }
+}
+
+/// Render derivation steps.
+pub fn steps_text(steps: &[Step], f: Format) -> String {
+    match f {
+        Format::Text => render_text(steps),
+        Format::Markdown => render_markdown(steps),
+    }
+}
+
+/// Print one JSON value (pretty) to stdout.
+pub fn print_json<T: Serialize + ?Sized>(v: &T) -> Result<()> {
+    outln!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Print a report the way `o` asks.
+pub fn emit<R: Serialize + Render>(r: &R, steps: Option<&[Step]>, o: &OutputArgs) -> Result<()> {
+    if o.json {
+        let mut v = serde_json::to_value(r)?;
+        if let (Some(s), Some(obj)) = (steps, v.as_object_mut()) {
+            obj.insert("derivation".into(), serde_json::to_value(s)?);
+        }
+        return print_json(&v);
+    }
+    out!("{}", doc_text(&r.doc(), o.explain_format));
+    if let Some(s) = steps {
+        outln!("\nDerivation:");
+        out!("{}", steps_text(s, o.explain_format));
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! How an [`InferReport`] reads: memory, the largest batch, the decode and
+//! prefill rooflines with what bounds them, throughput and cost, and the
+//! book's sharding limits.
+
+use super::InferReport;
+use crate::units::fmt_si;
+use crate::view::{field, Doc, Render};
+
+impl InferReport {
+    /// The scale-up interconnect the TP limits refer to.
+    fn link_name(&self) -> &'static str {
+        if self.two_d_ws.is_some() || self.mesh.contains('x') {
+            "ICI"
+        } else {
+            "interconnect"
+        }
+    }
+
+    fn memory_fields(&self) -> Vec<(String, String)> {
+        let s = |v: f64| fmt_si(v, "B");
+        vec![
+            field(
+                "weights",
+                format!(
+                    "{} total, {} per chip ({})",
+                    s(self.weights_bytes.get()),
+                    s(self.weights_bytes_per_device.get()),
+                    self.weights_dtype.name()
+                ),
+            ),
+            field(
+                "KV cache",
+                format!(
+                    "{} per token, {} per {}-token sequence ({})",
+                    s(self.kv_cache_bytes_per_token.get()),
+                    s(self.kv_cache_bytes_per_sequence.get()),
+                    self.context,
+                    self.kv_dtype.name()
+                ),
+            ),
+            field("free HBM per chip", s(self.free_hbm_bytes_per_device.get())),
+            field(
+                "max batch",
+                format!(
+                    "{} (exact {:.3}; leftover {} per chip){}",
+                    self.max_batch,
+                    self.max_batch_exact,
+                    s(self.leftover_hbm_bytes_per_device.get()),
+                    self.max_batch_one_kv_head
+                        .map(|b| format!("; with 1 KV head: {b}"))
+                        .unwrap_or_default()
+                ),
+            ),
+        ]
+    }
+
+    fn time_fields(&self) -> Vec<(String, String)> {
+        let t = |v: f64| fmt_si(v, "s");
+        vec![
+            field("B_crit", format!("{:.0} tokens", self.b_crit_tokens)),
+            field(
+                "weight load",
+                format!(
+                    "{} on the most loaded chip ({} spread evenly)",
+                    t(self.weight_load_time_per_device_s.get()),
+                    t(self.weight_load_time_s.get())
+                ),
+            ),
+            field(
+                "decode step",
+                format!(
+                    "{} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
+                    t(self.decode_step_time_s.get()),
+                    self.batch,
+                    self.bound_decode.name(),
+                    t(self.decode_kv_load_time_s.get()),
+                    t(self.weight_load_time_per_device_s.get()),
+                    t(self.decode_compute_time_s.get()),
+                    t(self.decode_comms_time_s.get())
+                ),
+            ),
+            field(
+                "prefill (TTFT)",
+                format!(
+                    "{} for {} tokens ({}-bound)",
+                    t(self.prefill_time_s.get()),
+                    self.prompt_len,
+                    self.bound_prefill.name()
+                ),
+            ),
+            field(
+                "throughput",
+                format!(
+                    "{:.1} tokens/s ({:.2} per chip)",
+                    self.tokens_per_s, self.tokens_per_s_per_chip
+                ),
+            ),
+        ]
+    }
+
+    fn sharding_fields(&self) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        if let Some(c) = self.cost_per_million_tokens_usd {
+            rows.push(field("cost", format!("${c:.3} per million output tokens")));
+        }
+        rows.push(field(
+            "TP limits",
+            format!(
+                "prefill compute-bound below {:.1}-way, generation {}-bound above {:.1}-way",
+                self.tp_limit_prefill,
+                self.link_name(),
+                self.tp_limit_generate
+            ),
+        ));
+        rows.push(field(
+            "smallest slice",
+            format!(
+                "{} ({} chips for weights + batch KV)",
+                self.min_slice
+                    .clone()
+                    .unwrap_or_else(|| "none offered".into()),
+                self.min_chips
+            ),
+        ));
+        rows.push(field(
+            "disaggregated",
+            format!(
+                "{:.3} prefill servers per generate server",
+                self.disagg_prefill_per_generate
+            ),
+        ));
+        rows
+    }
+}
+
+impl Render for InferReport {
+    fn doc(&self) -> Doc {
+        let mut d = Doc::new();
+        d.title(format!(
+            "{} on {} {} (TP {} × EP {} × {} replicas, {} sharding)",
+            self.model, self.chip, self.mesh, self.tp, self.ep, self.replicas, self.sharding
+        ));
+        for w in &self.warnings {
+            d.note(w.clone());
+        }
+        if !self.fits {
+            d.verdict(
+                false,
+                "DOES NOT FIT",
+                format!(
+                    "weights {} per chip and one {}-token sequence of KV ({}) exceed the {} of HBM per chip",
+                    fmt_si(self.weights_bytes_per_device.get(), "B"),
+                    self.context,
+                    fmt_si(self.kv_cache_bytes_per_sequence.get(), "B"),
+                    fmt_si(self.hbm_bytes_per_device.get(), "B")
+                ),
+                Vec::new(),
+            );
+        }
+        d.fields(self.memory_fields());
+        d.fields(self.time_fields());
+        d.fields(self.sharding_fields());
+        d
+    }
+}

@@ -1,0 +1,71 @@
+//! Saved activations per token and layer, the two ways the repository counts
+//! them: the book's tensor counts (ch4, Korthikanti et al. 2022 for
+//! selective recompute) and a framework's FlashAttention tensor list.
+
+use crate::model::{Arch, MlpKind};
+use crate::parallelism::Remat;
+
+/// The book's saved activation *elements* per token per layer on one device
+/// under `remat`, with `tp` and sequence parallelism `sp`.
+pub fn book_elems_per_token_layer(a: &Arch, remat: Remat, tp: u64, sp: bool) -> f64 {
+    let d = a.d_model as f64;
+    let f = match &a.moe {
+        Some(m) => (a.d_ff_expert() * m.top_k) as f64,
+        None => a.d_ff as f64,
+    };
+    let t = tp.max(1) as f64;
+    let dsh = if sp { d / t } else { d };
+    match remat {
+        // book ch4: "≈ 2 bytes × ~20 × B·T·D·L"; with TP, Korthikanti's split
+        // (10 of 34 replicated without SP) scaled to 20: 6 replicated + 14/t.
+        Remat::None => {
+            if t > 1.0 && !sp {
+                6.0 * d + 14.0 * d / t
+            } else {
+                20.0 * d / t
+            }
+        }
+        Remat::Full => dsh,
+        Remat::AfterMatmuls => {
+            let nf = if a.mlp == MlpKind::Gated { 2.0 } else { 1.0 };
+            dsh + nf * f / t
+        }
+        Remat::Selective => {
+            if t > 1.0 && !sp {
+                10.0 * d + 24.0 * d / t
+            } else {
+                34.0 * d / t
+            }
+        }
+    }
+}
+
+/// A framework's saved activation *bytes* per token per layer in a 2-byte
+/// dtype (FlashAttention: no `5·a·s/h` score term). Llama-style: norm
+/// inputs, QKV, attention output, MLP input, gate/up/activation outputs.
+/// With SP everything is sharded by tp; without SP the D-wide tensors are
+/// replicated (Korthikanti et al. 2022).
+pub fn framework_bytes_per_token_layer(a: &Arch, tp: u64, sp: bool, remat: Remat) -> f64 {
+    let (d, f) = (a.d_model as f64, a.ffn_width_active());
+    let nh = (a.n_heads * a.d_head) as f64;
+    let kh = (a.n_kv_heads * a.d_head) as f64;
+    let t = tp.max(1) as f64;
+    let dsh = if sp || tp <= 1 { d / t } else { d };
+    match remat {
+        Remat::Full => 2.0 * dsh,
+        Remat::None | Remat::Selective | Remat::AfterMatmuls => {
+            // D-wide: 2 norm inputs, 2 matmul inputs (post-norm), residual → 2 bytes each
+            let dpart = 2.0 * 4.0 * dsh;
+            // Q, K, V (post-RoPE), attention output O
+            let attn = 2.0 * (2.0 * nh + 2.0 * kh) / t;
+            // gate, up, act(gate)·up (down input), act(gate)
+            let mlp =
+                2.0 * if a.mlp == MlpKind::Gated {
+                    4.0 * f
+                } else {
+                    2.0 * f
+                } / t;
+            dpart + attn + mlp
+        }
+    }
+}

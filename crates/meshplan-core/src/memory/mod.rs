@@ -1,0 +1,389 @@
+/*!
+Memory per device during training: one model, whose framework choices are
+named ([`Framework`]). The roofline analysis (`meshplan train`), the planner
+and the fidelity model's predicted peak all call [`per_device`].
+
+* **Book** (`framework = "book"`): parameters, gradients and optimizer state
+  in the configured dtypes over an even share of every stage
+  (`P_dense/(tp·pp) + P_experts/(tp·pp·ep)`), the book's activation counts
+  per remat policy (ch4: ≈20 `[B,D]` per layer without remat), nothing else.
+* **Frameworks** (Megatron, nanotron): the busiest pipeline stage of the
+  framework's split (the first stage, which holds the input embedding and
+  the most micro-batches in flight, or the stage with the LM head and its
+  fp32 logits); bf16 parameters, an fp32 gradient accumulation buffer
+  (nanotron keeps the bf16 gradients too), fp32 master + moments; the
+  FlashAttention activation tensor list; the gathered weights ZeRO-3 keeps
+  for the layer in use and the one prefetched; and the runtime reserve of
+  the efficiency profile ([`MemoryCalibration`]).
+
+ZeRO shards over the data-parallel ranks, context-parallel ranks included:
+fully within a shard group (`fsdp`, or every rank with ZeRO-3), by stage
+across its replicas (see [`RunSpec::shard_groups`]).
+*/
+
+mod activations;
+
+pub use activations::{book_elems_per_token_layer, framework_bytes_per_token_layer};
+
+use serde::Serialize;
+
+use crate::model::params::ParamCounts;
+use crate::model::Arch;
+use crate::parallelism::pipeline::{microbatches_in_flight, stage_extremes};
+use crate::parallelism::{Framework, Optimizer, Remat, RunSpec, TrainConfig};
+use crate::trace::{Step, Tracer};
+use crate::units::{Bytes, DType};
+
+/// What one device of a plan holds, as the memory model needs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryQuery {
+    /// Accounting conventions.
+    pub framework: Framework,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+    /// Expert-parallel degree.
+    pub ep: u64,
+    /// Megatron sequence parallelism.
+    pub sp: bool,
+    /// Ranks that fully shard parameters, gradients and optimizer state.
+    pub shard: u64,
+    /// Replicas of each shard (the ZeRO stage applies across them).
+    pub repl: u64,
+    /// ZeRO stage across the replicas.
+    pub zero: u8,
+    /// Tokens of one micro-batch on one device (after the cp split).
+    pub tokens_mb: f64,
+    /// Micro-batches whose activations are alive at once on the first stage.
+    pub in_flight: f64,
+    /// Checkpoint policy.
+    pub remat: Remat,
+    /// Parameter dtype.
+    pub param_dtype: DType,
+    /// Gradient dtype (book accounting).
+    pub grad_dtype: DType,
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Optimizer-state dtype.
+    pub optimizer_dtype: DType,
+    /// fp32 master copy (book accounting; frameworks always keep one for
+    /// 16-bit parameters).
+    pub master_weights: bool,
+    /// Activation dtype.
+    pub activation_dtype: DType,
+}
+
+/// (shard, replicas) for `dp_ranks` data ranks (dp·fsdp), `cp`, `fsdp` and
+/// the effective ZeRO stage: the same rule as [`RunSpec::shard_groups`].
+fn shard_groups(dp_ranks: u64, cp: u64, fsdp: u64, zero: u8) -> (u64, u64) {
+    let dpc = dp_ranks.max(1).saturating_mul(cp.max(1));
+    let f = fsdp.max(1);
+    if zero >= 3 {
+        (dpc, 1)
+    } else if f > 1 && dpc % f == 0 {
+        (f, dpc / f)
+    } else {
+        (1, dpc)
+    }
+}
+
+impl MemoryQuery {
+    /// From a training configuration: tokens per micro-batch
+    /// `B/(dp·fsdp·cp·m)` exactly (the book's idealization, fractional when
+    /// the batch does not split), fsdp alone = ZeRO-3.
+    pub fn from_config(cfg: &TrainConfig) -> MemoryQuery {
+        let d = cfg.degrees.at_least_one();
+        let m = cfg.microbatches.max(1);
+        let zero = if d.fsdp > 1 && (d.dp == 1 || cfg.zero >= 3) {
+            3
+        } else {
+            cfg.zero.min(3)
+        };
+        let (shard, repl) = shard_groups(d.data(), d.cp, d.fsdp, zero);
+        MemoryQuery {
+            framework: cfg.framework,
+            tp: d.tp,
+            pp: d.pp,
+            ep: d.ep,
+            sp: cfg.sequence_parallel && d.tp > 1,
+            shard,
+            repl,
+            zero,
+            tokens_mb: cfg.tokens_per_device() / m as f64,
+            in_flight: microbatches_in_flight(d.pp, m, cfg.virtual_stages, cfg.schedule),
+            remat: cfg.remat,
+            param_dtype: cfg.param_dtype,
+            grad_dtype: cfg.grad_dtype,
+            optimizer: cfg.optimizer,
+            optimizer_dtype: cfg.optimizer_dtype,
+            master_weights: cfg.master_weights,
+            activation_dtype: cfg.activation_dtype,
+        }
+    }
+
+    /// From one replica of a measured or predicted run (bf16 mixed-precision
+    /// Adam, as the data sets and the fidelity model assume).
+    pub fn from_run(r: &RunSpec) -> MemoryQuery {
+        let (shard, repl) = r.shard_groups();
+        MemoryQuery {
+            framework: r.framework,
+            tp: r.tp.max(1),
+            pp: r.pp.max(1),
+            ep: r.ep.max(1),
+            sp: r.sequence_parallel && r.tp > 1,
+            shard,
+            repl,
+            zero: r.zero,
+            tokens_mb: r.mbs as f64 * (r.seq_len / r.cp.max(1)) as f64,
+            in_flight: microbatches_in_flight(r.pp, r.grad_acc, r.virtual_stages, r.schedule),
+            remat: r.remat,
+            param_dtype: DType::Bf16,
+            grad_dtype: DType::Bf16,
+            optimizer: Optimizer::Adam,
+            optimizer_dtype: DType::Fp32,
+            master_weights: true,
+            activation_dtype: DType::Bf16,
+        }
+    }
+}
+
+/// The calibrated parts of a framework's memory (from an efficiency
+/// profile); the book's accounting uses [`MemoryCalibration::BOOK`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MemoryCalibration {
+    /// Multiplier on the saved-activation estimate.
+    pub activation_scale: f64,
+    /// Runtime reserve counted in the peak (allocator caching, workspaces), bytes.
+    pub reserve_bytes: f64,
+    /// fp32 `[tokens, V/tp]` buffers alive at the loss.
+    pub logits_fp32_copies: f64,
+    /// Extra gradient bytes per parameter nanotron keeps besides its fp32 buffer.
+    pub grad_extra_bytes: f64,
+    /// Fraction of HBM a run may use.
+    pub usable_hbm_fraction: f64,
+}
+
+impl MemoryCalibration {
+    /// No calibration: the book's accounting on all of HBM.
+    pub const BOOK: MemoryCalibration = MemoryCalibration {
+        activation_scale: 1.0,
+        reserve_bytes: 0.0,
+        logits_fp32_copies: 0.0,
+        grad_extra_bytes: 0.0,
+        usable_hbm_fraction: 1.0,
+    };
+}
+
+/// Memory of the busiest device, by part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct MemoryBreakdown {
+    /// Parameters (plus gathered ZeRO-3 layers under a framework).
+    pub params_bytes: Bytes,
+    /// Gradients (the fp32 accumulation buffer under a framework).
+    pub grads_bytes: Bytes,
+    /// Optimizer state (moments, master copy).
+    pub optimizer_bytes: Bytes,
+    /// Saved activations of the micro-batches in flight.
+    pub activations_bytes: Bytes,
+    /// fp32 logits / loss buffers (frameworks).
+    pub logits_bytes: Bytes,
+    /// Runtime reserve (frameworks).
+    pub reserve_bytes: Bytes,
+    /// Sum.
+    pub total_bytes: Bytes,
+    /// Parameters + optimizer state (the book's "10 bytes per parameter"
+    /// figure: gradients and activations excluded).
+    pub params_plus_optimizer_bytes: Bytes,
+    /// Parameters one device holds (after tp/pp/ep and sharding).
+    pub params_per_device: f64,
+}
+
+/// Bytes per parameter of (weights, gradients, optimizer state) under the
+/// framework's conventions.
+pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration) -> [f64; 3] {
+    let pb = q.param_dtype.bytes_per_element();
+    let half = pb < 4.0;
+    let moments = q.optimizer.moments(a.d_model, a.d_ff) * q.optimizer_dtype.bytes_per_element();
+    let master = |on: bool| if on && half { 4.0 } else { 0.0 };
+    match q.framework {
+        Framework::Book => [
+            pb,
+            q.grad_dtype.bytes_per_element(),
+            moments + master(q.master_weights),
+        ],
+        // fp32 `main_grad` buffer, fp32 master weights
+        Framework::Megatron | Framework::Megatron2022 => [pb, 4.0, moments + master(true)],
+        // fp32 accumulation buffer plus the bf16 `param.grad`
+        Framework::Nanotron => [pb, 4.0 + cal.grad_extra_bytes, moments + master(true)],
+    }
+}
+
+/// Memory per device of `a` (counts `pc`) under the query's plan.
+pub fn per_device<T: Tracer>(
+    a: &Arch,
+    pc: &ParamCounts,
+    q: &MemoryQuery,
+    cal: &MemoryCalibration,
+    tr: &mut T,
+) -> MemoryBreakdown {
+    let m = match q.framework {
+        Framework::Book => book(a, pc, q, cal),
+        _ => framework(a, pc, q, cal),
+    };
+    record_parts(q, &m, tr);
+    tr.record(|| {
+        Step::new(
+            "train.memory.total",
+            "Memory per device",
+            "params + grads + optimizer + activations + logits + reserve",
+        )
+        .bind("params", m.params_bytes.get(), "B")
+        .bind("grads", m.grads_bytes.get(), "B")
+        .bind("optimizer", m.optimizer_bytes.get(), "B")
+        .bind("activations", m.activations_bytes.get(), "B")
+        .bind("logits", m.logits_bytes.get(), "B")
+        .bind("reserve", m.reserve_bytes.get(), "B")
+        .result(m.total_bytes.get(), "B")
+        .source(match q.framework {
+            Framework::Book => "How To Scale Your Model ch4/ch5; ZeRO (Rajbhandari et al. 2020)",
+            _ => "docs/fidelity.md (framework memory); Korthikanti et al. 2022",
+        })
+    });
+    m
+}
+
+/// The derivation of the weight and activation terms.
+fn record_parts<T: Tracer>(q: &MemoryQuery, m: &MemoryBreakdown, tr: &mut T) {
+    tr.record(|| {
+        Step::new(
+            "train.memory.weights",
+            "Parameters, gradients, optimizer per device",
+            "P_dev·(bytes_p/Z_p + bytes_g/Z_g + bytes_opt/Z_o); Z = shard group × replicas by ZeRO stage",
+        )
+        .bind("P_dev", m.params_per_device, "params")
+        .bind("shard", q.shard as f64, "")
+        .bind("replicas", q.repl as f64, "")
+        .bind("zero", q.zero as f64, "")
+        .bind("params", m.params_bytes.get(), "B")
+        .bind("grads", m.grads_bytes.get(), "B")
+        .bind("optimizer", m.optimizer_bytes.get(), "B")
+        .result(
+            m.params_bytes.get() + m.grads_bytes.get() + m.optimizer_bytes.get(),
+            "B",
+        )
+        .source("How To Scale Your Model ch5; ZeRO (Rajbhandari et al. 2020)")
+    });
+    tr.record(|| {
+        Step::new(
+            "train.memory.activations",
+            "Saved activations per device",
+            "B_mb·n_flight·(L/pp)·e·bytes_a",
+        )
+        .bind("B_mb", q.tokens_mb, "tokens")
+        .bind("n_flight", q.in_flight, "micro-batches")
+        .bind("bytes_a", q.activation_dtype.bytes_per_element(), "B")
+        .result(m.activations_bytes.get(), "B")
+        .source("How To Scale Your Model ch4/ch5; Korthikanti et al. 2022 (selective)")
+    });
+}
+
+/// Sharded sizes of one stage's state: (weights, grads, optimizer) bytes.
+fn sharded(q: &MemoryQuery, params: f64, bytes: [f64; 3]) -> [f64; 3] {
+    let (s, r) = (q.shard.max(1) as f64, q.repl.max(1) as f64);
+    let by = |stage: u8| if q.zero >= stage { r } else { 1.0 };
+    [
+        params * bytes[0] / (s * by(3)),
+        params * bytes[1] / (s * by(2)),
+        params * bytes[2] / (s * by(1)),
+    ]
+}
+
+fn breakdown(
+    state: [f64; 3],
+    act: f64,
+    logits: f64,
+    reserve: f64,
+    params_dev: f64,
+) -> MemoryBreakdown {
+    let total = state[0] + state[1] + state[2] + act + logits + reserve;
+    MemoryBreakdown {
+        params_bytes: Bytes::new(state[0]),
+        grads_bytes: Bytes::new(state[1]),
+        optimizer_bytes: Bytes::new(state[2]),
+        activations_bytes: Bytes::new(act),
+        logits_bytes: Bytes::new(logits),
+        reserve_bytes: Bytes::new(reserve),
+        total_bytes: Bytes::new(total),
+        params_plus_optimizer_bytes: Bytes::new(state[0] + state[2]),
+        params_per_device: params_dev,
+    }
+}
+
+/// The book's accounting (module docs).
+fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) -> MemoryBreakdown {
+    let p_exp = pc.experts_routed as f64;
+    let p_dense = pc.total as f64 - p_exp;
+    let mp = (q.tp * q.pp) as f64;
+    let p_shard = p_dense / mp + p_exp / (mp * q.ep as f64);
+    let state = sharded(q, p_shard, state_bytes_per_param(q, a, cal));
+    let e = book_elems_per_token_layer(a, q.remat, q.tp, q.sp);
+    let layers = a.n_layers as f64 / q.pp as f64;
+    let act = q.tokens_mb * q.in_flight * layers * e * q.activation_dtype.bytes_per_element();
+    let params_dev = p_shard / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
+    breakdown(state, act, 0.0, 0.0, params_dev)
+}
+
+/// A framework's busiest stage (module docs).
+fn framework(
+    a: &Arch,
+    pc: &ParamCounts,
+    q: &MemoryQuery,
+    cal: &MemoryCalibration,
+) -> MemoryBreakdown {
+    let tpf = q.tp as f64;
+    let l = a.n_layers.max(1) as f64;
+    let (d, v) = (a.d_model as f64, a.vocab as f64);
+    let emb = v * d / tpf;
+    // one layer's parameters on this device: routed experts split over ep
+    let layer = ((pc.total - pc.embedding) as f64
+        - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
+        / l
+        / tpf;
+    let bytes = state_bytes_per_param(q, a, cal);
+    let ab = q.activation_dtype.bytes_per_element() / 2.0;
+    let act_tl = framework_bytes_per_token_layer(a, q.tp, q.sp, q.remat) * ab;
+    let tok = q.tokens_mb;
+    let gathered = if q.shard > 1 {
+        // ZeRO-3: the layer in use and the one prefetched, gathered
+        2.0 * bytes[0] * layer
+    } else {
+        0.0
+    };
+    let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
+        let mut state = sharded(q, params, bytes);
+        state[0] += gathered;
+        let act = cal.activation_scale * in_flight * tok * layers * act_tl
+            + 2.0 * ab * tok * d / if q.sp { tpf } else { 1.0 };
+        let logits = if head {
+            tok * v / tpf * (2.0 + 4.0 * cal.logits_fp32_copies)
+        } else {
+            0.0
+        };
+        let params_dev = params / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
+        breakdown(state, act, logits, cal.reserve_bytes, params_dev)
+    };
+    if q.pp <= 1 {
+        let tied = if a.tied_embeddings { 1.0 } else { 2.0 };
+        return stage(l, l * layer + tied * emb, q.in_flight, true);
+    }
+    let (first, with_head) = stage_extremes(a, q.pp, q.framework);
+    let (first, with_head) = (first as f64, with_head as f64);
+    let a0 = stage(first, first * layer + emb, q.in_flight, false);
+    let last = stage(with_head, with_head * layer + emb, 1.0, true);
+    if a0.total_bytes >= last.total_bytes {
+        a0
+    } else {
+        last
+    }
+}

@@ -1,0 +1,378 @@
+/*!
+The model report behind `meshplan model show`: every count for one model at
+one sequence length and KV dtype, optionally with its derivation.
+*/
+
+use serde::Serialize;
+
+use crate::model::{flops, kv, params, Arch, ModelSpec};
+use crate::trace::Tracer;
+use crate::units::{fmt_int, fmt_si, sig4};
+use crate::units::{Bytes, DType, Flops};
+use crate::view::{field, Doc, Render, Table};
+
+/// Options of a model report.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelQuery {
+    /// T: sequence length for attention FLOPs and KV per sequence.
+    pub seq_len: u64,
+    /// KV-cache dtype.
+    pub kv_dtype: DType,
+    /// Causal attention (halves attention FLOPs).
+    pub causal: bool,
+}
+
+impl Default for ModelQuery {
+    fn default() -> Self {
+        ModelQuery {
+            seq_len: 4096,
+            kv_dtype: DType::Bf16,
+            causal: true,
+        }
+    }
+}
+
+/// Everything `model show` reports (SI base units; see docs/quantities.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelReport {
+    /// Catalog name.
+    pub name: String,
+    /// Display name.
+    pub display_name: String,
+    /// Where the hyperparameters come from.
+    pub source: String,
+    /// The hyperparameters (L, D, F, N, K, H, V, …).
+    pub arch: Arch,
+    /// Total parameters.
+    pub params_total: u64,
+    /// Parameters one token uses.
+    pub params_active: u64,
+    /// Vocabulary parameters (input + output embeddings, positions).
+    pub params_embedding: u64,
+    /// Total minus embedding.
+    pub params_non_embedding: u64,
+    /// Attention parameters (all layers).
+    pub params_attention: u64,
+    /// Dense MLP parameters (all dense layers).
+    pub params_mlp: u64,
+    /// Routed expert parameters.
+    pub params_experts: u64,
+    /// Norm parameters.
+    pub params_norms: u64,
+    /// One dense layer.
+    pub params_per_dense_layer: u64,
+    /// One MoE layer.
+    pub params_per_moe_layer: u64,
+    /// Sequence length used (T).
+    pub seq_len: u64,
+    /// Causal attention assumed.
+    pub causal: bool,
+    /// Forward FLOPs per token (matmuls + attention at T).
+    pub flops_per_token_forward: Flops,
+    /// Forward matmul FLOPs per token (2 × matmul params).
+    pub flops_per_token_forward_matmul: Flops,
+    /// Forward attention FLOPs per token at T.
+    pub flops_per_token_forward_attention: Flops,
+    /// Training FLOPs per token (3 × forward).
+    pub flops_per_token_training: Flops,
+    /// KV dtype.
+    pub kv_dtype: DType,
+    /// KV bytes per token of context (2·K·H·L·bytes).
+    pub kv_cache_bytes_per_token: Bytes,
+    /// KV bytes of one sequence of T tokens (sliding windows applied).
+    pub kv_cache_bytes_per_sequence: Bytes,
+    /// Published total, if the catalog has one.
+    pub published_params: Option<u64>,
+}
+
+/// Compute the report.
+pub fn model_report<T: Tracer>(m: &ModelSpec, q: &ModelQuery, tr: &mut T) -> ModelReport {
+    let a = &m.arch;
+    let p = params::count(a, tr);
+    let f = flops::per_token(a, &p, q.seq_len, q.causal, tr);
+    let kvt = kv::bytes_per_token(a, q.kv_dtype, tr);
+    let kvs = kv::bytes_per_sequence(a, q.seq_len, q.kv_dtype, tr);
+    ModelReport {
+        name: m.name.clone(),
+        display_name: m.display_name.clone(),
+        source: m.source.clone(),
+        arch: a.clone(),
+        params_total: p.total,
+        params_active: p.active,
+        params_embedding: p.embedding,
+        params_non_embedding: p.non_embedding(),
+        params_attention: p.attention,
+        params_mlp: p.mlp_dense,
+        params_experts: p.experts_routed,
+        params_norms: p.norms,
+        params_per_dense_layer: p.per_dense_layer,
+        params_per_moe_layer: p.per_moe_layer,
+        seq_len: q.seq_len,
+        causal: q.causal,
+        flops_per_token_forward: f.forward,
+        flops_per_token_forward_matmul: f.forward_matmul,
+        flops_per_token_forward_attention: f.forward_attention,
+        flops_per_token_training: f.training,
+        kv_dtype: q.kv_dtype,
+        kv_cache_bytes_per_token: kvt,
+        kv_cache_bytes_per_sequence: kvs,
+        published_params: m.published.as_ref().map(|p| p.params),
+    }
+}
+
+/// First line of `s`, cut to `n` characters.
+fn short(s: &str, n: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() <= n {
+        line.to_string()
+    } else {
+        let cut: String = line.chars().take(n.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn params_cell(v: u64) -> String {
+    format!("{} params ({})", fmt_int(v), fmt_si(v as f64, "params"))
+}
+
+/// "262,144 B" for an exact byte count.
+fn bytes_exact(v: f64) -> String {
+    if v.fract() == 0.0 && (0.0..1.8e19).contains(&v) {
+        format!("{} B", fmt_int(v as u64))
+    } else {
+        fmt_si(v, "B")
+    }
+}
+
+/// "L=40 D=5120 F=13824 N=40 K=40 H=128 V=32000 (E=8 k=2)".
+pub fn hyperparameters(a: &Arch) -> String {
+    let mut hp = format!(
+        "L={} D={} F={} N={} K={} H={} V={}",
+        a.n_layers, a.d_model, a.d_ff, a.n_heads, a.n_kv_heads, a.d_head, a.vocab
+    );
+    if let Some(moe) = &a.moe {
+        hp.push_str(&format!(" E={} k={}", moe.n_experts, moe.top_k));
+    }
+    hp
+}
+
+impl ModelReport {
+    fn params_fields(&self) -> Vec<(String, String)> {
+        let r = self;
+        let mut rows = vec![
+            field("params total", params_cell(r.params_total)),
+            field("params active (per token)", params_cell(r.params_active)),
+            field("params embedding", params_cell(r.params_embedding)),
+            field("params non-embedding", params_cell(r.params_non_embedding)),
+            field("params attention", params_cell(r.params_attention)),
+        ];
+        if r.params_per_dense_layer > 0 {
+            rows.push(field("params dense MLP", params_cell(r.params_mlp)));
+        }
+        if r.params_experts > 0 {
+            rows.push(field(
+                "params routed experts",
+                params_cell(r.params_experts),
+            ));
+        }
+        rows.push(field("params norms", params_cell(r.params_norms)));
+        if r.params_per_dense_layer > 0 {
+            rows.push(field(
+                "params per dense layer",
+                params_cell(r.params_per_dense_layer),
+            ));
+        }
+        if r.params_per_moe_layer > 0 {
+            rows.push(field(
+                "params per MoE layer",
+                params_cell(r.params_per_moe_layer),
+            ));
+        }
+        if let Some(p) = r.published_params {
+            let d = r.params_total as i128 - p as i128;
+            rows.push(field(
+                "published total",
+                format!("{} (difference {d} params)", params_cell(p)),
+            ));
+        }
+        rows
+    }
+
+    fn flops_fields(&self) -> Vec<(String, String)> {
+        let r = self;
+        vec![
+            field(
+                "sequence length T",
+                format!(
+                    "{} tokens ({})",
+                    fmt_int(r.seq_len),
+                    if r.causal { "causal" } else { "non-causal" }
+                ),
+            ),
+            field(
+                "forward FLOPs / token",
+                format!("{}/token", r.flops_per_token_forward),
+            ),
+            field(
+                "  of which matmuls",
+                format!("{}/token", r.flops_per_token_forward_matmul),
+            ),
+            field(
+                "  of which attention",
+                format!("{}/token", r.flops_per_token_forward_attention),
+            ),
+            field(
+                "training FLOPs / token",
+                format!("{}/token", r.flops_per_token_training),
+            ),
+            field(
+                &format!("KV cache / token ({})", r.kv_dtype),
+                format!(
+                    "{}/token ({}, {} KiB)",
+                    bytes_exact(r.kv_cache_bytes_per_token.get()),
+                    r.kv_cache_bytes_per_token,
+                    sig4(r.kv_cache_bytes_per_token.get() / 1024.0)
+                ),
+            ),
+            field(
+                "KV cache / sequence of T",
+                r.kv_cache_bytes_per_sequence.both(),
+            ),
+            field(
+                "weights in bf16",
+                DType::Bf16.bytes_for(r.params_total).both(),
+            ),
+        ]
+    }
+}
+
+impl Render for ModelReport {
+    fn doc(&self) -> Doc {
+        let a = &self.arch;
+        let title = if self.display_name.is_empty() || self.display_name == self.name {
+            self.name.clone()
+        } else {
+            format!("{} ({})", self.name, self.display_name)
+        };
+        let mut d = Doc::new();
+        d.title(title);
+        d.fields(vec![
+            field("source", short(&self.source, 100)),
+            field("hyperparameters", hyperparameters(a)),
+            field(
+                "embeddings / MLP",
+                format!(
+                    "{}, {:?} MLP",
+                    if a.tied_embeddings { "tied" } else { "untied" },
+                    a.mlp
+                )
+                .to_lowercase(),
+            ),
+        ]);
+        d.fields(self.params_fields());
+        d.fields(self.flops_fields());
+        d
+    }
+}
+
+/// One catalog entry in `model list`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelListEntry {
+    /// Catalog name.
+    pub name: String,
+    /// Display name.
+    pub display_name: String,
+    /// Accepted aliases.
+    pub aliases: Vec<String>,
+    /// Total parameters.
+    pub params_total: u64,
+    /// Active parameters per token.
+    pub params_active: u64,
+    /// The hyperparameters.
+    pub arch: Arch,
+    /// Where they come from.
+    pub source: String,
+}
+
+/// The model catalog (`model list`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelList {
+    /// The entries, by name.
+    pub models: Vec<ModelListEntry>,
+}
+
+/// The list of `models`.
+pub fn model_list<'a>(models: impl IntoIterator<Item = &'a ModelSpec>) -> ModelList {
+    ModelList {
+        models: models
+            .into_iter()
+            .map(|m| {
+                let p = params::count(&m.arch, &mut crate::trace::NoTrace);
+                ModelListEntry {
+                    name: m.name.clone(),
+                    display_name: m.display_name.clone(),
+                    aliases: m.aliases.clone(),
+                    params_total: p.total,
+                    params_active: p.active,
+                    arch: m.arch.clone(),
+                    source: m.source.clone(),
+                }
+            })
+            .collect(),
+    }
+}
+
+impl Render for ModelList {
+    fn doc(&self) -> Doc {
+        let mut t = Table::new(
+            &[
+                "name",
+                "display name",
+                "params total",
+                "params active",
+                "L",
+                "D",
+                "F",
+                "N",
+                "K",
+                "H",
+                "V",
+                "source",
+            ],
+            &[
+                "params total",
+                "params active",
+                "L",
+                "D",
+                "F",
+                "N",
+                "K",
+                "H",
+                "V",
+            ],
+        );
+        for m in &self.models {
+            let a = &m.arch;
+            t.row(vec![
+                m.name.clone(),
+                m.display_name.clone(),
+                fmt_si(m.params_total as f64, "params"),
+                fmt_si(m.params_active as f64, "params"),
+                a.n_layers.to_string(),
+                a.d_model.to_string(),
+                a.d_ff.to_string(),
+                a.n_heads.to_string(),
+                a.n_kv_heads.to_string(),
+                a.d_head.to_string(),
+                a.vocab.to_string(),
+                short(&m.source, 60),
+            ]);
+        }
+        let mut d = Doc::new();
+        d.table(t).line(format!(
+            "{} models. Params with SI prefixes (G = 1e9). `meshplan model show NAME` for exact counts.",
+            self.models.len()
+        ));
+        d
+    }
+}

@@ -1,0 +1,329 @@
+//! The named choices of a training plan besides its degrees: optimizer,
+//! activation checkpointing, pipeline schedule, framework conventions and the
+//! FLOP-counting convention. Each parses from the names users type (aliases
+//! included) and prints as the name it parses from.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
+
+use crate::error::{Error, Result};
+
+/// Parse one of the enums of this module: case-insensitive, `_` taken as
+/// `-`; the error lists the accepted names and suggests the closest.
+pub fn parse_choice<E: FromStr + VariantNames>(what: &str, s: &str) -> Result<E> {
+    let norm = s.trim().replace('_', "-");
+    norm.parse().map_err(|_| {
+        let near = crate::catalog::suggestions(&norm, E::VARIANTS.iter().copied());
+        Error::BadValue {
+            what: what.into(),
+            input: s.into(),
+            expected: match near.first() {
+                Some(n) => format!("one of {} (did you mean '{n}'?)", E::VARIANTS.join(", ")),
+                None => format!("one of {}", E::VARIANTS.join(", ")),
+            },
+        }
+    })
+}
+
+/// Optimizer (state per parameter).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+pub enum Optimizer {
+    /// Adam: two moments.
+    #[default]
+    Adam,
+    /// AdamW: two moments.
+    #[strum(serialize = "adamw")]
+    #[serde(rename = "adamw")]
+    AdamW,
+    /// Plain SGD: no state.
+    Sgd,
+    /// SGD with momentum: one moment.
+    #[strum(to_string = "sgd-momentum", serialize = "momentum")]
+    SgdMomentum,
+    /// Adafactor without momentum: factored second moment, (rows + cols) per matrix.
+    Adafactor,
+}
+
+impl Optimizer {
+    /// Parse "adam", "adamw", "sgd", "sgd-momentum" ("momentum"), "adafactor".
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_choice("optimizer", s)
+    }
+    /// Moments kept per parameter in the optimizer dtype (Adafactor: the
+    /// factored second moment, `1/D + 1/F` numbers per D×F matrix element).
+    pub fn moments(self, d: u64, f: u64) -> f64 {
+        match self {
+            Optimizer::Adam | Optimizer::AdamW => 2.0,
+            Optimizer::SgdMomentum => 1.0,
+            Optimizer::Sgd => 0.0,
+            Optimizer::Adafactor => 1.0 / d.max(1) as f64 + 1.0 / f.max(1) as f64,
+        }
+    }
+}
+
+/// Activation checkpointing policy.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+pub enum Remat {
+    /// Keep everything: the book's ≈20 `[B,D]` tensors per layer.
+    #[strum(to_string = "none", serialize = "off")]
+    None,
+    /// Block remat: save only each layer's input (1 `[B,D]` per layer).
+    #[default]
+    #[strum(to_string = "full", serialize = "block")]
+    Full,
+    /// The book's "after the big matmuls": gated MLP saves 2 `[B,F]` + 1 `[B,D]`.
+    #[strum(
+        to_string = "after-matmuls",
+        serialize = "matmuls",
+        serialize = "big-matmuls"
+    )]
+    AfterMatmuls,
+    /// Megatron selective recompute: `34·D` elements per token·layer
+    /// (Korthikanti et al. 2022, attention scores recomputed).
+    Selective,
+}
+
+impl Remat {
+    /// Parse "none"/"off", "full"/"block", "after-matmuls"/"matmuls", "selective".
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_choice("remat", s)
+    }
+    /// Every policy, in search order.
+    pub const ALL: [Remat; 4] = [
+        Remat::None,
+        Remat::Full,
+        Remat::AfterMatmuls,
+        Remat::Selective,
+    ];
+    /// Index in [`Remat::ALL`].
+    pub const fn index(self) -> usize {
+        match self {
+            Remat::None => 0,
+            Remat::Full => 1,
+            Remat::AfterMatmuls => 2,
+            Remat::Selective => 3,
+        }
+    }
+}
+
+/// Pipeline schedule.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(ascii_case_insensitive)]
+pub enum Schedule {
+    /// GPipe / all-forward-all-backward.
+    #[strum(to_string = "gpipe", serialize = "afab")]
+    #[serde(rename = "gpipe", alias = "afab")]
+    Afab,
+    /// One-forward-one-backward (PipeDream-flush).
+    #[default]
+    #[strum(to_string = "1f1b")]
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// Interleaved 1F1B with `virtual_stages` chunks per device.
+    #[strum(to_string = "interleaved", serialize = "interleaved-1f1b")]
+    #[serde(rename = "interleaved")]
+    Interleaved,
+}
+
+impl Schedule {
+    /// Parse "gpipe"/"afab", "1f1b", "interleaved".
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_choice("schedule", s)
+    }
+}
+
+/// Training framework conventions: which buffers exist, how pipeline stages
+/// are split, which attention kernel runs. `book` is the book's own
+/// accounting (no framework buffers), used to reproduce its exercises.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+pub enum Framework {
+    /// The book's accounting (ch4/ch5): parameters, gradients and optimizer
+    /// state in the configured dtypes, the book's activation counts per remat
+    /// policy, layers spread evenly over the stages, no logits or runtime
+    /// reserve.
+    #[default]
+    Book,
+    /// Megatron-LM / Megatron-Core: fp32 `main_grad` buffer, fp32 master
+    /// weights, even `ceil(L/pp)` stages with the embedding on the first and
+    /// the output layer on the last, FlashAttention, reductions overlapped
+    /// with backward (`--overlap-grad-reduce`).
+    Megatron,
+    /// Megatron-LM as of 2022 (Korthikanti et al., Narayanan et al.): as
+    /// `megatron` but with the unfused attention core (no FlashAttention:
+    /// `QKᵀ` and `PV` as batched GEMMs, the `[b, a, s, s]` scores materialized)
+    /// and the pipeline scatter/gather optimization.
+    #[strum(to_string = "megatron-2022", serialize = "megatron2022")]
+    #[serde(rename = "megatron-2022")]
+    Megatron2022,
+    /// nanotron (Ultra-Scale Playbook): fp32 gradient accumulation buffer
+    /// plus bf16 gradients, fp32 master + Adam, pipeline stages balanced by
+    /// compute cost, fp32 DP reduction on the last micro-batch.
+    Nanotron,
+}
+
+impl Framework {
+    /// Parse "book", "megatron", "megatron-2022", "nanotron".
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_choice("framework", s)
+    }
+    /// A real framework (allocates framework buffers and a runtime reserve).
+    pub fn is_framework(self) -> bool {
+        self != Framework::Book
+    }
+}
+
+/// How model FLOPs are counted (for T_math and MFU); one convention per
+/// report, named in it. See `docs/training.md`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumString,
+    EnumIter,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+pub enum FlopConvention {
+    /// `6·P_matmul·T + 3·attention`: every matmul a token multiplies through
+    /// (output projection included, embedding lookup excluded) and the
+    /// attention scores/values (causal: half) — the PaLM-style model FLOPs,
+    /// as `model show` prints them.
+    #[default]
+    Model,
+    /// Model FLOPs plus the recomputed forward of the remat policy: what the
+    /// chips execute (MFU under this convention is the HFU).
+    Hardware,
+    /// The book's `6·P·T` (P = all active parameters, embeddings included),
+    /// attention ignored, as in its chapter-5 exercises.
+    Book,
+    /// nanotron's `get_flops` (Ultra-Scale Playbook MFU): full, unmasked
+    /// attention and the LM head counted.
+    Nanotron,
+    /// Megatron (Narayanan et al. 2021): `72·L·D²·(1 + T/(6D) + V/(12·D·L))`
+    /// per token, exact only for a plain `4D` MLP with `N·H = D`.
+    Megatron,
+}
+
+impl FlopConvention {
+    /// Parse "model", "hardware", "book", "nanotron", "megatron".
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_choice("FLOP convention", s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases() {
+        assert_eq!(Remat::parse("Block").unwrap(), Remat::Full);
+        assert_eq!(Remat::parse("after_matmuls").unwrap(), Remat::AfterMatmuls);
+        assert_eq!(Schedule::parse("AFAB").unwrap(), Schedule::Afab);
+        assert_eq!(Schedule::OneFOneB.to_string(), "1f1b");
+        assert_eq!(
+            Optimizer::parse("momentum").unwrap(),
+            Optimizer::SgdMomentum
+        );
+        assert_eq!(
+            Framework::parse("megatron_2022").unwrap(),
+            Framework::Megatron2022
+        );
+        for r in Remat::ALL {
+            assert_eq!(Remat::parse(&r.to_string()).unwrap(), r);
+            assert_eq!(Remat::ALL[r.index()], r);
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_choices_and_suggest() {
+        let e = Remat::parse("selectiv").unwrap_err().to_string();
+        assert!(e.contains("selective"), "{e}");
+        assert!(e.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn json_names_match_display() {
+        for s in [Schedule::Afab, Schedule::OneFOneB, Schedule::Interleaved] {
+            let j = serde_json::to_value(s).unwrap();
+            assert_eq!(j.as_str().unwrap(), s.to_string());
+        }
+    }
+}

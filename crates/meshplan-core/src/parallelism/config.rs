@@ -1,0 +1,156 @@
+//! A training configuration: the workload (batch, sequence, dtypes,
+//! optimizer) and the plan (degrees and choices), as one value every analysis
+//! takes.
+
+use serde::Serialize;
+
+use super::{Degrees, FlopConvention, Framework, Optimizer, Remat, Schedule};
+use crate::units::DType;
+
+/// Everything a training analysis needs besides model and chip.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TrainConfig {
+    /// B: global batch in tokens.
+    pub batch_tokens: u64,
+    /// T: sequence length.
+    pub seq_len: u64,
+    /// Parameter dtype.
+    pub param_dtype: DType,
+    /// Gradient dtype.
+    pub grad_dtype: DType,
+    /// Optimizer-state dtype.
+    pub optimizer_dtype: DType,
+    /// Activation dtype.
+    pub activation_dtype: DType,
+    /// Compute dtype for C.
+    pub compute_dtype: DType,
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Keep an fp32 master copy (when params are not fp32).
+    pub master_weights: bool,
+    /// Checkpoint policy.
+    pub remat: Remat,
+    /// Model-FLOPs utilisation to quote a step time at.
+    pub mfu: Option<f64>,
+    /// Tokens to train on (total time, chip-hours, cost).
+    pub train_tokens: Option<u64>,
+    /// Causal attention.
+    pub causal: bool,
+    /// How FLOPs are counted (T_math, MFU).
+    pub flops: FlopConvention,
+    /// Framework conventions (memory buffers, stage split, kernels).
+    pub framework: Framework,
+    /// Degrees.
+    pub degrees: Degrees,
+    /// ZeRO stage over dp·cp (0–3).
+    pub zero: u8,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Micro-batches per step: pipeline micro-batches, or gradient
+    /// accumulation steps when pp = 1.
+    pub microbatches: u64,
+    /// Virtual stages per device (interleaved).
+    pub virtual_stages: u64,
+    /// Megatron sequence parallelism with TP.
+    pub sequence_parallel: bool,
+    /// Fraction of link bandwidth collectives achieve (1 = the roofline).
+    pub comm_efficiency: f64,
+    /// Fraction of HBM usable (headroom for fragmentation, workspaces) under
+    /// the book's accounting; a framework uses its profile's fraction.
+    pub hbm_usable_fraction: f64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            batch_tokens: 1 << 20,
+            seq_len: 4096,
+            param_dtype: DType::Bf16,
+            grad_dtype: DType::Bf16,
+            optimizer_dtype: DType::Fp32,
+            activation_dtype: DType::Bf16,
+            compute_dtype: DType::Bf16,
+            optimizer: Optimizer::Adam,
+            master_weights: false,
+            remat: Remat::Full,
+            mfu: None,
+            train_tokens: None,
+            causal: true,
+            flops: FlopConvention::Model,
+            framework: Framework::Book,
+            degrees: Degrees::default(),
+            zero: 0,
+            schedule: Schedule::OneFOneB,
+            microbatches: 1,
+            virtual_stages: 1,
+            sequence_parallel: false,
+            comm_efficiency: 1.0,
+            hbm_usable_fraction: 1.0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Sequences in the global batch, B/T (fractional when T does not divide B).
+    pub fn sequences(&self) -> f64 {
+        self.batch_tokens as f64 / self.seq_len.max(1) as f64
+    }
+    /// Tokens one device processes per step: B/(dp·fsdp·cp) (the book's
+    /// idealization: fractional when the batch does not split evenly).
+    pub fn tokens_per_device(&self) -> f64 {
+        let d = self.degrees.at_least_one();
+        self.batch_tokens as f64 / (d.dp as f64 * d.fsdp as f64 * d.cp as f64)
+    }
+    /// The per-plan choices of this configuration.
+    pub fn choice(&self) -> super::Choice {
+        super::Choice {
+            zero: self.zero,
+            remat: self.remat,
+            sp: self.sequence_parallel,
+            schedule: self.schedule,
+            microbatches: self.microbatches,
+            virtual_stages: self.virtual_stages,
+        }
+    }
+}
+
+/// The choices a planner varies inside one degree tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Choice {
+    /// ZeRO stage over dp·cp.
+    pub zero: u8,
+    /// Checkpoint policy.
+    pub remat: Remat,
+    /// Megatron sequence parallelism.
+    pub sp: bool,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Micro-batches (pipeline) or gradient-accumulation steps (pp = 1).
+    pub microbatches: u64,
+    /// Virtual stages (interleaved).
+    pub virtual_stages: u64,
+}
+
+impl Choice {
+    /// Write these choices and `deg` into a copy of `base`.
+    pub fn config(&self, base: &TrainConfig, deg: Degrees) -> TrainConfig {
+        TrainConfig {
+            degrees: deg,
+            zero: self.zero,
+            remat: self.remat,
+            sequence_parallel: self.sp,
+            schedule: self.schedule,
+            microbatches: self.microbatches,
+            virtual_stages: self.virtual_stages,
+            ..*base
+        }
+    }
+    /// Virtual stages the schedule actually uses (1 unless interleaved).
+    pub fn chunks(&self) -> u64 {
+        if self.schedule == Schedule::Interleaved {
+            self.virtual_stages.max(1)
+        } else {
+            1
+        }
+    }
+}

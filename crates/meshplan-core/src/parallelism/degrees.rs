@@ -1,0 +1,192 @@
+//! Logical parallelism axes and their degrees.
+
+use serde::{Deserialize, Serialize};
+
+/// Logical parallelism axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogicalAxis {
+    /// Data parallel (replicated weights).
+    Dp,
+    /// Data parallel over DCN between TPU slices.
+    DpDcn,
+    /// Fully sharded data parallel (ZeRO-3).
+    Fsdp,
+    /// Tensor (Megatron) parallel.
+    Tp,
+    /// Pipeline stages.
+    Pp,
+    /// Context (sequence) parallel.
+    Cp,
+    /// Expert parallel.
+    Ep,
+}
+
+impl LogicalAxis {
+    /// Lowercase name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LogicalAxis::Dp => "dp",
+            LogicalAxis::DpDcn => "dp-dcn",
+            LogicalAxis::Fsdp => "fsdp",
+            LogicalAxis::Tp => "tp",
+            LogicalAxis::Pp => "pp",
+            LogicalAxis::Cp => "cp",
+            LogicalAxis::Ep => "ep",
+        }
+    }
+    /// Placement order, innermost first.
+    pub const ORDER: [LogicalAxis; 6] = [
+        LogicalAxis::Tp,
+        LogicalAxis::Cp,
+        LogicalAxis::Ep,
+        LogicalAxis::Fsdp,
+        LogicalAxis::Dp,
+        LogicalAxis::Pp,
+    ];
+    /// Every axis, in the order a step's collectives are listed.
+    pub const ALL: [LogicalAxis; 7] = [
+        LogicalAxis::Fsdp,
+        LogicalAxis::Dp,
+        LogicalAxis::DpDcn,
+        LogicalAxis::Cp,
+        LogicalAxis::Tp,
+        LogicalAxis::Ep,
+        LogicalAxis::Pp,
+    ];
+    /// Index in [`LogicalAxis::ALL`].
+    pub const fn index(self) -> usize {
+        match self {
+            LogicalAxis::Fsdp => 0,
+            LogicalAxis::Dp => 1,
+            LogicalAxis::DpDcn => 2,
+            LogicalAxis::Cp => 3,
+            LogicalAxis::Tp => 4,
+            LogicalAxis::Ep => 5,
+            LogicalAxis::Pp => 6,
+        }
+    }
+}
+
+impl std::fmt::Display for LogicalAxis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parallel degrees (1 = unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Degrees {
+    /// Data parallel.
+    pub dp: u64,
+    /// FSDP.
+    pub fsdp: u64,
+    /// Tensor parallel.
+    pub tp: u64,
+    /// Pipeline.
+    pub pp: u64,
+    /// Context parallel.
+    pub cp: u64,
+    /// Expert parallel (a sub-grouping of dp·fsdp·cp, see [`Degrees::product`]).
+    pub ep: u64,
+}
+
+impl Default for Degrees {
+    fn default() -> Self {
+        Degrees {
+            dp: 1,
+            fsdp: 1,
+            tp: 1,
+            pp: 1,
+            cp: 1,
+            ep: 1,
+        }
+    }
+}
+
+impl Degrees {
+    /// Devices used: dp·fsdp·tp·pp·cp. Expert parallelism reuses the
+    /// data-like axes (as in Megatron/DeepSpeed-MoE) and so does not multiply.
+    /// Saturates at `u64::MAX` (use [`Degrees::checked_product`] to reject).
+    pub fn product(&self) -> u64 {
+        self.checked_product().unwrap_or(u64::MAX)
+    }
+    /// dp·fsdp·tp·pp·cp, `None` when it overflows `u64`.
+    pub fn checked_product(&self) -> Option<u64> {
+        [self.fsdp, self.tp, self.pp, self.cp]
+            .iter()
+            .try_fold(self.dp, |a, &x| a.checked_mul(x))
+    }
+    /// Data-like ranks that split the batch: dp·fsdp (saturating).
+    pub fn data(&self) -> u64 {
+        self.dp.saturating_mul(self.fsdp)
+    }
+    /// Degree of one axis.
+    pub fn get(&self, a: LogicalAxis) -> u64 {
+        match a {
+            LogicalAxis::Dp | LogicalAxis::DpDcn => self.dp,
+            LogicalAxis::Fsdp => self.fsdp,
+            LogicalAxis::Tp => self.tp,
+            LogicalAxis::Pp => self.pp,
+            LogicalAxis::Cp => self.cp,
+            LogicalAxis::Ep => self.ep,
+        }
+    }
+    /// The same degrees with every zero raised to 1 (so that no division by a
+    /// degree can fail; zero degrees are reported as infeasible separately).
+    pub fn at_least_one(&self) -> Degrees {
+        Degrees {
+            dp: self.dp.max(1),
+            fsdp: self.fsdp.max(1),
+            tp: self.tp.max(1),
+            pp: self.pp.max(1),
+            cp: self.cp.max(1),
+            ep: self.ep.max(1),
+        }
+    }
+    /// Whether any degree is zero.
+    pub fn has_zero(&self) -> bool {
+        [self.dp, self.fsdp, self.tp, self.pp, self.cp, self.ep].contains(&0)
+    }
+}
+
+impl std::fmt::Display for Degrees {
+    /// `dp=16 fsdp=1 tp=8 pp=1 cp=1 ep=1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dp={} fsdp={} tp={} pp={} cp={} ep={}",
+            self.dp, self.fsdp, self.tp, self.pp, self.cp, self.ep
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checked_product_rejects_overflow() {
+        let d = Degrees {
+            tp: 1 << 32,
+            pp: 1 << 32,
+            ..Degrees::default()
+        };
+        assert_eq!(d.checked_product(), None);
+        assert_eq!(d.product(), u64::MAX);
+        let ok = Degrees {
+            dp: 4,
+            tp: 8,
+            pp: 2,
+            ..Degrees::default()
+        };
+        assert_eq!(ok.checked_product(), Some(64));
+    }
+
+    #[test]
+    fn axis_index_matches_all() {
+        for (i, a) in LogicalAxis::ALL.iter().enumerate() {
+            assert_eq!(a.index(), i);
+        }
+    }
+}

@@ -1,0 +1,21 @@
+/*!
+The choices a training plan makes, below everything that analyses, predicts
+or searches plans: degrees of each logical axis, ZeRO stage, remat policy,
+pipeline schedule, optimizer, dtypes, framework conventions and the FLOP
+convention ([`TrainConfig`]), the per-replica view the fidelity model
+predicts ([`RunSpec`]) and the pipeline geometry ([`pipeline`]).
+
+`training`, `inference`, `planner`, `memory` and `fidelity` import this
+module; it imports only `model` (for the stage split) and `units`.
+*/
+
+mod choices;
+mod config;
+mod degrees;
+pub mod pipeline;
+mod replica;
+
+pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
+pub use config::{Choice, TrainConfig};
+pub use degrees::{Degrees, LogicalAxis};
+pub use replica::{RunSpec, Unmapped};

@@ -1,0 +1,188 @@
+//! How a [`PlanTrainReport`] reads: what was searched, the ranked plans as
+//! one table, the rejections, and the verdict with suggestions.
+
+use super::report::{leading_collective, plan_label, schedule_label, PlanEntry, PlanTrainReport};
+use crate::parallelism::Choice;
+use crate::training::RejectReason;
+use crate::units::{fmt_int, fmt_si};
+use crate::view::{pct, Doc, Render, Table};
+
+fn choice(p: &PlanEntry) -> Choice {
+    Choice {
+        zero: p.zero,
+        remat: p.remat,
+        sp: p.sequence_parallel,
+        schedule: p.schedule,
+        microbatches: p.microbatches,
+        virtual_stages: p.virtual_stages,
+    }
+}
+
+/// The pipeline column: the schedule, or the gradient accumulation.
+fn pipeline_cell(p: &PlanEntry) -> String {
+    let d = &p.report.degrees;
+    if d.pp <= 1 && p.microbatches > 1 {
+        format!("accumulate ×{}", p.microbatches)
+    } else {
+        schedule_label(d, &choice(p))
+    }
+}
+
+fn plans_table(r: &PlanTrainReport) -> Table {
+    let pred = r.ranked_by_prediction;
+    let mut t = Table::new(
+        &[
+            "#",
+            "mesh",
+            "dp",
+            "fsdp",
+            "tp",
+            "pp",
+            "cp",
+            "ep",
+            "zero",
+            "remat",
+            "pipeline",
+            "sp",
+            "mem/chip",
+            "step",
+            "roofline ≥",
+            "MFU",
+            "bound",
+            "leading collective",
+        ],
+        &[
+            "#",
+            "dp",
+            "fsdp",
+            "tp",
+            "pp",
+            "cp",
+            "ep",
+            "zero",
+            "mem/chip",
+            "step",
+            "roofline ≥",
+            "MFU",
+        ],
+    );
+    if pred {
+        t.header[13] = "step (pred.)".into();
+        t.header[15] = "MFU (pred.)".into();
+    }
+    for p in &r.plans {
+        let (d, rep) = (&p.report.degrees, &p.report);
+        t.row(vec![
+            p.rank.to_string(),
+            rep.mesh.clone(),
+            d.dp.to_string(),
+            d.fsdp.to_string(),
+            d.tp.to_string(),
+            d.pp.to_string(),
+            d.cp.to_string(),
+            d.ep.to_string(),
+            p.zero.to_string(),
+            p.remat.to_string(),
+            pipeline_cell(p),
+            if p.sequence_parallel { "yes" } else { "-" }.into(),
+            fmt_si(rep.memory_per_device.total_bytes.get(), "B"),
+            fmt_si(
+                p.predicted_step_time_s
+                    .unwrap_or(rep.step_time_lower_s.get()),
+                "s",
+            ),
+            if pred {
+                fmt_si(rep.step_time_lower_s.get(), "s")
+            } else {
+                String::new()
+            },
+            pct(p.predicted_mfu.unwrap_or(rep.mfu_at_lower_bound)),
+            rep.bound.clone(),
+            leading_collective(rep)
+                .map(|c| format!("{} {} ({})", c.kind, c.axis.name(), c.seconds))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    t.drop_empty_columns()
+}
+
+fn searched_line(r: &PlanTrainReport) -> String {
+    format!(
+        "searched {} candidates ({} evaluated over {} degree tuples, {} skipped as more gradient accumulation than needed) in {}; {} fit",
+        fmt_int(r.candidates),
+        fmt_int(r.evaluated),
+        fmt_int(r.degree_tuples),
+        fmt_int(r.dominated),
+        fmt_si(r.search_time_s, "s"),
+        fmt_int(r.fitting)
+    )
+}
+
+fn rejected_line(r: &PlanTrainReport) -> Option<String> {
+    let rej: Vec<String> = RejectReason::ALL
+        .iter()
+        .filter_map(|x| {
+            let n = *r.rejected.get(x.key())?;
+            (n > 0).then(|| format!("{} ({})", fmt_int(n), x.describe()))
+        })
+        .collect();
+    (!rej.is_empty()).then(|| format!("rejected: {}", rej.join("; ")))
+}
+
+impl Render for PlanTrainReport {
+    fn doc(&self) -> Doc {
+        let r = self;
+        let mut d = Doc::new();
+        d.title(format!(
+            "{} on {} {} ({} chips), batch {} tokens × seq {}, objective {}, {} accounting",
+            r.model,
+            r.chip,
+            r.mesh.as_deref().unwrap_or("-"),
+            fmt_int(r.chips),
+            fmt_int(r.batch_tokens),
+            fmt_int(r.seq_len),
+            r.objective,
+            r.framework
+        ));
+        if r.mesh.is_some() {
+            d.line(searched_line(r));
+        }
+        match (&r.prediction_note, &r.profile) {
+            (Some(n), _) => {
+                d.note(n.clone());
+            }
+            (None, Some(p)) => {
+                d.line(format!(
+                    "ranked by predicted step time (efficiency profile {p}); 'roofline ≥' is the roofline lower bound"
+                ));
+            }
+            (None, None) => {}
+        }
+        if let Some(n) = &r.extrapolation_note {
+            d.note(n.clone());
+        }
+        d.table(plans_table(r));
+        if let Some(l) = rejected_line(r) {
+            d.line(l);
+        }
+        if let (Some(b), Some(fix)) = (&r.best_rejected, &r.best_rejected_fix) {
+            if !r.plans.is_empty() {
+                d.line(format!(
+                    "best rejected plan: {} on {} — {} per step, {} per chip: {fix}",
+                    plan_label(&b.report.degrees, &choice(b)),
+                    b.report.mesh,
+                    fmt_si(
+                        b.predicted_step_time_s
+                            .unwrap_or(b.report.step_time_lower_s.get()),
+                        "s"
+                    ),
+                    fmt_si(b.report.memory_per_device.total_bytes.get(), "B"),
+                ));
+            }
+        }
+        if let Some(v) = &r.verdict {
+            d.verdict(false, "VERDICT", v.clone(), r.suggestions.clone());
+        }
+        d
+    }
+}

@@ -1,0 +1,206 @@
+//! The training search space: degree tuples (every ordered factorization of
+//! the chip count), TPU axis orders, and the choices inside one tuple.
+
+use crate::parallelism::{Choice, Degrees, Remat, Schedule, TrainConfig};
+
+/// The choices searched besides the degrees.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainSpace {
+    /// Remat policies.
+    pub remats: Vec<Remat>,
+    /// ZeRO stages (only when dp·cp > 1; otherwise the stage changes nothing).
+    pub zero_stages: Vec<u8>,
+    /// Pipeline schedules (only when pp > 1).
+    pub schedules: Vec<Schedule>,
+    /// Micro-batch counts are `pp·2^k` for `2^k ≤` this (pp = 1: gradient
+    /// accumulation, `2^k` steps), and no more than the sequences per
+    /// replica unless m = pp.
+    pub max_microbatch_factor: u64,
+    /// Virtual stages tried with the interleaved schedule (those dividing L/pp).
+    pub virtual_stages: Vec<u64>,
+    /// Sequence parallelism settings (only when tp > 1).
+    pub sequence_parallel: Vec<bool>,
+    /// TPU: also try every distinct ordering of the slice's physical axes
+    /// (which axes tp, fsdp, … land on).
+    pub permute_torus: bool,
+}
+
+impl Default for TrainSpace {
+    fn default() -> Self {
+        TrainSpace {
+            remats: Remat::ALL.to_vec(),
+            zero_stages: vec![0, 1, 2, 3],
+            schedules: vec![Schedule::Afab, Schedule::OneFOneB, Schedule::Interleaved],
+            max_microbatch_factor: 32,
+            virtual_stages: vec![2, 4, 8],
+            sequence_parallel: vec![false, true],
+            permute_torus: true,
+        }
+    }
+}
+
+/// All ordered ways to write `n` as dp·fsdp·tp·pp·cp.
+pub fn factorizations(n: u64) -> Vec<[u64; 5]> {
+    let divs = divisors(n);
+    let mut out = Vec::new();
+    for &tp in &divs {
+        let r1 = n / tp;
+        for &pp in divs.iter().filter(|d| r1 % **d == 0) {
+            let r2 = r1 / pp;
+            for &cp in divs.iter().filter(|d| r2 % **d == 0) {
+                let r3 = r2 / cp;
+                for &fsdp in divs.iter().filter(|d| r3 % **d == 0) {
+                    out.push([r3 / fsdp, fsdp, tp, pp, cp]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Divisors of `n`, ascending.
+pub fn divisors(n: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut i = 1;
+    // `i <= n / i`, not `i * i <= n`: no overflow for n near u64::MAX
+    while i <= n / i {
+        if n % i == 0 {
+            v.push(i);
+            if i != n / i {
+                v.push(n / i);
+            }
+        }
+        i += 1;
+    }
+    v.sort_unstable();
+    v
+}
+
+/// Every distinct ordering of a slice shape (the given one first).
+pub fn permutations(shape: &[u64]) -> Vec<Vec<u64>> {
+    fn rec(cur: &mut Vec<u64>, rest: &mut Vec<u64>, out: &mut Vec<Vec<u64>>) {
+        if rest.is_empty() {
+            if !out.contains(cur) {
+                out.push(cur.clone());
+            }
+            return;
+        }
+        for i in 0..rest.len() {
+            let x = rest.remove(i);
+            cur.push(x);
+            rec(cur, rest, out);
+            cur.pop();
+            rest.insert(i, x);
+        }
+    }
+    let mut out = vec![shape.to_vec()];
+    rec(&mut Vec::new(), &mut shape.to_vec(), &mut out);
+    out
+}
+
+/// Micro-batch counts for `pp` stages: `pp·2^k` up to the space's factor,
+/// no more than the sequences per replica (`spr`) unless m = pp.
+fn microbatch_counts(space: &TrainSpace, pp: u64, spr: f64) -> impl Iterator<Item = u64> {
+    let max = space.max_microbatch_factor.max(1);
+    (0..64u32)
+        .map(|k| 1u64 << k)
+        .take_while(move |f| *f <= max)
+        .map(move |f| pp.saturating_mul(f))
+        .take_while(move |&m| m == pp || m as f64 <= spr)
+}
+
+/// The choices for one degree tuple, appended to `out` (cleared first). For
+/// pp = 1 the micro-batch counts are gradient-accumulation steps, in
+/// ascending order for each (ZeRO, remat, SP), so that the search can stop
+/// at the first count that fits.
+pub fn inner_choices(
+    space: &TrainSpace,
+    base: &TrainConfig,
+    n_layers: u64,
+    deg: &Degrees,
+    out: &mut Vec<Choice>,
+) {
+    out.clear();
+    let zeros: &[u8] = if deg.dp.saturating_mul(deg.cp) > 1 {
+        &space.zero_stages
+    } else {
+        &[0]
+    };
+    let sps: &[bool] = if deg.tp > 1 {
+        &space.sequence_parallel
+    } else {
+        &[false]
+    };
+    let spr = base.sequences() / deg.data().max(1) as f64;
+    let pipe: &[Schedule] = if deg.pp > 1 {
+        &space.schedules
+    } else {
+        &[Schedule::OneFOneB]
+    };
+    for &zero in zeros {
+        for &remat in &space.remats {
+            for &sp in sps {
+                for &schedule in pipe {
+                    for m in microbatch_counts(space, deg.pp, spr) {
+                        let c = Choice {
+                            zero,
+                            remat,
+                            sp,
+                            schedule,
+                            microbatches: m,
+                            virtual_stages: 1,
+                        };
+                        if schedule != Schedule::Interleaved {
+                            out.push(c);
+                            continue;
+                        }
+                        for &v in &space.virtual_stages {
+                            if v >= 2 && n_layers % deg.pp.saturating_mul(v) == 0 {
+                                out.push(Choice {
+                                    virtual_stages: v,
+                                    ..c
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gradient_accumulation_counts_without_a_pipeline() {
+        // 64 sequences over dp = 8: 8 per replica → m ∈ {1, 2, 4, 8}
+        let base = TrainConfig {
+            batch_tokens: 64 * 4096,
+            seq_len: 4096,
+            ..TrainConfig::default()
+        };
+        let deg = Degrees {
+            dp: 8,
+            ..Degrees::default()
+        };
+        let space = TrainSpace {
+            remats: vec![Remat::Full],
+            zero_stages: vec![0],
+            ..TrainSpace::default()
+        };
+        let mut out = Vec::new();
+        inner_choices(&space, &base, 32, &deg, &mut out);
+        let ms: Vec<u64> = out.iter().map(|c| c.microbatches).collect();
+        assert_eq!(ms, [1, 2, 4, 8]);
+    }
+
+    #[test]
+    fn factorizations_multiply_back() {
+        for f in factorizations(24) {
+            assert_eq!(f.iter().product::<u64>(), 24);
+        }
+        assert_eq!(divisors(12), [1, 2, 3, 4, 6, 12]);
+    }
+}

@@ -1,0 +1,115 @@
+//! One plan's memory, FLOPs, pipeline bubble, collectives and step-time
+//! bounds: the evaluation `analyze` reports (tracing on) and the planner
+//! ranks (tracing off). Both call [`evaluate`]; there is no second copy.
+
+use super::comms::{step_comms, CommSink};
+use super::context::{MeshCtx, TrainCtx};
+use crate::accounting::StepFlops;
+use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
+use crate::parallelism::pipeline::bubble_fraction;
+use crate::parallelism::{Choice, LogicalAxis};
+use crate::trace::{Step, Tracer};
+
+/// What an evaluation finds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Eval {
+    /// Memory of the busiest device.
+    pub memory: MemoryBreakdown,
+    /// total ≤ usable HBM.
+    pub fits: bool,
+    /// FLOPs per step (model under the convention, recompute, hardware).
+    pub flops: StepFlops,
+    /// T_math = hardware FLOPs / (N·C).
+    pub t_math: f64,
+    /// Bubble fraction (p−1)/(m·v+p−1).
+    pub bubble_fraction: f64,
+    /// T_bubble = T_math·bubble/(1 − bubble).
+    pub t_bubble: f64,
+    /// Slowest axis' communication.
+    pub t_comms: f64,
+    /// Σ communication.
+    pub t_comms_sum: f64,
+    /// max(T_math + T_bubble, T_comms).
+    pub lower: f64,
+    /// T_math + T_bubble + Σ comms.
+    pub upper: f64,
+    /// The slowest axis when communication bounds the step.
+    pub comm_bound_axis: Option<LogicalAxis>,
+}
+
+/// T_math and the bubble of plan `c`: (T_math, bubble fraction, T_bubble).
+fn compute_time<T: Tracer>(
+    ctx: &TrainCtx,
+    mesh: &MeshCtx,
+    c: &Choice,
+    tr: &mut T,
+) -> (f64, f64, f64) {
+    let f = ctx.flops[c.remat.index()];
+    let t_math = f.hardware / (mesh.chips * ctx.peak);
+    tr.record(|| {
+        Step::new(
+            "train.flops",
+            "FLOPs per step",
+            "model FLOPs (convention) + remat recompute",
+        )
+        .bind("model", f.model, "FLOPs")
+        .bind("recompute", f.recompute, "FLOPs")
+        .bind("B", ctx.base.batch_tokens as f64, "tokens")
+        .result(f.hardware, "FLOPs")
+        .source("How To Scale Your Model ch4; docs/training.md (FLOP conventions)")
+    });
+    tr.record(|| {
+        Step::new("train.t_math", "T_math", "FLOPs/(N·C)")
+            .bind("N", mesh.chips, "chips")
+            .bind("C", ctx.peak, "FLOP/s")
+            .result(t_math, "s")
+    });
+    let b = bubble_fraction(mesh.deg.pp, c.microbatches, c.chunks());
+    let t_bubble = if b < 1.0 { t_math * b / (1.0 - b) } else { 0.0 };
+    (t_math, b, t_bubble)
+}
+
+/// Evaluate plan `c` on `mesh`; every collective goes to `sink` as well.
+pub fn evaluate<T: Tracer, S: CommSink>(
+    ctx: &TrainCtx,
+    mesh: &MeshCtx,
+    c: &Choice,
+    tr: &mut T,
+    sink: &mut S,
+) -> Eval {
+    let cfg = c.config(&ctx.base, mesh.deg);
+    let q = MemoryQuery::from_config(&cfg);
+    let memory = per_device(&ctx.spec.arch, &ctx.pc, &q, &ctx.cal, tr);
+    let (t_math, bubble, t_bubble) = compute_time(ctx, mesh, c, tr);
+    let totals = step_comms(ctx, mesh, c, tr, sink);
+    let (worst, t_comms) = totals.slowest();
+    let compute = t_math + t_bubble;
+    let lower = compute.max(t_comms);
+    let upper = compute + totals.sum;
+    tr.record(|| {
+        Step::new(
+            "train.step_time",
+            "Step time bounds",
+            "lower = max(T_math + T_bubble, max_axis T_comms); upper = T_math + T_bubble + Σ T_comms",
+        )
+        .bind("T_math", t_math, "s")
+        .bind("T_bubble", t_bubble, "s")
+        .bind("T_comms", t_comms, "s")
+        .bind("upper", upper, "s")
+        .result(lower, "s")
+        .source("How To Scale Your Model ch1 (rooflines), ch5")
+    });
+    Eval {
+        fits: memory.total_bytes.get() <= ctx.hbm,
+        memory,
+        flops: ctx.flops[c.remat.index()],
+        t_math,
+        bubble_fraction: bubble,
+        t_bubble,
+        t_comms,
+        t_comms_sum: totals.sum,
+        lower,
+        upper,
+        comm_bound_axis: if t_comms > compute { worst } else { None },
+    }
+}

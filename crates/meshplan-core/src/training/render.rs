@@ -1,0 +1,218 @@
+//! How a [`TrainReport`] reads: the memory, the FLOPs and step-time bounds,
+//! the calibrated prediction beside them, every collective, and the book's
+//! verdicts.
+
+use super::predicted::Predicted;
+use super::rules::Rules;
+use super::TrainReport;
+use crate::units::{fmt_si, sig4, Seconds};
+use crate::view::{field, pct, yes_no, Doc, Render, Table};
+
+/// What the prediction's range note says when the job is beyond the
+/// profile's calibrated size.
+pub const EXTRAPOLATED: &str = "the job is larger than the profile was fitted on; its job-size terms are held at the calibrated size — treat the prediction as indicative (docs/fidelity.md)";
+
+fn memory_fields(r: &TrainReport) -> Vec<(String, String)> {
+    let m = &r.memory_per_device;
+    let mut rows = vec![
+        field(
+            &format!("memory per device ({} accounting)", r.framework),
+            "",
+        ),
+        field("  params", m.params_bytes.both()),
+        field("  grads", m.grads_bytes.both()),
+        field("  optimizer", m.optimizer_bytes.both()),
+        field("  activations", m.activations_bytes.both()),
+    ];
+    if m.logits_bytes.get() > 0.0 {
+        rows.push(field("  logits", m.logits_bytes.both()));
+    }
+    if m.reserve_bytes.get() > 0.0 {
+        rows.push(field("  runtime reserve", m.reserve_bytes.both()));
+    }
+    rows.push(field("  total", m.total_bytes.both()));
+    rows.push(field(
+        "  fits",
+        format!(
+            "{} (usable HBM {}, margin {})",
+            if r.fits { "yes" } else { "NO" },
+            r.hbm_bytes,
+            fmt_si(r.memory_margin_bytes, "B")
+        ),
+    ));
+    rows
+}
+
+fn time_fields(r: &TrainReport) -> Vec<(String, String)> {
+    let mut rows = vec![
+        field(
+            &format!("FLOPs per step ({} convention)", r.flop_convention),
+            r.flops_per_step,
+        ),
+        field(
+            "FLOPs per step (hardware, with recompute)",
+            r.hardware_flops_per_step,
+        ),
+        field("T_math", r.t_math_s),
+        field(
+            "pipeline bubble",
+            format!("{} ({})", r.t_bubble_s, pct(r.bubble_fraction)),
+        ),
+        field("T_comms (slowest axis)", r.t_comms_s),
+        field("bound (roofline)", &r.bound),
+        field("roofline step time, comms overlapped", r.step_time_lower_s),
+        field(
+            "roofline step time, nothing overlapped",
+            r.step_time_upper_s,
+        ),
+        field("MFU at the roofline", pct(r.mfu_at_lower_bound)),
+    ];
+    if let Some(p) = &r.predicted {
+        rows.extend(predicted_fields(p));
+    }
+    rows
+}
+
+fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
+    vec![
+        field(
+            "step time predicted",
+            format!(
+                "{} ({} runtime, profile {}, {})",
+                p.step_time_s, p.framework, p.profile, p.profile_origin
+            ),
+        ),
+        field("MFU predicted", pct(p.mfu)),
+        field(
+            "tokens/s per device (pred.)",
+            sig4(p.tokens_per_s_per_device),
+        ),
+        field(
+            "prediction range",
+            if p.extrapolated {
+                EXTRAPOLATED
+            } else {
+                "within the job size the profile was fitted on"
+            },
+        ),
+    ]
+}
+
+fn cost_fields(r: &TrainReport) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    if let Some(t) = r.step_time_at_mfu_s {
+        rows.push(field("step time at the given MFU", t));
+    }
+    rows.push(field("tokens/s (roofline or at MFU)", sig4(r.tokens_per_s)));
+    let run =
+        |t: Option<Seconds>, h: Option<f64>, c: Option<f64>, what: &str, rows: &mut Vec<_>| {
+            if let (Some(t), Some(h)) = (t, h) {
+                rows.push(field(
+                    &format!("train time{what}"),
+                    format!("{} ({} chip-hours)", t.human(), sig4(h)),
+                ));
+            }
+            if let Some(c) = c {
+                rows.push(field(&format!("cost{what}"), format!("${}", sig4(c))));
+            }
+        };
+    run(r.train_time_s, r.chip_hours, r.cost_usd, "", &mut rows);
+    if let Some(p) = &r.predicted {
+        run(
+            p.train_time_s,
+            p.chip_hours,
+            p.cost_usd,
+            " (predicted)",
+            &mut rows,
+        );
+    }
+    rows
+}
+
+fn comms_table(r: &TrainReport) -> Table {
+    let mut t = Table::new(
+        &["collective", "axis", "what", "V", "calls", "time/step"],
+        &["V", "calls", "time/step"],
+    );
+    for c in &r.comms {
+        t.row(vec![
+            c.kind.name().into(),
+            c.axis.name().into(),
+            c.what.clone(),
+            c.bytes.to_string(),
+            c.count.to_string(),
+            c.seconds.to_string(),
+        ]);
+    }
+    t
+}
+
+/// The book's verdicts (ch5).
+pub fn rules_doc(q: &Rules) -> Doc {
+    let mut d = Doc::new();
+    let mut rows = vec![
+        field(
+            "pure DP",
+            format!("{} — {}", yes_no(q.pure_dp.ok), q.pure_dp.reason),
+        ),
+        field(
+            "pure FSDP",
+            format!("{} — {}", yes_no(q.pure_fsdp.ok), q.pure_fsdp.reason),
+        ),
+        field(
+            "FSDP+TP",
+            format!("{} — {}", yes_no(q.fsdp_tp.ok), q.fsdp_tp.reason),
+        ),
+        field(
+            "TP limit",
+            format!(
+                "Y < M_Y·F/α = {}; X_opt = {} (M_X = {}, M_Y = {})",
+                sig4(q.tp_max_degree),
+                sig4(q.x_opt),
+                q.fsdp_tp_m_x,
+                q.fsdp_tp_m_y
+            ),
+        ),
+    ];
+    if let Some(dcn) = q.dcn_min_batch_per_slice {
+        rows.push(field(
+            "DCN data parallelism",
+            format!("needs > {} tokens per slice", sig4(dcn)),
+        ));
+    }
+    d.line(format!("Book rules (α = C/W = {}):", sig4(q.alpha)))
+        .fields(rows);
+    d
+}
+
+impl Render for TrainReport {
+    fn doc(&self) -> Doc {
+        let r = self;
+        let mut d = Doc::new();
+        d.title(format!(
+            "{} on {} ({}, {} chips): {}",
+            r.model, r.chip, r.mesh, r.chips, r.degrees
+        ));
+        if !r.feasible {
+            d.verdict(
+                false,
+                "INFEASIBLE",
+                "the plan cannot run",
+                r.reasons.clone(),
+            );
+        }
+        for n in &r.notes {
+            d.note(n.clone());
+        }
+        let mut rows = memory_fields(r);
+        rows.extend(time_fields(r));
+        rows.extend(cost_fields(r));
+        d.fields(rows);
+        if let Some(n) = &r.prediction_note {
+            d.note(n.clone());
+        }
+        d.table(comms_table(r));
+        d.extend(rules_doc(&r.rules));
+        d
+    }
+}
