@@ -233,7 +233,7 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
         for obj in [TrainObjective::Time, TrainObjective::MemoryHeadroom] {
             let spec = cat.model(m).unwrap();
             let chip = cat.chip(h).unwrap();
-            let mut s = TrainSearch::new(spec, chip, topo.clone(), base.clone());
+            let mut s = TrainSearch::new(spec, chip, topo.clone(), base);
             s.space.permute_torus = false;
             s.objective = obj;
             s.top_k = 20;
@@ -334,7 +334,7 @@ fn book_ch5_q3() {
         flops: FlopConvention::Book,
         ..TrainConfig::default()
     };
-    let s = TrainSearch::new(spec, chip, topo.clone(), base.clone());
+    let s = TrainSearch::new(spec, chip, topo.clone(), base);
     let r = s.run();
     let top = r.plans[0];
     let book = analyze(
@@ -348,7 +348,7 @@ fn book_ch5_q3() {
                 ..Degrees::default()
             },
             remat: meshplan_core::training::Remat::AfterMatmuls,
-            ..base.clone()
+            ..base
         },
         &mut NoTrace,
     );
@@ -385,11 +385,11 @@ fn bad_input_gives_a_verdict() {
         ..TrainConfig::default()
     };
     // prime chip count: 13 GPUs do not make NVLink domains of 8
-    let r = TrainSearch::new(spec, chip, Topology::gpus(13, 8), base.clone()).run();
+    let r = TrainSearch::new(spec, chip, Topology::gpus(13, 8), base).run();
     assert!(r.plans.is_empty());
     assert!(!r.topology_reasons.is_empty());
     // 70B on 2 GPUs: nothing fits
-    let r = TrainSearch::new(spec, chip, Topology::gpus(2, 8), base.clone()).run();
+    let r = TrainSearch::new(spec, chip, Topology::gpus(2, 8), base).run();
     assert!(r.plans.is_empty());
     assert!(r.rejected_for(RejectReason::Memory) > 0);
     assert!(r.closest_rejected.is_some());
@@ -536,7 +536,7 @@ fn searches_without_predictions_say_why() {
             slices: 1,
             shape: vec![2, 2, 4],
         },
-        base.clone(),
+        base,
     );
     assert!(tpu.profile.is_none());
     let r = tpu.run();
@@ -548,7 +548,7 @@ fn searches_without_predictions_say_why() {
         Topology::gpus(128, 8),
         TrainConfig {
             batch_tokens: 8 << 20,
-            ..base.clone()
+            ..base
         },
     );
     let r = mla.run();

@@ -507,7 +507,7 @@ fn seed003_pp_activation_memory() {
                 ..Degrees::default()
             },
             schedule: s,
-            ..base.clone()
+            ..base
         };
         analyze(spec, chip, &topo, &cfg, &mut NoTrace)
     };
@@ -524,7 +524,7 @@ fn seed003_pp_activation_memory() {
         batch_tokens: 32 * 4096,
         degrees: Degrees::default(),
         microbatches: 1,
-        ..base.clone()
+        ..base
     };
     let single = analyze(
         spec,

@@ -668,7 +668,7 @@ pub fn known_keys(c: Command) -> &'static [&'static str] {
             "two_d_ws.x_opt",
             "two_d_ws.yz_opt",
             "warnings",
-            "weight_load_time_per_device_s",
+            "weight_load_time_even_s",
             "weight_load_time_s",
             "weights_bytes",
             "weights_bytes_per_device",

@@ -24,15 +24,15 @@ pub struct DecodeStep {
 }
 
 /// The book's generation step (ch7):
-/// `B·KV/(N·W_hbm) + max(2·B·P/(N·C), P_bytes/(N·W_hbm))`, with comms as a
-/// third term of the max. `params` counts FLOPs (activated for MoE);
-/// `param_bytes` the weights loaded.
+/// `B·KV/(N·W_hbm) + max(2·B·P/(N·C), w_dev/W_hbm)`, with comms as a third
+/// term of the max. `params` counts FLOPs (activated for MoE); `w_dev` the
+/// weight bytes the most loaded chip reads (`P_bytes/N` when spread evenly).
 #[allow(clippy::too_many_arguments)]
 pub fn decode_step<T: Tracer>(
     batch: u64,
     kv_per_seq: Bytes,
     params: f64,
-    param_bytes: Bytes,
+    w_dev: Bytes,
     chips: u64,
     c: FlopsPerSec,
     w_hbm: BytesPerSec,
@@ -42,7 +42,7 @@ pub fn decode_step<T: Tracer>(
     let n = chips as f64;
     let b = batch as f64;
     let t_kv = Bytes::new(b * kv_per_seq.get()) / (w_hbm * n);
-    let t_weights = param_bytes / (w_hbm * n);
+    let t_weights = w_dev / w_hbm;
     let t_math = Seconds::new(2.0 * b * params / (n * c.get()));
     let step = t_kv + t_math.max(t_weights).max(t_comms);
     let mut bound = Bound::KvLoad;
@@ -61,12 +61,12 @@ pub fn decode_step<T: Tracer>(
         Step::new(
             "infer.decode_step_time",
             "Decode step time",
-            "B·KV/(N·W_hbm) + max(2·B·P/(N·C), P_bytes/(N·W_hbm), T_comms)",
+            "B·KV/(N·W_hbm) + max(2·B·P/(N·C), w_dev/W_hbm, T_comms)",
         )
         .bind("B", b, "sequences")
         .bind("KV", kv_per_seq.get(), "B")
         .bind("P", params, "params")
-        .bind("P_bytes", param_bytes.get(), "B")
+        .bind("w_dev", w_dev.get(), "B")
         .bind("N", n, "chips")
         .bind("C", c.get(), "FLOP/s")
         .bind("W_hbm", w_hbm.get(), "B/s")

@@ -218,12 +218,13 @@ pub struct InferReport {
     pub batch_fits: bool,
     /// Critical token batch for the weight matmuls.
     pub b_crit_tokens: f64,
-    /// P·bytes_w/(N·W_hbm).
+    /// Weight-loading lower bound: weights_bytes_per_device/W_hbm, the load
+    /// time of the most loaded chip (every chip loads its own weights).
     pub weight_load_time_s: Seconds,
-    /// weights_bytes_per_device/W_hbm: the load time of the most loaded chip
-    /// (larger than `weight_load_time_s` when some weights are replicated,
-    /// e.g. attention over the expert axis).
-    pub weight_load_time_per_device_s: Seconds,
+    /// P·bytes_w/(N·W_hbm): the same if the weights were spread evenly over
+    /// the N chips of a replica (smaller when some are replicated, e.g.
+    /// attention over the expert axis).
+    pub weight_load_time_even_s: Seconds,
     /// Decode: B·KV/(N·W_hbm).
     pub decode_kv_load_time_s: Seconds,
     /// Decode: 2·B·P/(N·C).
@@ -498,12 +499,13 @@ pub fn evaluate<T: Tracer>(
     let w_hbm = chip.hbm_bandwidth;
     let hw = roofline::Hw {
         chips: nr,
+        replicated_chips: tp,
         c,
         w_hbm,
     };
     let moe = a.moe.as_ref().map(|x| (x.n_experts, x.top_k));
     let b_crit = roofline::b_crit(c_bf16, w_hbm, wdt.bits(), q.compute_dtype.bits(), moe, tr);
-    let t_load = roofline::weight_load_time(weights, nr, w_hbm, tr);
+    let t_load = roofline::weight_load_time(w_dev, w_hbm, tr);
     let dec = roofline::decode_components(a, &p, q.batch, q.context, kvs, wdt, &hw, tr);
     let pre = roofline::prefill_components(a, &p, q.prompt_len.max(1), kvt, wdt, &hw, tr);
 
@@ -565,7 +567,7 @@ pub fn evaluate<T: Tracer>(
         .source("How To Scale Your Model, ch3 collectives, ch5 TP, ch7 2D-WS and expert sharding")
     });
     let active = p.matmul_active as f64;
-    let ds = latency::decode_step(q.batch, kvs, active, weights, nr, c, w_hbm, t_comms_dec, tr);
+    let ds = latency::decode_step(q.batch, kvs, active, w_dev, nr, c, w_hbm, t_comms_dec, tr);
 
     // prefill (one prompt)
     let pf: f64 = pre.iter().map(|x| x.flops.get()).sum();
@@ -645,18 +647,7 @@ pub fn evaluate<T: Tracer>(
         .result(t_roof.get(), "s")
         .source("How To Scale Your Model, ch7 (general step time)")
     });
-    let t_load_dev = Seconds::new(w_dev.get() / w_hbm.get());
-    tr.record(|| {
-        Step::new(
-            "infer.weight_load_time_per_device",
-            "Weight loading time of one chip",
-            "w_dev/W_hbm",
-        )
-        .bind("w_dev", w_dev.get(), "B")
-        .bind("W_hbm", w_hbm.get(), "B/s")
-        .result(t_load_dev.get(), "s")
-        .source("How To Scale Your Model, ch7")
-    });
+    let t_load_even = weights / (w_hbm * nr as f64);
     let coll_bytes = Bytes::new(q.batch as f64 * d * ab);
     let c_over_w = c_bf16.get() / w_hbm.get();
     let attn_crit = roofline::attention_prefill_critical_len(c_over_w);
@@ -753,7 +744,7 @@ pub fn evaluate<T: Tracer>(
         batch_fits,
         b_crit_tokens: b_crit,
         weight_load_time_s: t_load,
-        weight_load_time_per_device_s: t_load_dev,
+        weight_load_time_even_s: t_load_even,
         decode_kv_load_time_s: ds.t_kv,
         decode_compute_time_s: ds.t_math,
         decode_comms_time_s: ds.t_comms,

@@ -61,9 +61,9 @@ impl InferReport {
             field(
                 "weight load",
                 format!(
-                    "{} on the most loaded chip ({} spread evenly)",
-                    t(self.weight_load_time_per_device_s.get()),
-                    t(self.weight_load_time_s.get())
+                    "{} on the most loaded chip ({} if spread evenly)",
+                    t(self.weight_load_time_s.get()),
+                    t(self.weight_load_time_even_s.get())
                 ),
             ),
             field(
@@ -74,7 +74,7 @@ impl InferReport {
                     self.batch,
                     self.bound_decode.name(),
                     t(self.decode_kv_load_time_s.get()),
-                    t(self.weight_load_time_per_device_s.get()),
+                    t(self.weight_load_time_s.get()),
                     t(self.decode_compute_time_s.get()),
                     t(self.decode_comms_time_s.get())
                 ),

@@ -64,16 +64,27 @@ pub struct Component {
 pub struct Hw {
     /// N: chips.
     pub chips: u64,
+    /// Chips that hold one copy of the weights every expert group
+    /// replicates (attention projections, unembedding): Y = N/Z with expert
+    /// sharding `W[E_Z, D, F_Y]`, N otherwise. Their bytes load at Y·W_hbm.
+    pub replicated_chips: u64,
     /// C per chip in the compute dtype.
     pub c: FlopsPerSec,
     /// W_hbm per chip.
     pub w_hbm: BytesPerSec,
 }
 
-fn component(name: &'static str, flops: f64, bytes: f64, hw: &Hw) -> Component {
+/// One roofline component; `replicated` weights (attention projections,
+/// unembedding) load on each expert group's Y chips.
+fn component(name: &'static str, flops: f64, bytes: f64, hw: &Hw, replicated: bool) -> Component {
     let n = hw.chips as f64;
+    let n_mem = if replicated {
+        hw.replicated_chips.max(1) as f64
+    } else {
+        n
+    };
     let t_math = Flops::new(flops) / (hw.c * n);
-    let t_mem = Bytes::new(bytes) / (hw.w_hbm * n);
+    let t_mem = Bytes::new(bytes) / (hw.w_hbm * n_mem);
     Component {
         name,
         flops: Flops::new(flops),
@@ -142,10 +153,10 @@ pub fn decode_components<T: Tracer>(
     let keys = crate::model::flops::layer_keys(a, context, false);
     let att_flops = 2.0 * b * a.n_heads as f64 * (hqk + hv) as f64 * keys;
     let v = vec![
-        component("mlp", 2.0 * b * mlp, mlp_loaded * wb, hw),
-        component("attention_projections", 2.0 * b * attn, attn * wb, hw),
-        component("attention", att_flops, b * kv_per_seq.get(), hw),
-        component("unembedding", 2.0 * b * unembed, unembed * wb, hw),
+        component("mlp", 2.0 * b * mlp, mlp_loaded * wb, hw, false),
+        component("attention_projections", 2.0 * b * attn, attn * wb, hw, true),
+        component("attention", att_flops, b * kv_per_seq.get(), hw, false),
+        component("unembedding", 2.0 * b * unembed, unembed * wb, hw, true),
     ];
     for c in &v {
         record_component("decode", c, b, tr);
@@ -170,12 +181,18 @@ pub fn prefill_components<T: Tracer>(
     let keys = crate::model::flops::layer_keys(a, t, true);
     let att_flops = 2.0 * tf * a.n_heads as f64 * (hqk + hv) as f64 * keys;
     let v = vec![
-        component("mlp", 2.0 * tf * mlp, mlp_loaded * wb, hw),
-        component("attention_projections", 2.0 * tf * attn, attn * wb, hw),
+        component("mlp", 2.0 * tf * mlp, mlp_loaded * wb, hw, false),
+        component(
+            "attention_projections",
+            2.0 * tf * attn,
+            attn * wb,
+            hw,
+            true,
+        ),
         // reads and writes the prompt's KV once (flash attention)
-        component("attention", att_flops, tf * kv_per_token.get(), hw),
+        component("attention", att_flops, tf * kv_per_token.get(), hw, false),
         // only the last position is unembedded when serving
-        component("unembedding", 2.0 * unembed, unembed * wb, hw),
+        component("unembedding", 2.0 * unembed, unembed * wb, hw, true),
     ];
     for c in &v {
         record_component("prefill", c, tf, tr);
@@ -218,26 +235,22 @@ pub fn b_crit<T: Tracer>(
     b
 }
 
-/// Lower bound on a decode step: load every weight once,
-/// `P·bytes_w/(N·W_hbm)` (book ch2 Q1, ch7 Q3).
-pub fn weight_load_time<T: Tracer>(
-    weight_bytes: Bytes,
-    chips: u64,
-    w_hbm: BytesPerSec,
-    tr: &mut T,
-) -> Seconds {
-    let t = weight_bytes / (w_hbm * chips as f64);
+/// Lower bound on a decode step: every chip loads the weights it holds
+/// once, `w_dev/W_hbm` — `P·bytes_w/(N·W_hbm)` when the weights are spread
+/// evenly (book ch2 Q1, ch7 Q3), more when some are replicated (attention
+/// over the expert axis, ch7 Q6).
+pub fn weight_load_time<T: Tracer>(w_dev: Bytes, w_hbm: BytesPerSec, tr: &mut T) -> Seconds {
+    let t = w_dev / w_hbm;
     tr.record(|| {
         Step::new(
             "infer.weight_load_time",
-            "Weight-loading lower bound",
-            "P·bytes_w/(N·W_hbm)",
+            "Weight-loading lower bound (the most loaded chip)",
+            "w_dev/W_hbm",
         )
-        .bind("P·bytes_w", weight_bytes.get(), "B")
-        .bind("N", chips as f64, "chips")
+        .bind("w_dev", w_dev.get(), "B")
         .bind("W_hbm", w_hbm.get(), "B/s")
         .result(t.get(), "s")
-        .source("How To Scale Your Model, ch7 Q3")
+        .source("How To Scale Your Model, ch7 Q3, Q6")
     });
     t
 }
