@@ -169,14 +169,221 @@ fn err_at(file: &str, line: usize, field: &str, message: String) -> Error {
     }
 }
 
+/// A claim's result before it is judged (CANNOT-CHECK, no values).
+fn blank_result(c: &Claim) -> ClaimResult {
+    ClaimResult {
+        id: c.id.clone(),
+        line: c.line,
+        scenario: c.scenario.clone(),
+        command: c.command,
+        quantity: c.quantity.clone(),
+        unit: c.dim.unit(),
+        claimed: c.claimed_text.clone(),
+        claimed_value: match &c.claimed {
+            Claimed::Number { value, .. } => Some(*value),
+            Claimed::Verdict { .. } => None,
+        },
+        meshplan: None,
+        rel_error: None,
+        rel_tol: None,
+        abs_tol: None,
+        verdict: Verdict::CannotCheck,
+        reason: None,
+        hint: None,
+        from: c.from.clone(),
+        note: c.note.clone(),
+        derivation: Vec::new(),
+        trace: Vec::new(),
+    }
+}
+
+/// The claim's quantity in the report; `Ok(None)` when the command knows
+/// the key but this scenario does not produce it (CANNOT-CHECK), an error
+/// when the command has no such quantity.
+fn actual<'a>(file: &ClaimsFile, c: &Claim, report: &'a Value) -> Result<Option<&'a Value>> {
+    if let Some(v) = lookup(report, &c.quantity) {
+        return Ok(Some(v));
+    }
+    if eval::is_known_key(c.command, &c.quantity) {
+        return Ok(None);
+    }
+    let paths: Vec<String> = eval::leaf_paths(report)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let sug = suggestions(&c.quantity, paths.iter().map(String::as_str));
+    Err(err_at(
+        &file.file,
+        c.line,
+        &format!("claim `{}`.quantity", c.id),
+        format!(
+            "`{}` reports no quantity '{}'{}",
+            c.command.name(),
+            c.quantity,
+            if sug.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", sug.join(", "))
+            }
+        ),
+    ))
+}
+
+/// Judge a numeric claim: within its tolerance (or half a unit of its last
+/// printed digit) of meshplan's value.
+fn judge_number(
+    file: &ClaimsFile,
+    c: &Claim,
+    a: &Value,
+    report: &Value,
+    r: &mut ClaimResult,
+) -> Result<()> {
+    let Claimed::Number {
+        value,
+        printed_rel_tol,
+        digits,
+        ..
+    } = &c.claimed
+    else {
+        return Ok(());
+    };
+    let Some(a) = a.as_f64() else {
+        return Err(err_at(
+            &file.file,
+            c.line,
+            &format!("claim `{}`.claimed", c.id),
+            format!(
+                "claimed a number but `{}` is {a}; claim a word (e.g. \"fits\", \"comms-bound\")",
+                c.quantity
+            ),
+        ));
+    };
+    let rel_err = match (a == 0.0, *value == 0.0) {
+        (true, true) => 0.0,
+        (true, false) => f64::INFINITY,
+        _ => (value - a).abs() / a.abs(),
+    };
+    r.rel_error = Some(rel_err);
+    let pass = if c.rel_tol.is_some() || c.abs_tol.is_some() {
+        let rt = c.rel_tol.unwrap_or(0.0);
+        let at = c.abs_tol.unwrap_or(0.0);
+        r.rel_tol = c.rel_tol;
+        r.abs_tol = c.abs_tol;
+        (value - a).abs() <= (rt * a.abs()).max(at) * (1.0 + 1e-12) + 1e-300
+    } else {
+        // Printed precision: within half a unit of the last printed digit.
+        let half = printed_rel_tol * value.abs();
+        r.rel_tol = Some(if a == 0.0 {
+            *printed_rel_tol
+        } else {
+            half / a.abs()
+        });
+        (value - a).abs() <= half * (1.0 + 1e-9)
+    };
+    r.verdict = if pass { Verdict::Pass } else { Verdict::Fail };
+    if !pass {
+        r.hint = diagnose(
+            &c.quantity,
+            *value,
+            digits,
+            a,
+            r.rel_tol.unwrap_or(0.0),
+            report,
+        );
+    }
+    Ok(())
+}
+
+/// Judge a word claim ("fits", "comms-bound") against a verdict-like value.
+fn judge_word(
+    file: &ClaimsFile,
+    c: &Claim,
+    word: &str,
+    a: &Value,
+    r: &mut ClaimResult,
+) -> Result<()> {
+    let got = match a {
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) => value::normalize_report_word(s),
+        Value::Object(o) if o.get("ok").is_some_and(Value::is_boolean) => {
+            o["ok"].as_bool().unwrap_or(false).to_string()
+        }
+        other => {
+            return Err(err_at(
+                &file.file,
+                c.line,
+                &format!("claim `{}`.claimed", c.id),
+                format!(
+                    "claimed the word '{}' but `{}` is {other}; claim a number",
+                    c.claimed_text, c.quantity
+                ),
+            ))
+        }
+    };
+    r.verdict = if got == word {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    Ok(())
+}
+
+type Evaluated = std::result::Result<(Value, Vec<Step>), EvalError>;
+
+/// Judge one claim against its command's evaluated report.
+fn judge(file: &ClaimsFile, c: &Claim, ev: Evaluated, with_trace: bool) -> Result<ClaimResult> {
+    let mut r = blank_result(c);
+    let (report, steps) = match ev {
+        Ok(x) => x,
+        Err(EvalError::Unavailable(m)) => {
+            r.reason = Some(format!("`{}`: {m}", c.command.name()));
+            return Ok(r);
+        }
+        Err(EvalError::Input(e)) => {
+            let what = format!(
+                "claim `{}` (scenario `{}`, command `{}`)",
+                c.id,
+                c.scenario,
+                c.command.name()
+            );
+            return Err(err_at(&file.file, c.line, &what, e.to_string()));
+        }
+    };
+    let Some(a) = actual(file, c, &report)? else {
+        // an optional key this scenario does not produce (`step_time_at_mfu_s`
+        // without an MFU, `train_time_s` without train_tokens)
+        r.reason = Some(format!(
+            "`{}` reports no `{}` for this scenario (it needs an input the scenario does not give, e.g. mfu or train_tokens)",
+            c.command.name(),
+            c.quantity
+        ));
+        return Ok(r);
+    };
+    r.meshplan = Some(a.clone());
+    if with_trace {
+        r.derivation = relevant_steps(&steps, a.as_f64());
+        r.trace = steps.clone();
+    }
+    match (&c.claimed, a) {
+        (_, Value::Null) => {
+            r.reason = Some(format!(
+                "meshplan reports no value of `{}` for this scenario",
+                c.quantity
+            ));
+        }
+        (Claimed::Number { .. }, a) => judge_number(file, c, a, &report, &mut r)?,
+        (Claimed::Verdict { word }, a) => judge_word(file, c, word, a, &mut r)?,
+    }
+    Ok(r)
+}
+
 /// Check every claim of a parsed file. Errors (exit 2) are claims that make
 /// no sense for their scenario: a scenario without the model or chip the
 /// command needs, a quantity the report does not have, a verdict word for a
 /// numeric quantity.
 pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<CheckReport> {
     type Key = (String, Command, String);
-    let mut cache: HashMap<Key, std::result::Result<(Value, Vec<Step>), EvalError>> =
-        HashMap::new();
+    let mut cache: HashMap<Key, Evaluated> = HashMap::new();
     let mut out = Vec::new();
     for c in &file.claims {
         let key = (
@@ -189,179 +396,7 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
             .entry(key)
             .or_insert_with(|| evaluate(c.command, scen, catalog, &c.args, with_trace))
             .clone();
-        let mut r = ClaimResult {
-            id: c.id.clone(),
-            line: c.line,
-            scenario: c.scenario.clone(),
-            command: c.command,
-            quantity: c.quantity.clone(),
-            unit: c.dim.unit(),
-            claimed: c.claimed_text.clone(),
-            claimed_value: match &c.claimed {
-                Claimed::Number { value, .. } => Some(*value),
-                Claimed::Verdict { .. } => None,
-            },
-            meshplan: None,
-            rel_error: None,
-            rel_tol: None,
-            abs_tol: None,
-            verdict: Verdict::CannotCheck,
-            reason: None,
-            hint: None,
-            from: c.from.clone(),
-            note: c.note.clone(),
-            derivation: Vec::new(),
-            trace: Vec::new(),
-        };
-        let (report, steps) = match ev {
-            Ok(x) => x,
-            Err(EvalError::Unavailable(m)) => {
-                r.reason = Some(format!("`{}`: {m}", c.command.name()));
-                out.push(r);
-                continue;
-            }
-            Err(EvalError::Input(e)) => {
-                return Err(err_at(
-                    &file.file,
-                    c.line,
-                    &format!(
-                        "claim `{}` (scenario `{}`, command `{}`)",
-                        c.id,
-                        c.scenario,
-                        c.command.name()
-                    ),
-                    e.to_string(),
-                ))
-            }
-        };
-        let Some(actual) = lookup(&report, &c.quantity) else {
-            if eval::is_known_key(c.command, &c.quantity) {
-                // An optional key this scenario does not produce
-                // (`step_time_at_mfu_s` without an MFU, `train_time_s`
-                // without train_tokens): not checkable here.
-                r.reason = Some(format!(
-                    "`{}` reports no `{}` for this scenario (it needs an input the scenario does not give, e.g. mfu or train_tokens)",
-                    c.command.name(),
-                    c.quantity
-                ));
-                out.push(r);
-                continue;
-            }
-            let paths: Vec<String> = eval::leaf_paths(&report)
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect();
-            let sug = suggestions(&c.quantity, paths.iter().map(String::as_str));
-            return Err(err_at(
-                &file.file,
-                c.line,
-                &format!("claim `{}`.quantity", c.id),
-                format!(
-                    "`{}` reports no quantity '{}'{}",
-                    c.command.name(),
-                    c.quantity,
-                    if sug.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; did you mean {}?", sug.join(", "))
-                    }
-                ),
-            ));
-        };
-        r.meshplan = Some(actual.clone());
-        if with_trace {
-            r.derivation = relevant_steps(&steps, actual.as_f64());
-            r.trace = steps;
-        }
-        match (&c.claimed, actual) {
-            (_, Value::Null) => {
-                r.reason = Some(format!(
-                    "meshplan reports no value of `{}` for this scenario",
-                    c.quantity
-                ));
-            }
-            (
-                Claimed::Number {
-                    value,
-                    printed_rel_tol,
-                    digits,
-                    ..
-                },
-                a,
-            ) => {
-                let Some(a) = a.as_f64() else {
-                    return Err(err_at(
-                        &file.file,
-                        c.line,
-                        &format!("claim `{}`.claimed", c.id),
-                        format!("claimed a number but `{}` is {a}; claim a word (e.g. \"fits\", \"comms-bound\")", c.quantity),
-                    ));
-                };
-                let rel_err = if a == 0.0 {
-                    if *value == 0.0 {
-                        0.0
-                    } else {
-                        f64::INFINITY
-                    }
-                } else {
-                    (value - a).abs() / a.abs()
-                };
-                r.rel_error = Some(rel_err);
-                let pass = if c.rel_tol.is_some() || c.abs_tol.is_some() {
-                    let rt = c.rel_tol.unwrap_or(0.0);
-                    let at = c.abs_tol.unwrap_or(0.0);
-                    r.rel_tol = c.rel_tol;
-                    r.abs_tol = c.abs_tol;
-                    (value - a).abs() <= (rt * a.abs()).max(at) * (1.0 + 1e-12) + 1e-300
-                } else {
-                    // Printed precision: within half a unit of the last printed digit.
-                    let half = printed_rel_tol * value.abs();
-                    r.rel_tol = Some(if a == 0.0 {
-                        *printed_rel_tol
-                    } else {
-                        half / a.abs()
-                    });
-                    (value - a).abs() <= half * (1.0 + 1e-9)
-                };
-                r.verdict = if pass { Verdict::Pass } else { Verdict::Fail };
-                if !pass {
-                    r.hint = diagnose(
-                        &c.quantity,
-                        *value,
-                        digits,
-                        a,
-                        r.rel_tol.unwrap_or(0.0),
-                        &report,
-                    );
-                }
-            }
-            (Claimed::Verdict { word }, a) => {
-                let got = match a {
-                    Value::Bool(b) => b.to_string(),
-                    Value::String(s) => value::normalize_report_word(s),
-                    Value::Object(o) if o.get("ok").is_some_and(Value::is_boolean) => {
-                        o["ok"].as_bool().unwrap_or(false).to_string()
-                    }
-                    other => {
-                        return Err(err_at(
-                            &file.file,
-                            c.line,
-                            &format!("claim `{}`.claimed", c.id),
-                            format!(
-                                "claimed the word '{}' but `{}` is {other}; claim a number",
-                                c.claimed_text, c.quantity
-                            ),
-                        ))
-                    }
-                };
-                r.verdict = if &got == word {
-                    Verdict::Pass
-                } else {
-                    Verdict::Fail
-                };
-            }
-        }
-        out.push(r);
+        out.push(judge(file, c, ev, with_trace)?);
     }
     let mut s = Summary {
         total: out.len(),
