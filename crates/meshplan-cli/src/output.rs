@@ -30,13 +30,26 @@ pub enum Format {
     Text,
     /// Markdown (tables; LaTeX math in derivations).
     Markdown,
+    /// LaTeX (`meshplan explain` and `check --explain` only; Markdown elsewhere).
+    Latex,
+}
+
+impl From<Format> for meshplan_core::check::render::Format {
+    fn from(f: Format) -> Self {
+        use meshplan_core::check::render::Format as F;
+        match f {
+            Format::Text => F::Text,
+            Format::Markdown => F::Markdown,
+            Format::Latex => F::Latex,
+        }
+    }
 }
 
 /// Render a document.
 pub fn doc_text(d: &view::Doc, f: Format) -> String {
     match f {
         Format::Text => view::render_text(d),
-        Format::Markdown => view::render_markdown(d),
+        Format::Markdown | Format::Latex => view::render_markdown(d),
     }
 }
 
@@ -44,7 +57,7 @@ pub fn doc_text(d: &view::Doc, f: Format) -> String {
 pub fn steps_text(steps: &[Step], f: Format) -> String {
     match f {
         Format::Text => render_text(steps),
-        Format::Markdown => render_markdown(steps),
+        Format::Markdown | Format::Latex => render_markdown(steps),
     }
 }
 

@@ -8,33 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use meshplan_core::check::render::{explain_all, explain_failures, Format};
+use meshplan_core::check::render::{explain_all, explain_failures};
 use meshplan_core::check::{check, parse_claims, CheckReport};
 
 use crate::io;
-use crate::output::{doc_text, print_json};
-
-/// Output format of explanations.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainFmt {
-    /// Indented plain text.
-    #[default]
-    Text,
-    /// Markdown with LaTeX math.
-    Markdown,
-    /// LaTeX (align* environments).
-    Latex,
-}
-
-impl From<ExplainFmt> for Format {
-    fn from(f: ExplainFmt) -> Self {
-        match f {
-            ExplainFmt::Text => Format::Text,
-            ExplainFmt::Markdown => Format::Markdown,
-            ExplainFmt::Latex => Format::Latex,
-        }
-    }
-}
+use crate::output::{doc_text, print_json, Format};
 
 /// Arguments of `meshplan check`.
 #[derive(clap::Args, Debug)]
@@ -49,8 +27,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub explain: bool,
     /// Format of the --explain output.
-    #[arg(long, value_enum, default_value_t = ExplainFmt::Text, value_name = "FORMAT")]
-    pub explain_format: ExplainFmt,
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub explain_format: Format,
     /// Exit 1 also when a claim cannot be checked.
     #[arg(long)]
     pub strict: bool,
@@ -63,8 +41,8 @@ pub struct ExplainArgs {
     #[arg(value_name = "FILE.toml")]
     pub file: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ExplainFmt::Text, value_name = "FORMAT")]
-    pub format: ExplainFmt,
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub format: Format,
 }
 
 /// Read, parse and check a claims file; scenario files resolve relative to it.
@@ -88,7 +66,7 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
         print_json(&rep)?;
     } else {
         use meshplan_core::view::Render;
-        out!("{}", doc_text(&rep.doc(), crate::output::Format::Text));
+        out!("{}", doc_text(&rep.doc(), Format::Text));
         if a.explain && rep.summary.fail > 0 {
             outln!();
             out!("{}", explain_failures(&rep, a.explain_format.into()));

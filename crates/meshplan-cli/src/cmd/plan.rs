@@ -7,8 +7,6 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use meshplan_core::mesh::Topology;
@@ -108,50 +106,22 @@ pub fn run(c: PlanCmd) -> Result<ExitCode> {
     }
 }
 
-/// A progress bar on stderr, shown only on a terminal, never with --json,
-/// and only once the search has run for a moment.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    shown: AtomicBool,
-    t0: Instant,
-}
-
-impl Progress {
-    fn new(enabled: bool) -> Self {
-        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::hidden();
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            b
-        });
-        Progress {
-            bar,
-            shown: AtomicBool::new(false),
-            t0: Instant::now(),
-        }
-    }
-    fn tick(&self, done: u64, total: u64) {
-        let Some(b) = &self.bar else { return };
-        if !self.shown.load(Ordering::Relaxed) {
-            if self.t0.elapsed().as_millis() < 300 {
-                return;
-            }
-            if !self.shown.swap(true, Ordering::Relaxed) {
-                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            }
-        }
-        b.set_length(total);
-        b.set_position(done);
-    }
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
+/// A progress bar on stderr for a search: only on a terminal, never with
+/// --json, drawn at most ten times a second (a quick search shows nothing).
+fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
+    (enabled && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(
+            None,
+            indicatif::ProgressDrawTarget::stderr_with_hz(10),
+        );
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
 }
 
 fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
@@ -170,9 +140,17 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         threads: a.search.threads,
         explain_rank: a.search.rank(),
     };
-    let prog = Progress::new(!a.search.out.json);
-    let r = plan_train(&req, &|d, t| prog.tick(d, t));
-    prog.finish();
+    let bar = progress_bar(!a.search.out.json);
+    let tick = |d: u64, t: u64| {
+        if let Some(b) = &bar {
+            b.set_length(t);
+            b.set_position(d);
+        }
+    };
+    let r = plan_train(&req, &tick);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
     let mut r = r?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;
