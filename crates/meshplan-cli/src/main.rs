@@ -8,6 +8,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use cmd::blocks::run;
+use meshplan_core::{collectives, mfu, roofline, sharding};
 
 /// `println!` for the report on stdout: a closed pipe ends the process quietly.
 macro_rules! outln {
@@ -76,6 +78,14 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Fit a chip's efficiency parameters from measured runs.
     Calibrate(cmd::validate::CalibrateArgs),
+    /// One collective's time on a mesh: AllGather, ReduceScatter, AllReduce, AllToAll, permute.
+    Collective(cmd::blocks::CollectiveArgs),
+    /// One operation's roofline: FLOPs, bytes, intensity, T_math, T_mem, the bound.
+    Roofline(cmd::blocks::RooflineArgs),
+    /// A sharded array's layout, or a sharded matmul's collectives and cost.
+    Shard(cmd::blocks::ShardArgs),
+    /// Model FLOPs utilization of a measured run (tokens, time or chip-hours, chips).
+    Mfu(cmd::blocks::MfuArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +101,10 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::check::run_explain(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Calibrate(a) => cmd::validate::run_calibrate(a),
+        Command::Collective(a) => run(&a, &a.c.out, collectives::query::evaluate),
+        Command::Roofline(a) => run(&a, &a.c.out, roofline::evaluate),
+        Command::Shard(a) => run(&a, &a.c.out, sharding::evaluate),
+        Command::Mfu(a) => run(&a, &a.c.out, mfu::evaluate),
     };
     match r {
         Ok(code) => code,

@@ -282,7 +282,7 @@ impl ModelSection {
     /// the inline fields applied on top.
     pub fn resolve(&self, cat: &Catalog) -> Result<ModelSpec> {
         let mut spec = match &self.name {
-            Some(n) => cat.model(n)?.clone(),
+            Some(n) => crate::model::bare::resolve(cat, n)?,
             None => {
                 let need = |v: Option<Count>, f: &str| {
                     v.map(|c| c.0).ok_or_else(|| {

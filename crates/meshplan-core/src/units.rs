@@ -403,17 +403,20 @@ pub enum DType {
     Int8,
     /// 4-bit integer (two per byte).
     Int4,
+    /// 4-bit float (e2m1; NVFP4, MXFP4).
+    Fp4,
 }
 
 impl DType {
     /// All dtypes, widest first.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 7] = [
         DType::Fp32,
         DType::Bf16,
         DType::Fp16,
         DType::Fp8,
         DType::Int8,
         DType::Int4,
+        DType::Fp4,
     ];
     /// Bits per element.
     pub const fn bits(self) -> u32 {
@@ -421,7 +424,7 @@ impl DType {
             DType::Fp32 => 32,
             DType::Bf16 | DType::Fp16 => 16,
             DType::Fp8 | DType::Int8 => 8,
-            DType::Int4 => 4,
+            DType::Int4 | DType::Fp4 => 4,
         }
     }
     /// Bytes per element (0.5 for int4).
@@ -442,6 +445,7 @@ impl DType {
             DType::Fp8 => "fp8",
             DType::Int8 => "int8",
             DType::Int4 => "int4",
+            DType::Fp4 => "fp4",
         }
     }
     /// Parse "bf16", "bfloat16", "fp8", "int8", "float32", … (case-insensitive).
@@ -454,11 +458,12 @@ impl DType {
             "fp8" | "float8" | "f8" | "e4m3" | "e5m2" => DType::Fp8,
             "int8" | "i8" | "s8" => DType::Int8,
             "int4" | "i4" | "s4" => DType::Int4,
+            "fp4" | "float4" | "e2m1" | "nvfp4" | "mxfp4" => DType::Fp4,
             _ => {
                 return Err(Error::BadValue {
                     what: "dtype".into(),
                     input: s.into(),
-                    expected: "one of fp32, bf16, fp16, fp8, int8, int4".into(),
+                    expected: "one of fp32, bf16, fp16, fp8, int8, int4, fp4".into(),
                 })
             }
         })

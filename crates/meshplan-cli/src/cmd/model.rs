@@ -85,7 +85,7 @@ pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
         ModelCmd::List(a) => emit(&model_list(cat.models()), None, &a.out)?,
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
-            let spec = cat.model(&name)?;
+            let spec = &meshplan_core::model::bare::resolve(&cat, &name)?;
             // Flags override the scenario: --seq-len ↔ [training] seq_len or
             // [inference] context, --kv-dtype ↔ [inference] kv_dtype.
             let scen_seq = scen

@@ -8,6 +8,8 @@ Your Model* uses where they differ from the vendor's; it is deep-merged over
 the file to make the variant `<name>@book`, which the book's exercises use.
 */
 
+pub mod anatomy;
+pub mod network;
 pub mod report;
 
 use serde::{Deserialize, Serialize};
@@ -75,6 +77,8 @@ pub struct ComputeFile {
     pub int8: Option<String>,
     /// int4 peak.
     pub int4: Option<String>,
+    /// fp4 peak.
+    pub fp4: Option<String>,
 }
 
 /// `[memory]` as written.
@@ -123,6 +127,9 @@ pub struct NvlinkFile {
     /// Small-message latency.
     #[serde(default)]
     pub latency: Option<String>,
+    /// Whether the NVLink switches reduce in the network (NVLink SHARP).
+    #[serde(default)]
+    pub in_network_reduction: bool,
 }
 
 /// `[scale_out]` as written.
@@ -139,6 +146,9 @@ pub struct ScaleOutFile {
     /// Largest cluster the figures apply to.
     #[serde(default)]
     pub max_chips: Option<u64>,
+    /// Whether the switches reduce in the network (InfiniBand SHARP).
+    #[serde(default)]
+    pub in_network_reduction: bool,
 }
 
 /// `[host]` as written.
@@ -202,6 +212,12 @@ pub struct ChipFile {
     /// Price.
     #[serde(default)]
     pub price: Option<PriceFile>,
+    /// Inside the chip (cores, units, clocks, on-chip memories).
+    #[serde(default)]
+    pub anatomy: Option<anatomy::AnatomyFile>,
+    /// A GPU cluster reference design (leaf and spine switches).
+    #[serde(default)]
+    pub cluster: Option<network::ClusterFile>,
     /// The book's values (merged by the catalog, not read here).
     #[serde(default, skip_serializing)]
     pub book: Option<toml::Value>,
@@ -224,6 +240,8 @@ pub struct PeakFlops {
     pub int8: Option<FlopsPerSec>,
     /// int4.
     pub int4: Option<FlopsPerSec>,
+    /// fp4.
+    pub fp4: Option<FlopsPerSec>,
 }
 
 impl PeakFlops {
@@ -236,6 +254,7 @@ impl PeakFlops {
             DType::Fp8 => self.fp8,
             DType::Int8 => self.int8,
             DType::Int4 => self.int4,
+            DType::Fp4 => self.fp4,
         }
     }
 }
@@ -278,6 +297,8 @@ pub struct Nvlink {
     pub domain_size: u64,
     /// Small-message latency.
     pub latency: Seconds,
+    /// The switches reduce in the network (NVLink SHARP).
+    pub in_network_reduction: bool,
 }
 
 /// Scale-out network (DCN between TPU slices, InfiniBand/Ethernet between GPU nodes).
@@ -291,6 +312,8 @@ pub struct ScaleOut {
     pub latency: Seconds,
     /// Largest cluster (None = unbounded).
     pub max_chips: Option<u64>,
+    /// The switches reduce in the network (InfiniBand SHARP).
+    pub in_network_reduction: bool,
 }
 
 /// Which set of numbers a [`Chip`] carries.
@@ -340,6 +363,10 @@ pub struct Chip {
     pub usd_per_chip_hour: Option<f64>,
     /// Where the price comes from.
     pub price_source: Option<String>,
+    /// Inside the chip.
+    pub anatomy: anatomy::Anatomy,
+    /// The GPU cluster design, if described.
+    pub cluster: Option<network::Cluster>,
 }
 
 /// Parse "16x16x16" / "4x4" / "8 x 16" into axis sizes.
@@ -394,6 +421,7 @@ impl Chip {
             fp8: fl("compute.fp8", &f.compute.fp8)?,
             int8: fl("compute.int8", &f.compute.int8)?,
             int4: fl("compute.int4", &f.compute.int4)?,
+            fp4: fl("compute.fp4", &f.compute.fp4)?,
         };
         if peak.bf16.is_none() {
             return Err(Error::InvalidHardware {
@@ -436,6 +464,7 @@ impl Chip {
                 ),
                 domain_size: n.domain_size.max(1),
                 latency: secs("nvlink.latency", &n.latency, 2e-6)?,
+                in_network_reduction: n.in_network_reduction,
             }),
         };
         let scale_out = match &f.scale_out {
@@ -448,6 +477,7 @@ impl Chip {
                 ),
                 latency: secs("scale_out.latency", &s.latency, 5e-6)?,
                 max_chips: s.max_chips,
+                in_network_reduction: s.in_network_reduction,
             }),
         };
         let pcie = match f
@@ -487,6 +517,15 @@ impl Chip {
             pcie,
             usd_per_chip_hour: f.price.as_ref().map(|p| p.usd_per_chip_hour),
             price_source: f.price.as_ref().map(|p| p.source.clone()),
+            anatomy: match &f.anatomy {
+                Some(a) => anatomy::Anatomy::from_file(a)?,
+                None => anatomy::Anatomy::default(),
+            },
+            cluster: f
+                .cluster
+                .as_ref()
+                .map(network::Cluster::from_file)
+                .transpose()?,
         };
         chip.validate()?;
         Ok(chip)
@@ -580,6 +619,12 @@ impl Chip {
             (None, Some(s)) => s.max_chips,
             _ => None,
         }
+    }
+
+    /// Vector operations per second: the VPU (TPU) or the CUDA cores (GPU,
+    /// published FP32 / 2), when the anatomy gives them.
+    pub fn vector_peak(&self) -> Option<FlopsPerSec> {
+        self.anatomy.vector_peak(self.peak.fp32)
     }
 
     /// C / W_hbm: the critical token batch for bf16 matmuls (book ch1).

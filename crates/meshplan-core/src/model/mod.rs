@@ -19,6 +19,7 @@ A [`ModelSpec`] is a catalog entry (name, source, published count) around an
 Counting lives in [`params`], FLOPs in [`flops`], KV-cache size in [`kv`].
 */
 
+pub mod bare;
 pub mod flops;
 pub mod kv;
 pub mod params;

@@ -46,6 +46,8 @@ slices with bandwidth `m·W_dcn`, `T = V·(S−1)/(S·m·W_dcn)` (the book's
 `8DF/(M·W_dcn)` per layer drops the `(S−1)/S`).
 */
 
+pub mod query;
+
 use serde::Serialize;
 
 use crate::hardware::{Chip, ChipKind};
@@ -621,6 +623,93 @@ fn gpu_cost(
             ("W_node", w_node, "B/s"),
         ],
     )
+}
+
+/// One level of links a collective runs on: a torus axis, the NVLink
+/// domain, the scale-out network, DCN.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Level {
+    /// "ICI axis 1", "NVLink (node)", "scale-out", "DCN".
+    pub name: String,
+    /// Devices (or nodes, slices) at this level.
+    pub devices: u64,
+    /// Bandwidth an AllGather gets here: `W_ici` (bidirectional) on a ring,
+    /// `W_one-way·X/(X−1)` without wraparound, `W_gpu`, `W_node`, `m·W_dcn`.
+    pub bandwidth_bytes_per_s: f64,
+    /// Torus axes: whether it wraps around.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wraparound: Option<bool>,
+    /// Hops of one ring pass (the latency term's count).
+    pub hops: u64,
+}
+
+/// The levels of `axis`, innermost first.
+pub fn levels(axis: &AxisPlacement) -> Vec<Level> {
+    match *axis {
+        AxisPlacement::Trivial => Vec::new(),
+        AxisPlacement::Torus {
+            axes, n_axes, link, ..
+        } => axes[..n_axes]
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let x = a.size as f64;
+                Level {
+                    name: format!("ICI axis {}", i + 1),
+                    devices: a.size,
+                    bandwidth_bytes_per_s: if a.wraparound {
+                        link.bidirectional_rate().get()
+                    } else {
+                        link.one_way_rate().get() * x / (x - 1.0)
+                    },
+                    wraparound: Some(a.wraparound),
+                    hops: if a.wraparound { a.size / 2 } else { a.size - 1 },
+                }
+            })
+            .collect(),
+        AxisPlacement::Gpu {
+            size,
+            per_node,
+            nvlink,
+            scale_out,
+            ..
+        } => {
+            let mut v = Vec::new();
+            let n = per_node.max(1);
+            if n > 1 {
+                v.push(Level {
+                    name: "NVLink (inside a node)".into(),
+                    devices: n,
+                    bandwidth_bytes_per_s: nvlink.one_way_rate().get(),
+                    wraparound: None,
+                    hops: n - 1,
+                });
+            }
+            let nodes = size / n;
+            if nodes > 1 {
+                v.push(Level {
+                    name: "scale-out (across nodes)".into(),
+                    devices: nodes,
+                    bandwidth_bytes_per_s: scale_out.one_way_rate().get() * n as f64,
+                    wraparound: None,
+                    hops: nodes - 1,
+                });
+            }
+            v
+        }
+        AxisPlacement::Dcn {
+            slices,
+            chips_per_slice,
+            per_chip,
+            ..
+        } => vec![Level {
+            name: "DCN (across slices)".into(),
+            devices: slices,
+            bandwidth_bytes_per_s: per_chip.one_way_rate().get() * chips_per_slice as f64,
+            wraparound: None,
+            hops: slices - 1,
+        }],
+    }
 }
 
 /// Convenience: the bandwidth-only time of `kind` (no latency term).

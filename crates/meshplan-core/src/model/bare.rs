@@ -1,0 +1,132 @@
+/*!
+A model given only as a parameter count ("70B", "7e9"): a dense,
+LLaMA-like shape with about that many parameters, for the questions that
+only need `P` (FLOPs `6·P` per token, weights `P × bytes`, optimizer
+state). What is approximated: the shape. `D` is a multiple of 128 near
+`128·L` (LLaMA's 7B–405B have `D/L` from 102 to 130), heads of 128, MHA,
+a gated MLP whose `F` is solved so the total matches `P` to within one
+`3·L·D`, a 32,000-token vocabulary with separate input and output
+embeddings. KV-cache sizes and attention FLOPs depend on that guessed
+shape; the model's notes say so.
+*/
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::model::params::count;
+use crate::model::{Arch, ModelSpec};
+use crate::trace::NoTrace;
+use crate::units::parse_count;
+
+const V: u64 = 32_000;
+
+/// The parameter count a name spells ("70B", "7e9", "1.5T"), if it is one:
+/// a count with a suffix or exponent, at least a million.
+pub fn parse_bare(name: &str) -> Option<u64> {
+    let t = name.trim();
+    let spelled = t
+        .chars()
+        .last()
+        .is_some_and(|c| matches!(c, 'B' | 'b' | 'M' | 'T' | 'k'))
+        || t.contains(['e', 'E']);
+    let first_digit = t.chars().next().is_some_and(|c| c.is_ascii_digit());
+    match parse_count(t) {
+        Ok(p) if spelled && first_digit && p >= 1_000_000 => Some(p),
+        _ => None,
+    }
+}
+
+fn shape(l: u64, d: u64, p: u64) -> Option<Arch> {
+    // P ≈ L·(4D² + 3DF + 2D) + 2VD + D: solve for F.
+    let per_layer_fixed = 4u128 * (d as u128) * (d as u128) + 2 * d as u128;
+    let fixed = (l as u128) * per_layer_fixed + 2 * V as u128 * d as u128 + d as u128;
+    let rest = (p as u128).checked_sub(fixed)?;
+    let f = (rest as f64 / (3.0 * l as f64 * d as f64)).round() as u64;
+    if f < d {
+        return None;
+    }
+    let h = 128;
+    let n = (d / h).max(1);
+    let mut a = Arch::dense(l, d, f, n, n, h, V);
+    // the norms (2 per layer and a final one): correct F by the remainder
+    let got = count(&a, &mut NoTrace).total as f64;
+    let fix = ((p as f64 - got) / (3.0 * l as f64 * d as f64)).round() as i64;
+    a.d_ff = (a.d_ff as i64 + fix).max(1) as u64;
+    Some(a)
+}
+
+/// A dense model with about `p` parameters (see the module docs).
+pub fn bare_model(p: u64) -> Result<ModelSpec> {
+    let mut best: Option<(f64, Arch)> = None;
+    for l in 1..=512u64 {
+        let d = ((l * 128) as f64 / 128.0).round() as u64 * 128;
+        for d in [d, d + 128, d.saturating_sub(128)] {
+            if d < 128 {
+                continue;
+            }
+            if let Some(a) = shape(l, d, p) {
+                let ratio = a.d_ff as f64 / a.d_model as f64;
+                // prefer F/D near LLaMA's 3.5 and D/L near 128
+                let score = (ratio / 3.5).ln().abs() + ((d as f64 / l as f64) / 128.0).ln().abs();
+                if best.as_ref().map_or(true, |(s, _)| score < *s) {
+                    best = Some((score, a));
+                }
+            }
+        }
+    }
+    let (_, arch) = best.ok_or_else(|| {
+        Error::Invalid(format!(
+            "no transformer shape has {p} parameters with a 32,000-token vocabulary; give at least 100M"
+        ))
+    })?;
+    arch.validate()?;
+    let got = count(&arch, &mut NoTrace).total;
+    let mut spec = ModelSpec::custom(
+        &format!("dense-{}", crate::units::fmt_si(p as f64, "")),
+        arch,
+    );
+    spec.name = spec.name.replace(' ', "");
+    spec.source = "a bare parameter count".into();
+    spec.notes = format!(
+        "Given only as {p} parameters: a LLaMA-like dense shape with {got} parameters ({:+.4}%). \
+         Parameter-only figures (6·P FLOPs per token, weight and optimizer bytes) are as exact as P; \
+         KV cache, attention FLOPs and per-layer figures depend on the guessed shape.",
+        100.0 * (got as f64 - p as f64) / p as f64
+    );
+    Ok(spec)
+}
+
+/// Look `name` up in the catalog, or read it as a bare parameter count.
+pub fn resolve(cat: &Catalog, name: &str) -> Result<ModelSpec> {
+    match cat.model(name) {
+        Ok(m) => Ok(m.clone()),
+        Err(e) => match parse_bare(name) {
+            Some(p) => bare_model(p),
+            None => Err(e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_counts() {
+        assert_eq!(parse_bare("70B"), Some(70_000_000_000));
+        assert_eq!(parse_bare("7e9"), Some(7_000_000_000));
+        assert_eq!(parse_bare("llama-2-13b"), None);
+        assert_eq!(parse_bare("1000"), None);
+        for p in [
+            125_000_000u64,
+            7_000_000_000,
+            70_000_000_000,
+            405_000_000_000,
+        ] {
+            let m = bare_model(p).unwrap();
+            let got = count(&m.arch, &mut NoTrace).total as f64;
+            // within one 3·L·D rounding of F
+            let tol = 3.0 * (m.arch.n_layers * m.arch.d_model) as f64;
+            assert!((got - p as f64).abs() <= tol, "{p}: {got}");
+        }
+    }
+}
