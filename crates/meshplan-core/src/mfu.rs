@@ -76,7 +76,7 @@ pub struct MfuReport {
     /// chip-hours × 3600 × C: what the chips could have done.
     pub available_flops: f64,
     /// Achieved FLOP/s per chip: 6·P·T / (chip-hours × 3600).
-    pub achieved_flops_per_s_per_chip: f64,
+    pub achieved_flops_per_s: f64,
     /// MFU.
     pub mfu: f64,
     /// Remarks.
@@ -165,7 +165,7 @@ pub fn evaluate<T: Tracer>(q: &MfuQuery, cat: &Catalog, tr: &mut T) -> Result<Mf
         chips,
         time_s: time.or(chips.map(|n| chip_hours * 3600.0 / n as f64)),
         available_flops: chip_hours * 3600.0 * c,
-        achieved_flops_per_s_per_chip: flops / (chip_hours * 3600.0),
+        achieved_flops_per_s: flops / (chip_hours * 3600.0),
         mfu: m,
         notes,
     })
@@ -194,7 +194,7 @@ impl Render for MfuReport {
             field("available FLOPs", fmt_si(self.available_flops, "FLOPs")),
             field(
                 "achieved per chip",
-                fmt_si(self.achieved_flops_per_s_per_chip, "FLOP/s"),
+                fmt_si(self.achieved_flops_per_s, "FLOP/s"),
             ),
             field("MFU", pct(self.mfu)),
         ]);

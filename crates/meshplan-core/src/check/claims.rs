@@ -84,6 +84,9 @@ pub struct Claim {
     pub from: Option<String>,
     /// Free-text note.
     pub note: Option<String>,
+    /// Why the quantity is not one the command reports (the claim is then
+    /// CANNOT-CHECK and the rest of the file is still judged).
+    pub unknown: Option<String>,
 }
 
 /// A parsed claims file.
@@ -286,24 +289,25 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                     file,
                     at("command"),
                     fld("command"),
-                    format!("unknown command '{s}'; expected one of model, hw, train, infer"),
+                    format!("unknown command '{s}'; expected one of model, hw, train, infer, collective, roofline, shard, mfu"),
                 )
             })?,
             None => [Command::Model, Command::Hw]
                 .into_iter()
                 .find(|k| known_keys(*k).contains(&c.quantity.as_str()))
-                .ok_or_else(|| unknown_quantity(file, at("quantity"), i, &c.quantity, None))?,
+                .unwrap_or(Command::Model),
         };
-        if !is_known_key(command, &c.quantity) {
-            return Err(unknown_quantity(
-                file,
-                at("quantity"),
-                i,
-                &c.quantity,
-                Some(command),
-            ));
-        }
-        let dim = dim_of(command, &c.quantity);
+        let unknown = if is_known_key(command, &c.quantity) {
+            None
+        } else {
+            let explicit = c.command.is_some().then_some(command);
+            Some(unknown_quantity(file, at("quantity"), i, &c.quantity, explicit).to_string())
+        };
+        let dim = if unknown.is_some() {
+            super::value::dim_of_key(&c.quantity)
+        } else {
+            dim_of(command, &c.quantity)
+        };
         let claimed_text = match &c.claimed {
             toml::Value::String(s) => s.clone(),
             toml::Value::Integer(n) => n.to_string(),
@@ -318,8 +322,14 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                 ))
             }
         };
-        let claimed = parse_claimed(&claimed_text, dim)
-            .map_err(|m| perr(file, at("claimed"), fld("claimed"), m))?;
+        let claimed = match parse_claimed(&claimed_text, dim) {
+            Ok(x) => x,
+            // an unknown quantity's dimension is a guess: keep the words
+            Err(_) if unknown.is_some() => Claimed::Verdict {
+                word: claimed_text.trim().to_ascii_lowercase(),
+            },
+            Err(m) => return Err(perr(file, at("claimed"), fld("claimed"), m)),
+        };
         for (name, t) in [("rel_tol", c.rel_tol), ("abs_tol", c.abs_tol)] {
             if let Some(t) = t {
                 if !t.is_finite() || t < 0.0 {
@@ -351,6 +361,7 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
             args,
             from: c.from,
             note: c.note,
+            unknown,
         });
     }
     Ok(ClaimsFile {

@@ -27,11 +27,28 @@ pub enum Command {
     Train,
     /// `meshplan infer`.
     Infer,
+    /// `meshplan collective`.
+    Collective,
+    /// `meshplan roofline`.
+    Roofline,
+    /// `meshplan shard`.
+    Shard,
+    /// `meshplan mfu`.
+    Mfu,
 }
 
 impl Command {
     /// All commands.
-    pub const ALL: [Command; 4] = [Command::Model, Command::Hw, Command::Train, Command::Infer];
+    pub const ALL: [Command; 8] = [
+        Command::Model,
+        Command::Hw,
+        Command::Train,
+        Command::Infer,
+        Command::Collective,
+        Command::Roofline,
+        Command::Shard,
+        Command::Mfu,
+    ];
     /// Name as written in a claims file.
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +56,10 @@ impl Command {
             Command::Hw => "hw",
             Command::Train => "train",
             Command::Infer => "infer",
+            Command::Collective => "collective",
+            Command::Roofline => "roofline",
+            Command::Shard => "shard",
+            Command::Mfu => "mfu",
         }
     }
     /// Parse a command name.
@@ -82,7 +103,78 @@ pub fn evaluate(
         Command::Hw => eval_hw(scenario, catalog, args, with_trace),
         Command::Train => eval_train(scenario, catalog, args, with_trace),
         Command::Infer => eval_infer(scenario, catalog, args, with_trace),
+        Command::Collective => eval_block(
+            scenario,
+            catalog,
+            args,
+            with_trace,
+            false,
+            crate::collectives::query::evaluate,
+        ),
+        Command::Roofline => eval_block(
+            scenario,
+            catalog,
+            args,
+            with_trace,
+            false,
+            crate::roofline::evaluate,
+        ),
+        Command::Shard => eval_block(
+            scenario,
+            catalog,
+            args,
+            with_trace,
+            false,
+            crate::sharding::evaluate,
+        ),
+        Command::Mfu => eval_block(
+            scenario,
+            catalog,
+            args,
+            with_trace,
+            true,
+            crate::mfu::evaluate,
+        ),
     }
+}
+
+/// A building-block command (`collective`, `roofline`, `shard`, `mfu`): the
+/// claim's `args` are the command's flags (`op`, `array`, `mesh`, `dims`, …);
+/// `hw` defaults to the scenario's chip and, for `mfu`, `model` to its model.
+fn eval_block<Q, R, F>(
+    s: &Scenario,
+    cat: &Catalog,
+    args: &Args,
+    with_trace: bool,
+    wants_model: bool,
+    f: F,
+) -> Result<(Value, Vec<Step>), EvalError>
+where
+    Q: serde::de::DeserializeOwned,
+    R: Serialize,
+    F: FnOnce(&Q, &Catalog, &mut Recorder) -> crate::Result<R>,
+{
+    let mut a = args.clone();
+    if !a.contains_key("hw") {
+        if let Some(chip) = &s.hardware.chip {
+            a.insert("hw".into(), Value::String(chip.clone()));
+        }
+    }
+    if wants_model && !a.contains_key("model") {
+        if let Some(m) = &s.model.name {
+            a.insert("model".into(), Value::String(m.clone()));
+        }
+    }
+    let q: Q = serde_json::from_value(Value::Object(a))
+        .map_err(|e| EvalError::Input(Error::Invalid(format!("args: {e}"))))?;
+    let mut r = Recorder::default();
+    let rep = f(&q, cat, &mut r)?;
+    let steps = if with_trace {
+        r.into_steps()
+    } else {
+        Vec::new()
+    };
+    Ok((to_value(&rep)?, steps))
 }
 
 /// Keys `args` accepts for `train`: every `[training]` and `[parallelism]`
@@ -494,6 +586,7 @@ const HW_KEYS: &[&str] = &[
     "peak_flops_per_s.fp8",
     "peak_flops_per_s.int8",
     "peak_flops_per_s.int4",
+    "peak_flops_per_s.fp4",
     "hbm_capacity_bytes",
     "hbm_bandwidth_bytes_per_s",
     "ici_link_one_way_bytes_per_s",
@@ -515,12 +608,18 @@ const HW_KEYS: &[&str] = &[
     "pcie_one_way_bytes_per_s",
     "critical_intensity_hbm",
     "critical_intensity_hbm_int8",
+    "critical_intensity_hbm_fp8",
+    "critical_intensity_hbm_fp4",
+    "critical_intensity_vector",
     "critical_intensity_ici",
     "critical_intensity_nvlink",
     "critical_intensity_scale_out",
     "critical_intensity_pcie",
     "usd_per_chip_hour",
     "notes",
+    "anatomy",
+    "slices",
+    "network_levels",
 ];
 
 /// Keys of the `train` report.
@@ -683,11 +782,128 @@ pub fn known_keys(c: Command) -> &'static [&'static str] {
         Command::Hw => HW_KEYS,
         Command::Train => TRAIN_KEYS,
         Command::Infer => INFER_KEYS,
+        Command::Collective => COLLECTIVE_KEYS,
+        Command::Roofline => ROOFLINE_KEYS,
+        Command::Shard => SHARD_KEYS,
+        Command::Mfu => MFU_KEYS,
     }
 }
 
-/// Array-valued keys whose elements (`comms.0.seconds`) are addressable.
-const ARRAY_KEYS: [&str; 7] = [
+/// Keys of the `collective` report.
+const COLLECTIVE_KEYS: &[&str] = &[
+    "chip",
+    "op",
+    "mesh",
+    "axes",
+    "axis_size",
+    "placement",
+    "array",
+    "result",
+    "bytes",
+    "shard_bytes",
+    "bytes_sent_per_device",
+    "algorithm",
+    "levels",
+    "bandwidth_time_s",
+    "latency_time_s",
+    "time_s",
+    "bound",
+    "effective_bandwidth_bytes_per_s",
+    "latency_bound_below_bytes",
+    "alternatives",
+    "notes",
+];
+
+/// Keys of the `roofline` report.
+const ROOFLINE_KEYS: &[&str] = &[
+    "chip",
+    "op",
+    "expression",
+    "unit",
+    "compute_dtype",
+    "peak_flops_per_s",
+    "memory",
+    "bandwidth_bytes_per_s",
+    "flops",
+    "bytes",
+    "operands",
+    "arithmetic_intensity",
+    "critical_intensity",
+    "t_math_s",
+    "t_mem_s",
+    "time_s",
+    "time_upper_s",
+    "bound",
+    "peak_fraction",
+    "batch_dim",
+    "critical_batch",
+    "critical_batch_approx",
+    "notes",
+];
+
+/// Keys of the `shard` report (one array, or a product).
+const SHARD_KEYS: &[&str] = &[
+    "array",
+    "dtype",
+    "shape",
+    "local_shape",
+    "total_bytes",
+    "bytes_per_device",
+    "sharded_over",
+    "replicated_over",
+    "replication",
+    "stored_bytes",
+    "unreduced_over",
+    "devices",
+    "expression",
+    "chip",
+    "mesh",
+    "cases",
+    "inputs",
+    "contracting",
+    "flops_total",
+    "compute_dtype",
+    "peak_flops_per_s",
+    "flops_per_device",
+    "t_math_s",
+    "t_comms_s",
+    "time_s",
+    "comms_hidden",
+    "strategy",
+    "strategy.name",
+    "strategy.collectives",
+    "strategy.output",
+    "strategy.flops_per_device",
+    "strategy.t_math_s",
+    "strategy.t_comms_s",
+    "strategy.time_lower_s",
+    "strategy.time_upper_s",
+    "strategy.comms_hidden",
+    "alternatives",
+    "notes",
+];
+
+/// Keys of the `mfu` report.
+const MFU_KEYS: &[&str] = &[
+    "model",
+    "params_active",
+    "tokens",
+    "train_flops",
+    "chip",
+    "dtype",
+    "peak_flops_per_s",
+    "chip_hours",
+    "chips",
+    "time_s",
+    "available_flops",
+    "achieved_flops_per_s",
+    "mfu",
+    "notes",
+];
+
+/// Array- and object-valued keys whose elements (`comms.0.seconds`,
+/// `anatomy.sms`) are addressable.
+const ARRAY_KEYS: [&str; 17] = [
     "comms",
     "notes",
     "reasons",
@@ -695,6 +911,16 @@ const ARRAY_KEYS: [&str; 7] = [
     "prefill_components",
     "kv_sharding",
     "warnings",
+    "anatomy",
+    "slices",
+    "network_levels",
+    "levels",
+    "alternatives",
+    "operands",
+    "inputs",
+    "strategy",
+    "local_shape",
+    "shape",
 ];
 
 /// Whether `key` is a quantity `c` reports (an exact key, or an element path

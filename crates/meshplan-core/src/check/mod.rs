@@ -197,35 +197,35 @@ fn blank_result(c: &Claim) -> ClaimResult {
     }
 }
 
-/// The claim's quantity in the report; `Ok(None)` when the command knows
-/// the key but this scenario does not produce it (CANNOT-CHECK), an error
-/// when the command has no such quantity.
-fn actual<'a>(file: &ClaimsFile, c: &Claim, report: &'a Value) -> Result<Option<&'a Value>> {
+/// The claim's quantity in the report; `Err(reason)` when the report has no
+/// such key (CANNOT-CHECK: an optional key this scenario does not produce,
+/// or a key the command never reports, with the closest keys).
+fn actual<'a>(c: &Claim, report: &'a Value) -> std::result::Result<&'a Value, String> {
     if let Some(v) = lookup(report, &c.quantity) {
-        return Ok(Some(v));
+        return Ok(v);
     }
     if eval::is_known_key(c.command, &c.quantity) {
-        return Ok(None);
+        return Err(format!(
+            "`{}` reports no `{}` for this scenario (it needs an input the scenario does not give, e.g. mfu or train_tokens)",
+            c.command.name(),
+            c.quantity
+        ));
     }
     let paths: Vec<String> = eval::leaf_paths(report)
         .into_iter()
         .map(|(p, _)| p)
         .collect();
     let sug = suggestions(&c.quantity, paths.iter().map(String::as_str));
-    Err(err_at(
-        &file.file,
+    Err(format!(
+        "line {}: `{}` reports no quantity '{}'{}",
         c.line,
-        &format!("claim `{}`.quantity", c.id),
-        format!(
-            "`{}` reports no quantity '{}'{}",
-            c.command.name(),
-            c.quantity,
-            if sug.is_empty() {
-                String::new()
-            } else {
-                format!("; did you mean {}?", sug.join(", "))
-            }
-        ),
+        c.command.name(),
+        c.quantity,
+        if sug.is_empty() {
+            String::new()
+        } else {
+            format!("; did you mean {}?", sug.join(", "))
+        }
     ))
 }
 
@@ -349,15 +349,12 @@ fn judge(file: &ClaimsFile, c: &Claim, ev: Evaluated, with_trace: bool) -> Resul
             return Err(err_at(&file.file, c.line, &what, e.to_string()));
         }
     };
-    let Some(a) = actual(file, c, &report)? else {
-        // an optional key this scenario does not produce (`step_time_at_mfu_s`
-        // without an MFU, `train_time_s` without train_tokens)
-        r.reason = Some(format!(
-            "`{}` reports no `{}` for this scenario (it needs an input the scenario does not give, e.g. mfu or train_tokens)",
-            c.command.name(),
-            c.quantity
-        ));
-        return Ok(r);
+    let a = match actual(c, &report) {
+        Ok(a) => a,
+        Err(reason) => {
+            r.reason = Some(reason);
+            return Ok(r);
+        }
     };
     r.meshplan = Some(a.clone());
     if with_trace {
@@ -391,6 +388,12 @@ pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<C
             c.command,
             serde_json::to_string(&c.args).unwrap_or_default(),
         );
+        if let Some(why) = &c.unknown {
+            let mut r = blank_result(c);
+            r.reason = Some(why.clone());
+            out.push(r);
+            continue;
+        }
         let scen = &file.scenarios[&c.scenario];
         let ev = cache
             .entry(key)

@@ -286,10 +286,10 @@ fn operand(
             None if mesh.axes.len() == 1 => vec![mesh.axes[0].name.clone()],
             None => {
                 return Err(Error::Invalid(format!(
-                    "which axes? the mesh {} has several: name them after the op, e.g. allreduce_{}",
-                    mesh.describe(),
-                    mesh.axes[0].name
-                )))
+                "which axes? the mesh {} has several: name them after the op, e.g. allreduce_{}",
+                mesh.describe(),
+                mesh.axes[0].name
+            )))
             }
         };
         return Ok(Operand {

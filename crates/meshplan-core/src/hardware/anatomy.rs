@@ -63,40 +63,61 @@ pub struct AnatomyFile {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Anatomy {
     /// TPU: TensorCores per chip.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tensorcores_per_chip: Option<u64>,
     /// TPU: MXUs per TensorCore.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mxus_per_core: Option<u64>,
     /// TPU: MXU side.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mxu_size: Option<u64>,
     /// TPU: VPU sublanes.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vpu_sublanes: Option<u64>,
     /// TPU: VPU lanes.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vpu_lanes: Option<u64>,
     /// TPU: ALUs per VPU lane.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vpu_alus_per_lane: Option<u64>,
     /// TPU: VMEM per core.
+    #[serde(rename = "vmem_bytes", skip_serializing_if = "Option::is_none")]
     pub vmem: Option<Bytes>,
     /// TPU: vector registers per core.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vregs_per_core: Option<u64>,
     /// GPU: SMs.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sms: Option<u64>,
     /// GPU: subpartitions per SM.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub subpartitions_per_sm: Option<u64>,
     /// GPU: FP32 CUDA cores per SM.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_cores_per_sm: Option<u64>,
     /// GPU: Tensor Cores per SM.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tensor_cores_per_sm: Option<u64>,
     /// GPU: SMEM per SM.
+    #[serde(rename = "smem_per_sm_bytes", skip_serializing_if = "Option::is_none")]
     pub smem_per_sm: Option<Bytes>,
     /// GPU: registers per SM.
+    #[serde(
+        rename = "registers_per_sm_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub registers_per_sm: Option<Bytes>,
     /// GPU: TMEM per SM.
+    #[serde(rename = "tmem_per_sm_bytes", skip_serializing_if = "Option::is_none")]
     pub tmem_per_sm: Option<Bytes>,
     /// GPU: L2 per chip.
+    #[serde(rename = "l2_bytes", skip_serializing_if = "Option::is_none")]
     pub l2: Option<Bytes>,
     /// Peak clock, Hz.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_hz: Option<f64>,
     /// Base clock, Hz.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_base_hz: Option<f64>,
 }
 
@@ -225,5 +246,102 @@ impl Anatomy {
             (Some(u), Some(h)) if u > 0 => Some(c.get() / (u as f64 * h)),
             _ => None,
         }
+    }
+}
+
+/// The anatomy as `hw show` reports it, with the derived figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AnatomyReport {
+    /// The figures as read.
+    #[serde(flatten)]
+    pub figures: Anatomy,
+    /// MXUs (TPU) or Tensor Cores (GPU) per chip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matrix_units: Option<u64>,
+    /// bf16 FLOPs per cycle of one matrix unit: C / (units × clock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops_per_cycle_per_matrix_unit: Option<f64>,
+    /// VPU ALUs (TPU) or FP32 CUDA cores (GPU) per chip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_alus: Option<u64>,
+    /// Vector operations per second (one per ALU per cycle).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_peak_flops_per_s: Option<f64>,
+}
+
+impl AnatomyReport {
+    /// Derive the report for a chip.
+    pub fn of(ch: &crate::hardware::Chip) -> AnatomyReport {
+        let a = &ch.anatomy;
+        AnatomyReport {
+            figures: a.clone(),
+            matrix_units: a.matrix_units(),
+            flops_per_cycle_per_matrix_unit: a
+                .flops_per_cycle_per_unit(ch.flops(crate::units::DType::Bf16)),
+            vector_alus: a.vector_alus(),
+            vector_peak_flops_per_s: ch.vector_peak().map(|v| v.get()),
+        }
+    }
+
+    /// Label/value rows (empty when nothing is known).
+    pub fn fields(&self) -> Vec<(String, String)> {
+        use crate::units::{fmt_int, fmt_si, sig4};
+        use crate::view::field;
+        let a = &self.figures;
+        let mut rows = Vec::new();
+        let mut opt = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                rows.push(field(k, v));
+            }
+        };
+        let b = |x: Option<Bytes>| x.map(|v| fmt_si(v.get(), "B"));
+        opt(
+            "TensorCores per chip",
+            a.tensorcores_per_chip.map(|x| x.to_string()),
+        );
+        opt("MXUs per core", a.mxus_per_core.map(|x| x.to_string()));
+        opt("MXU", a.mxu_size.map(|x| format!("{x}x{x} systolic array")));
+        opt(
+            "VPU",
+            a.vpu_sublanes.zip(a.vpu_lanes).map(|(s, l)| {
+                format!(
+                    "({s} sublanes, {l} lanes){}",
+                    a.vpu_alus_per_lane
+                        .map_or(String::new(), |x| format!(" × {x} ALUs"))
+                )
+            }),
+        );
+        opt("VMEM", b(a.vmem));
+        opt("VREGs per core", a.vregs_per_core.map(|x| x.to_string()));
+        opt("SMs", a.sms.map(fmt_int));
+        opt(
+            "subpartitions per SM",
+            a.subpartitions_per_sm.map(|x| x.to_string()),
+        );
+        opt(
+            "FP32 CUDA cores per SM",
+            a.cuda_cores_per_sm.map(|x| x.to_string()),
+        );
+        opt(
+            "Tensor Cores per SM",
+            a.tensor_cores_per_sm.map(|x| x.to_string()),
+        );
+        opt("SMEM per SM", b(a.smem_per_sm));
+        opt("registers per SM", b(a.registers_per_sm));
+        opt("TMEM per SM", b(a.tmem_per_sm));
+        opt("L2", b(a.l2));
+        opt("clock", a.clock_hz.map(|h| fmt_si(h, "Hz")));
+        opt("base clock", a.clock_base_hz.map(|h| fmt_si(h, "Hz")));
+        opt("matrix units per chip", self.matrix_units.map(fmt_int));
+        opt(
+            "FLOPs per cycle per matrix unit",
+            self.flops_per_cycle_per_matrix_unit.map(sig4),
+        );
+        opt("vector ALUs per chip", self.vector_alus.map(fmt_int));
+        opt(
+            "vector peak (1 op per ALU per cycle)",
+            self.vector_peak_flops_per_s.map(|v| fmt_si(v, "FLOP/s")),
+        );
+        rows
     }
 }

@@ -423,10 +423,10 @@ impl Chip {
             int4: fl("compute.int4", &f.compute.int4)?,
             fp4: fl("compute.fp4", &f.compute.fp4)?,
         };
-        if peak.bf16.is_none() {
+        if peak.bf16.is_none() && peak.fp16.is_none() {
             return Err(Error::InvalidHardware {
                 field: "compute.bf16".into(),
-                reason: "every chip needs a bf16 peak".into(),
+                reason: "every chip needs a bf16 (or, without bf16, an fp16) peak".into(),
             });
         }
         let secs = |field: &str, v: &Option<String>, default: f64| -> Result<Seconds> {
@@ -604,11 +604,13 @@ impl Chip {
         }
     }
 
-    /// C for a dtype, or the bf16 peak if the chip lacks that dtype.
+    /// C for a dtype, or the bf16 peak if the chip lacks that dtype (the
+    /// fp16 peak on a chip without bf16, like V100).
     pub fn flops(&self, d: DType) -> FlopsPerSec {
         self.peak
             .get(d)
             .or(self.peak.bf16)
+            .or(self.peak.fp16)
             .unwrap_or(FlopsPerSec::ZERO)
     }
 

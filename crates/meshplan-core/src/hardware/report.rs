@@ -6,7 +6,9 @@ recorded as a derivation step.
 
 use serde::Serialize;
 
+use crate::hardware::anatomy::AnatomyReport;
 use crate::hardware::fmt_shape;
+use crate::hardware::network::{levels, slices, NetworkLevel, SliceInventory};
 use crate::hardware::{Chip, ChipKind, Profile, Wraparound};
 use crate::trace::{Step, Tracer};
 use crate::units::{fmt_int, fmt_si, sig4, Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
@@ -33,6 +35,9 @@ pub struct PeakReport {
     /// int4 peak, OP/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub int4: Option<FlopsPerSec>,
+    /// fp4 peak, FLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp4: Option<FlopsPerSec>,
 }
 
 /// Everything `hw show` reports, SI base units (see docs/quantities.md).
@@ -118,6 +123,15 @@ pub struct HwReport {
     /// C_int8 / W_hbm, OPs per byte (when the chip has int8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub critical_intensity_hbm_int8: Option<f64>,
+    /// C_fp8 / W_hbm (when the chip has fp8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_intensity_hbm_fp8: Option<f64>,
+    /// C_fp4 / W_hbm (when the chip has fp4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_intensity_hbm_fp4: Option<f64>,
+    /// Vector peak / W_hbm: element-wise ops are memory-bound below it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_intensity_vector: Option<f64>,
     /// C_bf16 / W_ici (axis, bidirectional), FLOPs per byte.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub critical_intensity_ici: Option<f64>,
@@ -138,6 +152,13 @@ pub struct HwReport {
     pub price_source: Option<String>,
     /// Free-text notes (vendor vs book differences).
     pub notes: String,
+    /// Inside the chip: cores, units, clocks, on-chip memories.
+    pub anatomy: AnatomyReport,
+    /// Offered TPU slices with their totals.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<SliceInventory>,
+    /// Network levels: NVLink node, leaf, spine (GPU); ICI, DCN (TPU).
+    pub network_levels: Vec<NetworkLevel>,
 }
 
 /// One critical intensity `C / W`, recorded as a derivation step.
@@ -188,6 +209,36 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
             "W_hbm",
             ch.hbm_bandwidth,
             "How To Scale Your Model, ch1",
+            tr,
+        )
+    });
+    let mut low = |d: DType, id: &str| {
+        ch.peak.get(d).map(|c8| {
+            intensity(
+                id,
+                &format!("Critical intensity vs HBM ({d})"),
+                &format!("C_{d} / W_hbm"),
+                &format!("C_{d}"),
+                c8,
+                "W_hbm",
+                ch.hbm_bandwidth,
+                "How To Scale Your Model, ch1, ch7 (B_crit for low-precision weights and FLOPs)",
+                tr,
+            )
+        })
+    };
+    let hbm_fp8 = low(DType::Fp8, "hw.critical_intensity_hbm_fp8");
+    let hbm_fp4 = low(DType::Fp4, "hw.critical_intensity_hbm_fp4");
+    let vector = ch.vector_peak().map(|v| {
+        intensity(
+            "hw.critical_intensity_vector",
+            "Critical intensity of the vector units (VPU / CUDA cores) vs HBM",
+            "C_vector / W_hbm",
+            "C_vector",
+            v,
+            "W_hbm",
+            ch.hbm_bandwidth,
+            "How To Scale Your Model, ch1 footnote (v5p VPU ≈ 3 per core), ch12 (H100 CUDA cores ≈ 10)",
             tr,
         )
     });
@@ -275,6 +326,7 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
             fp8: pk.fp8,
             int8: pk.int8,
             int4: pk.int4,
+            fp4: pk.fp4,
         },
         hbm_capacity_bytes: ch.hbm_capacity.get(),
         hbm_bandwidth_bytes_per_s: ch.hbm_bandwidth,
@@ -302,6 +354,9 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         pcie_one_way_bytes_per_s: ch.pcie.map(|p| p.one_way_rate()),
         critical_intensity_hbm: hbm,
         critical_intensity_hbm_int8: hbm_int8,
+        critical_intensity_hbm_fp8: hbm_fp8,
+        critical_intensity_hbm_fp4: hbm_fp4,
+        critical_intensity_vector: vector,
         critical_intensity_ici: ici,
         critical_intensity_nvlink: nvlink,
         critical_intensity_scale_out: scale_out,
@@ -309,6 +364,9 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         usd_per_chip_hour: ch.usd_per_chip_hour,
         price_source: ch.price_source.clone(),
         notes: ch.notes.clone(),
+        anatomy: AnatomyReport::of(ch),
+        slices: slices(ch),
+        network_levels: levels(ch),
     }
 }
 
@@ -336,6 +394,7 @@ impl HwReport {
             ("fp8", p.fp8),
             ("int8", p.int8),
             ("int4", p.int4),
+            ("fp4", p.fp4),
         ] {
             if let Some(c) = v {
                 rows.push(field(&format!("peak {d} (C)"), c));
@@ -484,6 +543,9 @@ impl HwReport {
         let nv = format!("C/W_{}", self.scale_up_name().to_lowercase());
         for (k, v) in [
             ("C/W_hbm (int8)", self.critical_intensity_hbm_int8),
+            ("C/W_hbm (fp8)", self.critical_intensity_hbm_fp8),
+            ("C/W_hbm (fp4)", self.critical_intensity_hbm_fp4),
+            ("C_vector/W_hbm", self.critical_intensity_vector),
             ("C/W_ici", self.critical_intensity_ici),
             (nv.as_str(), self.critical_intensity_nvlink),
             (scale_out, self.critical_intensity_scale_out),
@@ -523,7 +585,93 @@ impl Render for HwReport {
         d.fields(self.ici_fields());
         d.fields(self.gpu_network_fields());
         d.fields(self.intensity_fields());
+        let a = self.anatomy.fields();
+        if !a.is_empty() {
+            d.line("Inside the chip:");
+            d.fields(a);
+        }
+        self.inventory(&mut d);
         d
+    }
+}
+
+impl HwReport {
+    fn inventory(&self, d: &mut Doc) {
+        if !self.slices.is_empty() {
+            let mut t = Table::new(
+                &[
+                    "slice",
+                    "chips",
+                    "hosts",
+                    "TensorCores",
+                    "peak bf16",
+                    "HBM",
+                    "wraparound",
+                    "bisection",
+                ],
+                &[
+                    "chips",
+                    "hosts",
+                    "TensorCores",
+                    "peak bf16",
+                    "HBM",
+                    "bisection",
+                ],
+            );
+            for s in &self.slices {
+                t.row(vec![
+                    fmt_shape(&s.shape),
+                    fmt_int(s.chips),
+                    fmt_int(s.hosts),
+                    s.tensorcores.map_or(String::new(), fmt_int),
+                    fmt_si(s.peak_flops_per_s, "FLOP/s"),
+                    fmt_si(s.hbm_bytes, "B"),
+                    s.wraparound
+                        .iter()
+                        .map(|w| if *w { "y" } else { "n" })
+                        .collect::<Vec<_>>()
+                        .join(""),
+                    fmt_si(s.bisection_bytes_per_s, "B/s"),
+                ]);
+            }
+            d.table(t.drop_empty_columns());
+        }
+        if !self.network_levels.is_empty() {
+            let mut t = Table::new(
+                &[
+                    "level",
+                    "children D",
+                    "chips",
+                    "child egress W",
+                    "switches",
+                    "AllGather D·W/(D−1)",
+                    "in-network reduction",
+                ],
+                &[
+                    "children D",
+                    "chips",
+                    "child egress W",
+                    "switches",
+                    "AllGather D·W/(D−1)",
+                ],
+            );
+            for l in &self.network_levels {
+                t.row(vec![
+                    l.name.clone(),
+                    fmt_int(l.children),
+                    fmt_int(l.chips),
+                    fmt_si(l.child_egress_bytes_per_s, "B/s"),
+                    l.switches.map_or(String::new(), fmt_int),
+                    fmt_si(l.allgather_bandwidth_bytes_per_s, "B/s"),
+                    if l.in_network_reduction {
+                        "SHARP".into()
+                    } else {
+                        String::new()
+                    },
+                ]);
+            }
+            d.table(t.drop_empty_columns());
+        }
     }
 }
 

@@ -111,7 +111,7 @@ pub struct RooflineReport {
     /// "compute" or "memory" (HBM) / "bandwidth" (a link).
     pub bound: String,
     /// T_math / time: the fraction of peak FLOP/s reached at perfect overlap.
-    pub flops_utilization: f64,
+    pub peak_fraction: f64,
     /// The batch-like dimension (first free dimension of the first input).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_dim: Option<String>,
@@ -594,7 +594,7 @@ pub fn evaluate<T: Tracer>(q: &RooflineQuery, cat: &Catalog, tr: &mut T) -> Resu
         t_mem_s: t_mem,
         time_s: time,
         time_upper_s: t_math + t_mem,
-        flops_utilization: if time > 0.0 { t_math / time } else { 0.0 },
+        peak_fraction: if time > 0.0 { t_math / time } else { 0.0 },
         batch_dim: crit.as_ref().map(|c| c.0.clone()),
         critical_batch: crit.as_ref().map(|c| c.1),
         critical_batch_approx: crit.as_ref().map(|c| c.2),
@@ -659,7 +659,7 @@ impl Render for RooflineReport {
                 format!(
                     "{} ({} of peak FLOP/s)",
                     self.bound,
-                    pct(self.flops_utilization)
+                    pct(self.peak_fraction)
                 ),
             ),
         ]);

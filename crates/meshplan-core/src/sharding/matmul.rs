@@ -616,7 +616,7 @@ fn finish<T: Tracer>(
     names.push("multiply locally".into());
     let out = reach_output(&mut p, local, e.output.as_ref(), ctx, tr)?;
     names.extend(p.names.iter().skip(names.len() - 1).cloned());
-    let t_comms: f64 = p.steps.iter().map(|s| s.time_s).sum();
+    let t_comms = p.steps.iter().fold(0.0, |acc, s| acc + s.time_s);
     Ok(Strategy {
         name: names.join(", then "),
         duplicated_over: ctx
