@@ -408,7 +408,9 @@ fn shard_hostile_inputs() {
     assert!(bad("A[I_Z, J]", "I=16,J=4", "X=4,Y=4").contains("not in the mesh"));
     assert!(bad("A[I_X, J_X]", "I=16,J=4", "X=4").contains("at most once"));
     assert!(bad("A[I, J] * B[J, K]", "I=4,J=4", "X=4").contains("--dims K="));
-    assert!(bad("A[I, J] * B[K, L] -> C[I, K]", "I=4,J=4,K=4,L=4", "X=4").contains("one input only"));
+    assert!(
+        bad("A[I, J] * B[K, L] -> C[I, K]", "I=4,J=4,K=4,L=4", "X=4").contains("one input only")
+    );
     assert!(bad("A[I]", "I=4", "X=0").contains("size 0"));
 }
 

@@ -3,6 +3,16 @@
 //! and the DCN bound. `alpha` is always `C / W` with `W` the bidirectional
 //! per-axis ICI bandwidth on TPUs (2550 on v5p) or the collective bandwidth on
 //! GPUs.
+//!
+//! The top-level keys follow the book's conventions (they reproduce its
+//! printed answers); [`ExactRules`] (`rules.exact`) gives the same limits
+//! from meshplan's collective model where the book's shortcuts go wrong
+//! beyond the chapter-5 case: the MoE factor `P/P_active` (≈ E/k) in the
+//! data-parallel bound, the ring's `(N−1)/N` and every level of a GPU
+//! network (NVLink inside the node, the NICs across nodes), the bandwidth
+//! model-parallel groups spanning several nodes give each data-parallel
+//! ring, TP inside one NVLink domain on a multi-node cluster, and short TPU
+//! axes without wraparound. Each difference is explained in `exact.notes`.
 
 use serde::Serialize;
 
@@ -58,6 +68,34 @@ pub struct Rules {
     pub pure_fsdp: Verdict,
     /// Can we use FSDP + TP?
     pub fsdp_tp: Verdict,
+    /// The same limits from the collective model (see the module docs).
+    pub exact: ExactRules,
+}
+
+/// The book's rules recomputed from meshplan's collective model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExactRules {
+    /// P_total / P_active: the MoE factor of the data-parallel bound (≈ E/k;
+    /// 1 for a dense model). Compute scales with active parameters,
+    /// gradient traffic with all of them.
+    pub moe_factor: f64,
+    /// AllGather bandwidth V/T of one data axis over every chip of the mesh,
+    /// bytes/s (all levels of the network, the ring's (N−1)/N included).
+    pub dp_allgather_bandwidth_bytes_per_s: f64,
+    /// Tokens per chip pure DP/FSDP over every chip needs to be compute-bound:
+    /// (P/P_act)·C/W_dp.
+    pub dp_min_batch_per_chip: f64,
+    /// For the plan's own data axis (dp or fsdp) with model parallelism
+    /// M_p = N/(dp·fsdp) beside it: (P/P_act)·C/(M_p·W_data), tokens per chip
+    /// (book ch12 quiz 5: 8-way PP across nodes → ≈ 309 on H100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_dp_min_batch_per_chip: Option<f64>,
+    /// Largest TP degree (a divisor of N) that stays compute-bound when placed
+    /// on this topology: F·W_tp(Y)/(Y·C) ≥ 1 with W_tp(Y) the AllGather
+    /// bandwidth of that TP axis.
+    pub tp_max_degree: u64,
+    /// Where and why these differ from the book's convention.
+    pub notes: Vec<String>,
 }
 
 /// Yes/no with the reason.
@@ -248,6 +286,7 @@ fn rules_bandwidth<T: Tracer>(
 /// What the verdicts compare.
 struct RuleInputs {
     alpha: f64,
+    w: f64,
     m_all: f64,
     mx: f64,
     my: f64,
@@ -383,6 +422,7 @@ pub fn book_rules<T: Tracer>(
     let xc = nearest_divisor(mesh.chips.max(1), xo);
     let r = RuleInputs {
         alpha,
+        w,
         m_all,
         mx,
         my,
@@ -420,5 +460,125 @@ pub fn book_rules<T: Tracer>(
         pure_dp,
         pure_fsdp,
         fsdp_tp,
+        exact: exact_rules(spec, chip, mesh, &r, tpmax, tr),
+    }
+}
+
+/// AllGather bandwidth of axis `a` when `deg` is laid on the mesh's topology.
+fn axis_bandwidth(
+    chip: &Chip,
+    mesh: &Mesh,
+    deg: crate::parallelism::Degrees,
+    a: crate::parallelism::LogicalAxis,
+) -> Option<f64> {
+    let m = Mesh::build(chip, &mesh.topology, deg);
+    if !m.feasible() {
+        return None;
+    }
+    m.axis(a)
+        .map(|x| x.allgather_bandwidth.get())
+        .filter(|w| w.is_finite() && *w > 0.0)
+}
+
+/// The largest divisor Y of N whose TP axis, placed on this topology, keeps
+/// F·W_tp(Y)/(Y·C) ≥ 1 (T_math = 4BDF/(Y·C) ≥ T_comms = 4BD/W_tp(Y)).
+fn exact_tp_max(chip: &Chip, mesh: &Mesh, f: f64, c: f64) -> u64 {
+    use crate::parallelism::{Degrees, LogicalAxis};
+    let n = mesh.chips.max(1);
+    let mut best = 1;
+    let mut y = 2;
+    while y <= n.min(1 << 16) {
+        if n % y == 0 {
+            let deg = Degrees {
+                tp: y,
+                dp: n / y,
+                ..Degrees::default()
+            };
+            if let Some(w) = axis_bandwidth(chip, mesh, deg, LogicalAxis::Tp) {
+                if f * w / (y as f64 * c) >= 1.0 {
+                    best = y;
+                }
+            }
+        }
+        y += 1;
+    }
+    best
+}
+
+/// The exact counterparts of the book's data- and tensor-parallel limits.
+fn exact_rules<T: Tracer>(
+    spec: &ModelSpec,
+    chip: &Chip,
+    mesh: &Mesh,
+    r: &RuleInputs,
+    tp_book: f64,
+    tr: &mut T,
+) -> ExactRules {
+    use crate::parallelism::{Degrees, LogicalAxis};
+    let pc = crate::model::params::count(&spec.arch, &mut crate::trace::NoTrace);
+    let moe = pc.total as f64 / pc.active.max(1) as f64;
+    let c = r.alpha * r.w;
+    let n = mesh.chips.max(1);
+    let w_dp = axis_bandwidth(
+        chip,
+        mesh,
+        Degrees {
+            dp: n,
+            ..Degrees::default()
+        },
+        LogicalAxis::Dp,
+    )
+    .unwrap_or(r.w * r.m_all);
+    let dp_min = moe * c / w_dp;
+    tr.record(|| {
+        Step::new(
+            "rules.exact.dp_min_batch_per_chip",
+            "DP/FSDP minimum batch per chip from the collective model",
+            "(P/P_act)·C/W_dp, W_dp = V/T of an AllGather over every chip",
+        )
+        .bind("P/P_act", moe, "")
+        .bind("C", c, "FLOP/s")
+        .bind("W_dp", w_dp, "B/s")
+        .result(dp_min, "tokens")
+        .source("How To Scale Your Model ch5, ch12 (MoE: T_math × k, T_comms × E)")
+    });
+    let d = mesh.degrees;
+    let data = d.dp.saturating_mul(d.fsdp);
+    let plan = (data > 1).then(|| {
+        let axis = if d.fsdp > 1 {
+            LogicalAxis::Fsdp
+        } else {
+            LogicalAxis::Dp
+        };
+        let w = mesh
+            .axis(axis)
+            .map_or(w_dp, |x| x.allgather_bandwidth.get());
+        let mp = (n / data.max(1)).max(1) as f64;
+        moe * c / (mp * w)
+    });
+    let tp = exact_tp_max(chip, mesh, r.f, c);
+    let mut notes = Vec::new();
+    if moe > 1.0 + 1e-9 {
+        notes.push(format!("MoE: compute follows the {} active parameters, gradient traffic all {}: the DP bound is {moe:.2}× the dense one (book ch12: (E/k)·C/W)", pc.active, pc.total));
+    }
+    if (dp_min / r.dp_min - 1.0).abs() > 0.01 {
+        notes.push(format!(
+            "DP over all {n} chips: the collective model gives W_dp = {:.4e} B/s against the book's {:.4e} (M_X·W), so {dp_min:.0} tokens per chip, not {:.0}",
+            w_dp, r.w * r.m_all, r.dp_min
+        ));
+    }
+    if (tp as f64 - tp_book.floor().max(1.0)).abs() >= 1.0 {
+        notes.push(format!(
+            "TP: placed on this topology, the largest compute-bound degree is {tp}, not ⌊M_Y·F/α⌋ = {:.0} (wraparound, NVLink vs scale-out and the ring's (Y−1)/Y decide)",
+            tp_book.floor()
+        ));
+    }
+    ExactRules {
+        moe_factor: moe,
+        dp_allgather_bandwidth_bytes_per_s: w_dp,
+        dp_min_batch_per_chip: dp_min,
+        plan_dp_min_batch_per_chip: plan,
+        tp_max_degree: tp,
+        notes,
     }
 }
