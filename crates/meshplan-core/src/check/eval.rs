@@ -570,6 +570,8 @@ const MODEL_KEYS: &[&str] = &[
     "kv_cache_bytes_per_token",
     "kv_cache_bytes_per_sequence",
     "published_params",
+    "attention_equals_projections_seq_len",
+    "attention_equals_matmuls_seq_len",
 ];
 
 /// Keys of the `hw` report.
@@ -779,6 +781,16 @@ const INFER_KEYS: &[&str] = &[
     "weights_bytes",
     "weights_bytes_per_device",
     "weights_dtype",
+    "slice_hbm_bytes",
+    "slice_free_hbm_bytes",
+    "kv_cache_bytes_batch",
+    "weights_plus_kv_bytes",
+    "min_chips_exact",
+    "requests_per_s",
+    "requests_per_s_per_chip",
+    "flops_per_dollar",
+    "critical_intensity_hbm_int8",
+    "critical_intensity_hbm_fp8",
 ];
 
 /// Known keys of the reports of the commands implemented now, for the default
@@ -954,6 +966,7 @@ pub fn dim_of(c: Command, key: &str) -> super::value::Dim {
         (Command::Train | Command::Infer, "tokens_per_s" | "tokens_per_s_per_chip") => Dim::Count,
         (Command::Train, "train_flops") => Dim::Flops,
         (Command::Infer, "decode_comms_latency_bound") => Dim::Count,
+        (Command::Infer, "requests_per_s" | "requests_per_s_per_chip") => Dim::Count,
         _ => dim_of_key(key),
     }
 }

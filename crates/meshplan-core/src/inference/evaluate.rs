@@ -601,9 +601,9 @@ pub fn evaluate<T: Tracer>(
     let ph = phases(m, chip, q, &l, &mp, &cm, tr);
     let lim = limits(m, chip, q, &l, &cm, w_ici, m_y, ph.dec_latency_bound, tr);
     let sv = service(chip, q, &l, &mp, &ph, tr);
-    Ok(report(
-        m, chip, q, &l, mp, ph, lim, sv, b_crit, t_load, warnings,
-    ))
+    let mut r = report(m, chip, q, &l, mp, ph, lim, sv, b_crit, t_load, warnings);
+    r.aggregates = super::derived::aggregates(&r, chip, tr);
+    Ok(r)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -688,5 +688,6 @@ fn report(
         decode_components: ph.decode,
         prefill_components: ph.prefill,
         warnings,
+        aggregates: Default::default(),
     }
 }

@@ -13,6 +13,7 @@ the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 */
 
 mod evaluate;
+pub mod derived;
 pub mod latency;
 pub mod memory;
 mod render;
@@ -290,6 +291,9 @@ pub struct InferReport {
     pub prefill_components: Vec<Component>,
     /// Warnings (context over the model's maximum, batch does not fit, …).
     pub warnings: Vec<String>,
+    /// Derived aggregates (slice HBM, batch KV, requests/s, FLOPs per dollar…).
+    #[serde(flatten)]
+    pub aggregates: derived::Aggregates,
 }
 
 pub(crate) fn ici_bandwidth(chip: &Chip, mesh: &[u64], tp: u64) -> (BytesPerSec, u64, bool) {

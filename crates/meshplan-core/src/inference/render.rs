@@ -160,6 +160,43 @@ impl Render for InferReport {
         d.fields(self.memory_fields());
         d.fields(self.time_fields());
         d.fields(self.sharding_fields());
+        d.fields(self.aggregate_fields());
         d
+    }
+}
+
+impl InferReport {
+    fn aggregate_fields(&self) -> Vec<(String, String)> {
+        let a = &self.aggregates;
+        let mut rows = vec![
+            field(
+                "whole slice",
+                format!(
+                    "{} HBM, {} free after the weights",
+                    fmt_si(a.slice_hbm_bytes, "B"),
+                    fmt_si(a.slice_free_hbm_bytes, "B")
+                ),
+            ),
+            field(
+                "batch KV / weights + KV",
+                format!(
+                    "{} / {} ({:.3} chips' HBM)",
+                    fmt_si(a.kv_cache_bytes_batch, "B"),
+                    fmt_si(a.weights_plus_kv_bytes, "B"),
+                    a.min_chips_exact
+                ),
+            ),
+            field(
+                "requests/s",
+                format!(
+                    "{:.4} ({:.4} per chip)",
+                    a.requests_per_s, a.requests_per_s_per_chip
+                ),
+            ),
+        ];
+        if let Some(f) = a.flops_per_dollar {
+            rows.push(field("FLOPs per dollar", fmt_si(f, "FLOPs/$")));
+        }
+        rows
     }
 }

@@ -46,6 +46,13 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     let inf = &sc.inference;
     let mesh = match (&sc.hardware.mesh, sc.hardware.chips) {
         (Some(m), _) => parse_shape(m)?,
+        (None, Some(c)) if chip.ici.is_some() => {
+            match crate::training::scenario::topology_for_chips(&chip, c.0) {
+                Ok(crate::mesh::Topology::Torus { shape, .. }) => shape,
+                Ok(_) => vec![c.0],
+                Err(why) => return Err(Error::Invalid(why)),
+            }
+        }
         (None, Some(c)) => vec![c.0],
         (None, None) => {
             return Err(Error::Invalid(

@@ -6,7 +6,7 @@ one sequence length and KV dtype, optionally with its derivation.
 use serde::Serialize;
 
 use crate::model::{flops, kv, params, Arch, ModelSpec};
-use crate::trace::Tracer;
+use crate::trace::{Step, Tracer};
 use crate::units::{fmt_int, fmt_si, sig4};
 use crate::units::{Bytes, DType, Flops};
 use crate::view::{field, Doc, Render, Table};
@@ -83,6 +83,14 @@ pub struct ModelReport {
     pub kv_cache_bytes_per_sequence: Bytes,
     /// Published total, if the catalog has one.
     pub published_params: Option<u64>,
+    /// T at which (non-causal) self-attention FLOPs equal the Q, K, V, O
+    /// projections': 12·B·T²·N·H = 12·B·T·D·(N+K)·H → T = D·(N+K)/N
+    /// (2D for MHA, book ch4 Q5). Causal masking that skips blocks doubles it.
+    pub attention_equals_projections_seq_len: f64,
+    /// T at which (non-causal) attention FLOPs equal all of a layer's
+    /// matmuls (projections and the active MLP): (2·D·(N+K)·H + m·D·F)/(2·N·H)
+    /// (8D for MHA with a gated F = 4D, book ch4).
+    pub attention_equals_matmuls_seq_len: f64,
 }
 
 /// Compute the report.
@@ -117,7 +125,46 @@ pub fn model_report<T: Tracer>(m: &ModelSpec, q: &ModelQuery, tr: &mut T) -> Mod
         kv_cache_bytes_per_token: kvt,
         kv_cache_bytes_per_sequence: kvs,
         published_params: m.published.as_ref().map(|p| p.params),
+        attention_equals_projections_seq_len: attention_crossover(a, false, tr),
+        attention_equals_matmuls_seq_len: attention_crossover(a, true, tr),
     }
+}
+
+/// T at which non-causal attention FLOPs equal the projections' (or, with
+/// `mlp`, all the layer's matmuls').
+fn attention_crossover<T: Tracer>(a: &Arch, mlp: bool, tr: &mut T) -> f64 {
+    let (d, n, k, h) = (
+        a.d_model as f64,
+        a.n_heads as f64,
+        a.n_kv_heads as f64,
+        a.d_head as f64,
+    );
+    let proj = 2.0 * d * (n + k) * h;
+    let m = a.mlp.matrices() as f64 * d * a.ffn_width_active();
+    let t = if mlp { proj + m } else { proj } / (2.0 * n * h).max(1.0);
+    tr.record(|| {
+        let (id, label, formula) = if mlp {
+            (
+                "model.attention_equals_matmuls",
+                "Sequence length where attention FLOPs equal the layer's matmuls",
+                "(2·D·(N+K)·H + m·D·F)/(2·N·H)",
+            )
+        } else {
+            (
+                "model.attention_equals_projections",
+                "Sequence length where attention FLOPs equal the QKVO projections",
+                "D·(N+K)/N",
+            )
+        };
+        Step::new(id, label, formula)
+            .bind("D", d, "")
+            .bind("N", n, "")
+            .bind("K", k, "")
+            .bind("H", h, "")
+            .result(t, "tokens")
+            .source("How To Scale Your Model ch4 Q5 (non-causal)")
+    });
+    t
 }
 
 /// First line of `s`, cut to `n` characters.
@@ -241,6 +288,14 @@ impl ModelReport {
             field(
                 "weights in bf16",
                 DType::Bf16.bytes_for(r.params_total).both(),
+            ),
+            field(
+                "attention = QKVO FLOPs at T",
+                format!(
+                    "{} tokens (= all matmuls at {}; non-causal)",
+                    sig4(r.attention_equals_projections_seq_len),
+                    sig4(r.attention_equals_matmuls_seq_len)
+                ),
             ),
         ]
     }
