@@ -12,8 +12,8 @@ result — every number traced in the book's symbols.
 the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 */
 
-mod evaluate;
 pub mod derived;
+mod evaluate;
 pub mod latency;
 pub mod memory;
 mod render;

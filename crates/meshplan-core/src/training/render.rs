@@ -213,6 +213,8 @@ impl Render for TrainReport {
         }
         d.table(comms_table(r));
         d.extend(rules_doc(&r.rules));
+        d.extend(r.rules.exact.doc());
+        d.extend(r.sizing.doc());
         d
     }
 }

@@ -109,6 +109,8 @@ pub struct TrainReport {
     pub cost_usd: Option<f64>,
     /// Rules and verdicts.
     pub rules: Rules,
+    /// Minimum chips for memory, the data-parallel limit, checkpoint sizes.
+    pub sizing: super::sizing::Sizing,
     /// Calibrated prediction, when the chip has an efficiency profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted: Option<predicted::Predicted>,
@@ -379,6 +381,7 @@ fn assemble<T: Tracer>(
         chip_hours: tp.chip_hours,
         cost_usd: tp.cost,
         rules,
+        sizing: super::sizing::sizing(&ctx.spec.arch, ctx.chip, cfg, unsharded, tr),
         predicted: None,
         prediction_note: None,
     }

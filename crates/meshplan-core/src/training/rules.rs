@@ -582,3 +582,40 @@ fn exact_rules<T: Tracer>(
         notes,
     }
 }
+
+impl crate::view::Render for ExactRules {
+    fn doc(&self) -> crate::view::Doc {
+        use crate::units::sig4;
+        use crate::view::field;
+        let mut d = crate::view::Doc::new();
+        let mut rows = vec![
+            field(
+                "pure DP/FSDP",
+                format!(
+                    "needs > {} tokens per chip (MoE factor {}, W_dp = {})",
+                    sig4(self.dp_min_batch_per_chip),
+                    sig4(self.moe_factor),
+                    crate::units::fmt_si(self.dp_allgather_bandwidth_bytes_per_s, "B/s")
+                ),
+            ),
+            field(
+                "TP limit",
+                format!("{}-way on this topology", self.tp_max_degree),
+            ),
+        ];
+        if let Some(p) = self.plan_dp_min_batch_per_chip {
+            rows.insert(
+                1,
+                field(
+                    "this plan's data axis",
+                    format!("needs > {} tokens per chip", sig4(p)),
+                ),
+            );
+        }
+        d.line("Exact rules (collective model):").fields(rows);
+        for n in &self.notes {
+            d.note(n.clone());
+        }
+        d
+    }
+}
