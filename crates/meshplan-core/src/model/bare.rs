@@ -2,11 +2,12 @@
 A model given only as a parameter count ("70B", "7e9"): a dense,
 LLaMA-like shape with about that many parameters, for the questions that
 only need `P` (FLOPs `6·P` per token, weights `P × bytes`, optimizer
-state). What is approximated: the shape. `D` is a multiple of 128 near
-`128·L` (LLaMA's 7B–405B have `D/L` from 102 to 130), heads of 128, MHA,
-a gated MLP whose `F` is solved so the total matches `P` to within one
-`3·L·D`, a 32,000-token vocabulary with separate input and output
-embeddings. KV-cache sizes and attention FLOPs depend on that guessed
+state). What is approximated: the shape. `D` is 128 times a power of two
+(so every power-of-two TP degree up to `N` divides the heads), `L` near
+`D/128` (LLaMA's 7B–405B have `D/L` from 102 to 130), heads of 128, MHA,
+a gated MLP whose `F` (a multiple of 256) is solved for `P`, separate
+input and output embeddings whose vocabulary (near 32,000) takes the
+remainder, so the total is `P` to within `2·D`. KV-cache sizes and attention FLOPs depend on that guessed
 shape; the model's notes say so.
 */
 
@@ -46,11 +47,16 @@ fn shape(l: u64, d: u64, p: u64) -> Option<Arch> {
     }
     let h = 128;
     let n = (d / h).max(1);
+    // F a multiple of 256 (so TP degrees divide it); the remainder, norms
+    // included, goes into the vocabulary (2·D parameters per token)
+    let f = (f / 256).max(1) * 256;
     let mut a = Arch::dense(l, d, f, n, n, h, V);
-    // the norms (2 per layer and a final one): correct F by the remainder
-    let got = count(&a, &mut NoTrace).total as f64;
-    let fix = ((p as f64 - got) / (3.0 * l as f64 * d as f64)).round() as i64;
-    a.d_ff = (a.d_ff as i64 + fix).max(1) as u64;
+    let got = count(&a, &mut NoTrace).total as i128;
+    let v = V as i128 + (p as i128 - got) / (2 * d as i128);
+    if !(1000..=1_000_000).contains(&v) {
+        return None;
+    }
+    a.vocab = v as u64;
     Some(a)
 }
 
@@ -58,11 +64,8 @@ fn shape(l: u64, d: u64, p: u64) -> Option<Arch> {
 pub fn bare_model(p: u64) -> Result<ModelSpec> {
     let mut best: Option<(f64, Arch)> = None;
     for l in 1..=512u64 {
-        let d = ((l * 128) as f64 / 128.0).round() as u64 * 128;
-        for d in [d, d + 128, d.saturating_sub(128)] {
-            if d < 128 {
-                continue;
-            }
+        // D = 128·2^j: N = D/128 heads, a power of two, so TP degrees divide it
+        for d in (0..10).map(|j| 128u64 << j) {
             if let Some(a) = shape(l, d, p) {
                 let ratio = a.d_ff as f64 / a.d_model as f64;
                 // prefer F/D near LLaMA's 3.5 and D/L near 128
@@ -80,11 +83,12 @@ pub fn bare_model(p: u64) -> Result<ModelSpec> {
     })?;
     arch.validate()?;
     let got = count(&arch, &mut NoTrace).total;
-    let mut spec = ModelSpec::custom(
-        &format!("dense-{}", crate::units::fmt_si(p as f64, "")),
-        arch,
-    );
-    spec.name = spec.name.replace(' ', "");
+    let label = if p >= 1_000_000_000 {
+        format!("{}B", crate::units::sig4(p as f64 / 1e9))
+    } else {
+        format!("{}M", crate::units::sig4(p as f64 / 1e6))
+    };
+    let mut spec = ModelSpec::custom(&format!("dense-{label}"), arch);
     spec.source = "a bare parameter count".into();
     spec.notes = format!(
         "Given only as {p} parameters: a LLaMA-like dense shape with {got} parameters ({:+.4}%). \
@@ -124,8 +128,8 @@ mod tests {
         ] {
             let m = bare_model(p).unwrap();
             let got = count(&m.arch, &mut NoTrace).total as f64;
-            // within one 3·L·D rounding of F
-            let tol = 3.0 * (m.arch.n_layers * m.arch.d_model) as f64;
+            // the vocabulary takes the remainder: within 2·D
+            let tol = 2.0 * m.arch.d_model as f64;
             assert!((got - p as f64).abs() <= tol, "{p}: {got}");
         }
     }
