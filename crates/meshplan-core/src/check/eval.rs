@@ -155,6 +155,17 @@ where
     F: FnOnce(&Q, &Catalog, &mut Recorder) -> crate::Result<R>,
 {
     let mut a = args.clone();
+    // an inline chip joins a copy of the catalog under its own name
+    let mut local = None;
+    if let Some(f) = &s.hardware.inline {
+        let mut c = cat.clone();
+        let src = toml::to_string(f)
+            .map_err(|e| EvalError::Input(Error::Invalid(format!("inline chip: {e}"))))?;
+        c.add_chip_toml(&src, "inline chip")?;
+        local = Some(c);
+        a.entry("hw").or_insert_with(|| Value::String(f.name.clone()));
+    }
+    let cat = local.as_ref().unwrap_or(cat);
     if !a.contains_key("hw") {
         if let Some(chip) = &s.hardware.chip {
             a.insert("hw".into(), Value::String(chip.clone()));
