@@ -316,3 +316,227 @@ fn every_example_parses() {
         }
     }
 }
+
+/// examples/book/ch1.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch1() {
+    assert_verdicts(
+        "examples/book/ch1.toml",
+        &[
+            ("ch1-v5e-critical-intensity", P),
+            ("ch1-dot-product-intensity", P),
+            ("ch1-matmul-critical-batch", P),
+            ("ch1-two-chip-contraction", P),
+            ("ch1-q1-int8-critical-batch", P),
+            ("ch1-q1-int8-flops", P),
+            ("ch1-q1-int8-bytes", P),
+            ("ch1-q2-int8-weights-bf16-compute", P),
+            ("ch1-q3-critical-batch-d4096", P),
+            ("ch1-q3-critical-batch-d1024", P),
+            ("ch1-q4-per-sample-weights", P),
+            ("ch1-q5-h100-critical-batch", P),
+        ],
+    );
+}
+
+/// examples/book/ch2.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch2() {
+    assert_verdicts(
+        "examples/book/ch2.toml",
+        &[
+            ("ch2-q1-load-time", P),
+            ("ch2-q2-v5e-hosts", P),
+            ("ch2-q2-v5e-cores", P),
+            ("ch2-q2-v5e-flops", P),
+            ("ch2-q2-v5e-hbm", P),
+            ("ch2-q2-v5p-hosts", P),
+            ("ch2-q2-v5p-cores", P),
+            ("ch2-q2-v5p-flops", P),
+            ("ch2-q2-v5p-hbm", P),
+            ("ch2-q3-pcie", P),
+            ("ch2-q3-pcie-roofline", P),
+            ("ch2-q4-critical-batch", F),
+            ("ch2-q6-pcie-load", P),
+            ("ch2-q6-hbm-load", P),
+            ("ch2-q6-flops", P),
+            ("ch2-vpu-alus", P),
+            ("ch2-mxu-flops-per-cycle", P),
+        ],
+    );
+}
+
+/// examples/book/ch3.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch3() {
+    assert_verdicts(
+        "examples/book/ch3.toml",
+        &[
+            ("ch3-pop-local-shape", P),
+            ("ch3-pop-bytes-per-device", P),
+            ("ch3-pop-load-time", P),
+            ("ch3-pop-int8-per-device", P),
+            ("ch3-pop-int8-total", P),
+            ("ch3-pop2-allgather", P),
+            ("ch3-pop2-ideal", P),
+            ("ch3-pop2-latency-bound", P),
+            ("ch3-q1-replication", P),
+            ("ch3-q2-allgather-x", P),
+            ("ch3-q2-allgather-xy", F),
+            ("ch3-q2-allreduce-z", F),
+            ("ch3-q3-latency", P),
+            ("ch3-q3-bound", P),
+            ("ch3-q4-strategy1-comms", P),
+            ("ch3-q4-strategy2-comms", P),
+        ],
+    );
+}
+
+/// examples/book/ch4.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch4() {
+    assert_verdicts(
+        "examples/book/ch4.toml",
+        &[
+            ("ch4-q1-params", F),
+            ("ch4-q1-kv-per-token", P),
+            ("ch4-q2-flops-per-device", P),
+            ("ch4-q3-einsum-flops", P),
+            ("ch4-q4-prefill-attention-intensity", P),
+            ("ch4-q4-generate-attention-intensity", P),
+            ("ch4-q5-attention-equals-qkvo", P),
+            ("ch4-q7-deepseek-mfu", P),
+            ("ch4-q7-available-flops", P),
+            ("ch4-q8-moe-critical-batch", P),
+        ],
+    );
+}
+
+/// examples/book/ch6.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch6() {
+    assert_verdicts(
+        "examples/book/ch6.toml",
+        &[
+            ("ch6-params-total", P),
+            ("ch6-params-ffw", P),
+            ("ch6-params-vocab", P),
+            ("ch6-params-attention", P),
+            ("ch6-flops-per-token", P),
+            ("ch6-total-flops", P),
+            ("ch6-train-time-s", P),
+            ("ch6-train-time-days", F),
+            ("ch6-sequences", P),
+            ("ch6-batch-per-chip", P),
+            ("ch6-fsdp-bound", P),
+            ("ch6-fsdp-comms-bound", P),
+            ("ch6-fsdp-tp-bound", P),
+            ("ch6-x-opt", P),
+        ],
+    );
+}
+
+/// examples/book/ch8.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch8() {
+    assert_verdicts(
+        "examples/book/ch8.toml",
+        &[
+            ("ch8-flops-per-dollar-h100", P),
+            ("ch8-flops-per-dollar-v5p", P),
+            ("ch8-flops-per-dollar-v5e", F),
+            ("ch8-kv-per-token-int8", P),
+            ("ch8-kv-per-token-bf16-table", F),
+            ("ch8-batch-kv", F),
+            ("ch8-weights-plus-kv", P),
+            ("ch8-min-chips", P),
+            ("ch8-min-chips-slice", P),
+            ("ch8-step-time", P),
+            ("ch8-tokens-per-chip", P),
+            ("ch8-critical-batch-int8-weights", P),
+            ("ch8-min-slice-bf16", P),
+            ("ch8-min-slice-int4", P),
+            ("ch8-free-hbm-bf16-4x4", P),
+            ("ch8-prefill-time", P),
+        ],
+    );
+}
+
+/// examples/book/ch9.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch9() {
+    assert_verdicts(
+        "examples/book/ch9.toml",
+        &[
+            ("ch9-matmul-time", P),
+            ("ch9-reduce-scatter-time", P),
+            ("ch9-reduce-scatter-bytes", P),
+        ],
+    );
+}
+
+/// examples/book/ch12.toml: written from the book's text; every FAIL is a
+/// slip of the book, annotated in the claim's note.
+#[test]
+fn book_ch12() {
+    assert_verdicts(
+        "examples/book/ch12.toml",
+        &[
+            ("ch12-q1-h100-cuda-cores", P),
+            ("ch12-q1-b200-cuda-cores", P),
+            ("ch12-q1-v5p-alus", P),
+            ("ch12-q2-vector-flops-boost", P),
+            ("ch12-q3-h100-intensity", P),
+            ("ch12-q3-b200-intensity", P),
+            ("ch12-q3-h100-fp8-intensity", P),
+            ("ch12-q3-b200-fp8-intensity", P),
+            ("ch12-q4-b200-small-matmul", P),
+            ("ch12-q4-b200-large-matmul", P),
+            ("ch12-q7-add-intensity", P),
+            ("ch12-q7-vector-intensity", P),
+            ("ch12-quiz2-q3-allgather", P),
+            ("ch12-pop1-allgather", P),
+            ("ch12-quiz4-q5-two-nodes", P),
+            ("ch12-superpod-node-level", P),
+            ("ch12-superpod-leaf-level", P),
+            ("ch12-superpod-spine-level", P),
+            ("ch12-dp-in-node", P),
+            ("ch12-dp-across-nodes", P),
+            ("ch12-llama3-batch", P),
+            ("ch12-deepseek-h800", P),
+            ("ch12-two-node-dp", F),
+            ("ch12-quiz5-pipelining", P),
+            ("ch12-b200-tp", P),
+            ("ch12-b200-dp", P),
+        ],
+    );
+}
+
+/// In the chapter files written from the book's text, every FAIL is one of
+/// the book's own slips and says so (`note = "BOOK SLIP: …"`), and every
+/// claim quotes the book (`from`).
+#[test]
+fn book_chapter_failures_are_annotated_slips() {
+    for ch in [1, 2, 3, 4, 6, 8, 9, 12] {
+        let rel = format!("examples/book/ch{ch}.toml");
+        for c in results(&rel) {
+            assert!(c.from.is_some(), "{rel}: {} has no `from`", c.id);
+            if c.verdict == Verdict::Fail {
+                let note = c.note.clone().unwrap_or_default();
+                assert!(
+                    note.contains("BOOK SLIP"),
+                    "{rel}: {} fails without a slip note",
+                    c.id
+                );
+            }
+            assert_ne!(c.verdict, Verdict::CannotCheck, "{rel}: {}", c.id);
+        }
+    }
+}

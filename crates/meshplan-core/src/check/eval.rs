@@ -163,7 +163,8 @@ where
             .map_err(|e| EvalError::Input(Error::Invalid(format!("inline chip: {e}"))))?;
         c.add_chip_toml(&src, "inline chip")?;
         local = Some(c);
-        a.entry("hw").or_insert_with(|| Value::String(f.name.clone()));
+        a.entry("hw")
+            .or_insert_with(|| Value::String(f.name.clone()));
     }
     let cat = local.as_ref().unwrap_or(cat);
     if !a.contains_key("hw") {
