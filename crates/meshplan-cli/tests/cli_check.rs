@@ -108,7 +108,6 @@ fn explain_formats() {
 fn bad_files_exit_2_with_line() {
     let head = "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\n";
     for (name, body, needle) in [
-        ("q.toml", format!("{head}quantity = \"params_totl\"\nclaimed = \"7\"\n"), ":7:"),
         ("u.toml", format!("{head}quantity = \"kv_cache_bytes_per_token\"\nclaimed = \"2 s\"\n"), ":8:"),
         ("s.toml", "[[claim]]\nid = \"a\"\nscenario = \"x\"\nquantity = \"params_total\"\nclaimed = \"7\"\n".to_string(), ":3:"),
         ("m.toml", "[[claim\nid = 1\n".to_string(), ":1:"),

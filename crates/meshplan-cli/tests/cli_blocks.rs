@@ -1,0 +1,385 @@
+//! End-to-end tests of the building-block commands (`collective`,
+//! `roofline`, `shard`, `mfu`), `hw show`'s anatomy and inventories, bare
+//! parameter counts, `infer --chips` on TPUs, and `check` with an unknown
+//! quantity: real values against the book or a hand derivation, `--json`
+//! and `--explain`, and hostile input (exit 2, a clear message, no panic).
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// Run and return (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("meshplan")
+        .expect("binary builds")
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run with `--json`, require success, parse the object.
+fn json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let (code, out, err) = run(&a);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+fn num(v: &Value, path: &str) -> f64 {
+    path.split('.')
+        .fold(v, |v, k| match k.parse::<usize>() {
+            Ok(i) => &v[i],
+            Err(_) => &v[k],
+        })
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number at {path} in {v}"))
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    ((a - b) / b).abs()
+}
+
+/// ch3 pop quiz 2: 3 × 8.4 MB / 4.5e10 = 560 µs on a v5e axis of 4 without
+/// wraparound; the derivation names the book's symbols.
+#[test]
+fn collective_json_and_explain() {
+    let args = [
+        "collective",
+        "allgather_Y",
+        "--array",
+        "bf16[E_Y, F]",
+        "--dims",
+        "E=2048,F=8192",
+        "--mesh",
+        "X=8,Y=4",
+        "--hw",
+        "tpu-v5e@book",
+    ];
+    let v = json(&args);
+    assert!(rel(num(&v, "time_s"), 560e-6) < 0.005);
+    assert_eq!(v["result"], "bf16[E, F]");
+    let mut e = args.to_vec();
+    e.extend(["--json", "--explain"]);
+    let (c, out, _) = run(&e);
+    assert_eq!(c, 0);
+    let d: Value = serde_json::from_str(&out).unwrap();
+    assert!(d["derivation"][0]["formula"]
+        .as_str()
+        .unwrap()
+        .contains("W_one-way"));
+    let (c, text, _) = run(&[&args[..], &["--explain"]].concat());
+    assert_eq!(c, 0);
+    assert!(text.contains("Derivation:") && text.contains("ring without wraparound"));
+}
+
+/// ch1: a bf16 matmul on v5e turns compute-bound at B ≈ C/W = 240.
+#[test]
+fn roofline_matmul_and_raw() {
+    let v = json(&[
+        "roofline",
+        "bf16[B, D] * bf16[D, F] -> bf16[B, F]",
+        "--dims",
+        "B=512,D=8192,F=32768",
+        "--hw",
+        "tpu-v5e@book",
+    ]);
+    assert!(rel(num(&v, "critical_batch_approx"), 1.97e14 / 8.2e11) < 1e-12);
+    assert_eq!(v["bound"], "compute");
+    // raw: 1.97e14 FLOPs and 8.2e11 bytes take one second each on a v5e
+    let r = json(&[
+        "roofline",
+        "--flops",
+        "1.97e14",
+        "--bytes",
+        "8.2e11",
+        "--hw",
+        "tpu-v5e@book",
+    ]);
+    assert!(rel(num(&r, "t_math_s"), 1.0) < 1e-12 && rel(num(&r, "t_mem_s"), 1.0) < 1e-12);
+}
+
+/// ch3 Q4 strategy 1 on v5p: AllGather Y[D_X, F] costs 2DF/W_ici.
+#[test]
+fn shard_matmul_and_array() {
+    let v = json(&[
+        "shard",
+        "X[B, D] * Y[D_X, F] -> Z[B, F]",
+        "--dims",
+        "B=1024,D=8192,F=32768",
+        "--mesh",
+        "X=16,Y=16,Z=16",
+        "--hw",
+        "tpu-v5p@book",
+    ]);
+    assert!(rel(num(&v, "t_comms_s"), 2.0 * 8192.0 * 32768.0 / 1.8e11) < 1e-12);
+    let (c, text, _) = run(&[
+        "shard",
+        "int8[I_XY, J]",
+        "--dims",
+        "I=128,J=2048",
+        "--mesh",
+        "X=2,Y=8,Z=2",
+        "--hw",
+        "tpu-v5p@book",
+    ]);
+    assert_eq!(c, 0);
+    assert!(
+        text.contains("[8, 2,048]") && text.contains("2 copies"),
+        "{text}"
+    );
+}
+
+/// ch4 Q7: DeepSeek v3's MFU with the book's H800 fp8 peak.
+#[test]
+fn mfu_deepseek() {
+    let v = json(&[
+        "mfu",
+        "--model",
+        "37B",
+        "--tokens",
+        "14.8T",
+        "--chip-hours",
+        "2.79M",
+        "--hw",
+        "h800",
+        "--dtype",
+        "fp8",
+    ]);
+    let want = 6.0 * 37e9 * 14.8e12 / (2.79e6 * 3600.0 * 1.513e15);
+    assert!(rel(num(&v, "mfu"), want) < 1e-6);
+}
+
+/// hw show: the v5p pod's inventory (ch2 Q2) and H100's SuperPOD levels (ch12).
+#[test]
+fn hw_show_inventory_and_levels() {
+    let v = json(&["hw", "show", "tpu-v5p@book"]);
+    let pod = v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["chips"] == 8960)
+        .unwrap();
+    assert_eq!(pod["hosts"], 2240);
+    let h = json(&["hw", "show", "h100@book"]);
+    assert!(
+        rel(
+            num(&h, "network_levels.1.allgather_bandwidth_bytes_per_s"),
+            32.0 * 400e9 / 31.0
+        ) < 1e-9
+    );
+    let (c, text, _) = run(&["hw", "show", "v100"]);
+    assert_eq!(c, 0);
+    assert!(text.contains("SMs"));
+}
+
+/// A bare count is a model; infer --chips on a TPU picks the offered slice.
+#[test]
+fn bare_counts_and_tpu_chips() {
+    let m = json(&["model", "show", "70B"]);
+    assert!(rel(num(&m, "params_total"), 70e9) < 1e-5);
+    let i = json(&[
+        "infer",
+        "--model",
+        "llama-3.1-70b",
+        "--hw",
+        "tpu-v5e@book",
+        "--chips",
+        "16",
+        "--weights-dtype",
+        "int8",
+    ]);
+    assert_eq!(i["mesh"], "4x4");
+    let (c, _, err) = run(&[
+        "infer",
+        "--model",
+        "llama-3.1-70b",
+        "--hw",
+        "tpu-v5e@book",
+        "--chips",
+        "12",
+    ]);
+    assert_eq!(c, 2);
+    assert!(err.contains("4x4 = 16"), "{err}");
+}
+
+/// Issue 13 item 9: an unknown quantity is CANNOT-CHECK, the rest is judged.
+#[test]
+fn check_unknown_quantity_is_cannot_check() {
+    let dir = std::env::temp_dir().join(format!("meshplan-blocks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("unknown.toml");
+    std::fs::write(
+        &p,
+        "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\nquantity = \"params_totl\"\nclaimed = \"7\"\n\n[[claim]]\nid = \"b\"\nscenario = \"s\"\nquantity = \"params_total\"\nclaimed = \"18,385,207,296\"\n",
+    )
+    .unwrap();
+    let (c, out, err) = run(&["check", p.to_str().unwrap(), "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["claims"][0]["verdict"], "CANNOT-CHECK");
+    assert!(v["claims"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("params_total"));
+    assert_eq!(v["claims"][1]["verdict"], "PASS");
+}
+
+/// Hostile input to the new commands: exit 2 with a clear message, never a panic.
+#[test]
+fn hostile_inputs_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "collective",
+                "allgathr",
+                "--array",
+                "1GB",
+                "--mesh",
+                "X=4",
+                "--hw",
+                "h100",
+            ],
+            "allgather",
+        ),
+        (
+            &[
+                "collective",
+                "allgather_Q",
+                "--array",
+                "1GB",
+                "--mesh",
+                "X=4,Y=2",
+                "--hw",
+                "h100",
+            ],
+            "not in the mesh",
+        ),
+        (
+            &[
+                "collective",
+                "allgather",
+                "--array",
+                "bf16[E_X]",
+                "--dims",
+                "E=10",
+                "--mesh",
+                "X=4",
+                "--hw",
+                "h100",
+            ],
+            "not divisible",
+        ),
+        (
+            &[
+                "collective",
+                "allgather",
+                "--array",
+                "0B",
+                "--mesh",
+                "X=0",
+                "--hw",
+                "h100",
+            ],
+            "size 0",
+        ),
+        (
+            &[
+                "collective",
+                "allgather",
+                "--array",
+                "1GB",
+                "--mesh",
+                "X=99999999999,Y=99999999999",
+                "--hw",
+                "h100",
+            ],
+            "2^64",
+        ),
+        (
+            &[
+                "collective",
+                "allgather",
+                "--array",
+                "1GB",
+                "--mesh",
+                "X=4",
+                "--hw",
+                "h10",
+            ],
+            "unknown chip",
+        ),
+        (
+            &[
+                "roofline",
+                "bf16[B, D] * bf16[D, F]",
+                "--dims",
+                "B=0,D=1,F=1",
+                "--hw",
+                "h100",
+            ],
+            "size 0",
+        ),
+        (
+            &[
+                "roofline",
+                "bf16[B, D] * bf16[D, F]",
+                "--dims",
+                "B=99999999999,D=99999999999,F=99999999999",
+                "--hw",
+                "h100",
+            ],
+            "2^64",
+        ),
+        (&["roofline", "bf16[B, D", "--hw", "h100"], "array"),
+        (&["roofline", "--hw", "h100"], "nothing to cost"),
+        (
+            &[
+                "shard",
+                "A[I_X, J_X]",
+                "--dims",
+                "I=8,J=8",
+                "--mesh",
+                "X=2",
+                "--hw",
+                "h100",
+            ],
+            "at most once",
+        ),
+        (
+            &["shard", "A[I_X]", "--dims", "I=8", "--hw", "h100"],
+            "no mesh",
+        ),
+        (
+            &["mfu", "--model", "70B", "--tokens", "1T", "--hw", "h100"],
+            "chip-hours",
+        ),
+        (
+            &[
+                "mfu",
+                "--model",
+                "70B",
+                "--tokens",
+                "0",
+                "--chip-hours",
+                "1",
+                "--hw",
+                "h100",
+            ],
+            "positive",
+        ),
+    ];
+    for (args, needle) in cases {
+        let (c, out, err) = run(args);
+        assert_eq!(c, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
