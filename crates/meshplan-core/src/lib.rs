@@ -38,6 +38,8 @@ caches, memory, and (in later modules) collectives, step times and plans.
 | X, Y, Z | mesh axis sizes | |
 */
 
+#![deny(missing_docs)]
+
 pub mod accounting;
 pub mod catalog;
 pub mod check;
