@@ -217,7 +217,7 @@ impl Mesh {
         let chips = topo.chips();
         let mut reasons = Vec::new();
         let mut notes = Vec::new();
-        let mut axes = Vec::new();
+        let axes = Vec::new();
         for a in LogicalAxis::ORDER {
             if deg.get(a) == 0 {
                 reasons.push(format!("{} degree must be at least 1", a.name()));
@@ -253,155 +253,15 @@ impl Mesh {
                 deg.ep,
             ));
         }
-        match topo {
+        let axes = match topo {
             Topology::Torus { slices, shape } => {
-                if let Some(ici) = &chip.ici {
-                    let maxc: u64 = ici.max_slice.iter().product();
-                    let sc: u64 = shape.iter().product();
-                    if sc > maxc {
-                        reasons.push(format!(
-                            "slice {} ({sc} chips) is larger than the largest {} slice {} ({maxc} chips)",
-                            fmt_shape(shape),
-                            chip.name,
-                            fmt_shape(&ici.max_slice)
-                        ));
-                    }
-                    if shape.len() as u64 != ici.torus_dims {
-                        notes.push(format!(
-                            "{} has a {}-D torus; slice {} is treated axis by axis",
-                            chip.name,
-                            ici.torus_dims,
-                            fmt_shape(shape)
-                        ));
-                    }
-                    if !ici.slice_shapes.is_empty() && !ici.slice_shapes.iter().any(|s| s == shape)
-                    {
-                        notes.push(format!(
-                            "{} is not in {}'s list of offered slice shapes",
-                            fmt_shape(shape),
-                            chip.name
-                        ));
-                    }
-                } else {
-                    reasons.push(format!("{} has no ICI; give a GPU layout", chip.name));
-                }
-                if *slices > 1 {
-                    if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
-                        if chips > m {
-                            reasons.push(format!(
-                                "{chips} chips exceed the largest multislice deployment of {m} chips"
-                            ));
-                        }
-                    }
-                    if deg.dp % slices != 0 {
-                        reasons.push(format!(
-                            "with {slices} slices over DCN, dp = {} must be a multiple of {slices}",
-                            deg.dp
-                        ));
-                    }
-                }
-                if reasons.is_empty() {
-                    let mut rem = shape.clone();
-                    let sc: u64 = shape.iter().product();
-                    for a in LogicalAxis::ORDER {
-                        let mut d = deg.get(a);
-                        if a == LogicalAxis::Ep {
-                            continue; // ep reuses data axes
-                        }
-                        if a == LogicalAxis::Dp && *slices > 1 {
-                            d /= slices;
-                        }
-                        if d <= 1 {
-                            continue;
-                        }
-                        let mut parts = vec![1u64; shape.len()];
-                        for i in (0..shape.len()).rev() {
-                            let g = gcd(d, rem[i]);
-                            if g > 1 {
-                                parts[i] = g;
-                                d /= g;
-                                rem[i] /= g;
-                            }
-                        }
-                        if d != 1 {
-                            reasons.push(format!(
-                                "{} = {} does not factor into what is left of slice {}",
-                                a.name(),
-                                deg.get(a),
-                                fmt_shape(shape)
-                            ));
-                            continue;
-                        }
-                        let p = AxisPlacement::tpu(chip, &parts, shape);
-                        axes.push(make_axis(chip, a, &parts, p));
-                    }
-                    if *slices > 1 {
-                        let p = AxisPlacement::dcn(chip, *slices, sc);
-                        axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
-                    }
-                    if deg.ep > 1 {
-                        axes.push(ep_axis(chip, &axes, deg.ep));
-                    }
-                }
+                place_torus(chip, slices, shape, deg, chips, &mut reasons, &mut notes)
             }
             Topology::Gpu {
                 nodes,
                 gpus_per_node,
-            } => {
-                let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
-                if chip.kind != ChipKind::Gpu {
-                    reasons.push(format!("{} is a TPU; give a slice shape", chip.name));
-                }
-                if *gpus_per_node > dom {
-                    reasons.push(format!(
-                        "{gpus_per_node} GPUs per node exceed {}'s NVLink domain of {dom}",
-                        chip.name
-                    ));
-                }
-                if *nodes > 1 && chip.scale_out.is_none() {
-                    reasons.push(format!(
-                        "{} nodes need a scale-out network and {} has none",
-                        nodes, chip.name
-                    ));
-                }
-                if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
-                    if chips > m {
-                        reasons.push(format!(
-                            "{chips} GPUs exceed the largest {} cluster of {m}",
-                            chip.name
-                        ));
-                    }
-                }
-                if reasons.is_empty() {
-                    let mut in_node = *gpus_per_node;
-                    let mut out = *nodes;
-                    for a in LogicalAxis::ORDER {
-                        let d = deg.get(a);
-                        if a == LogicalAxis::Ep || d <= 1 {
-                            continue;
-                        }
-                        let g = gcd(d, in_node);
-                        in_node /= g;
-                        let rest = d / g;
-                        if out % rest != 0 {
-                            reasons.push(format!(
-                                "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
-                                a.name(),
-                                in_node * g,
-                                out
-                            ));
-                            continue;
-                        }
-                        out /= rest;
-                        let p = AxisPlacement::gpu(chip, d, g);
-                        axes.push(make_axis(chip, a, &[g, rest], p));
-                    }
-                    if deg.ep > 1 {
-                        axes.push(ep_axis(chip, &axes, deg.ep));
-                    }
-                }
-            }
-        }
+            } => place_gpus(chip, nodes, gpus_per_node, deg, chips, &mut reasons),
+        };
         Mesh {
             topology: topo.clone(),
             chips,
@@ -411,6 +271,175 @@ impl Mesh {
             notes,
         }
     }
+}
+
+/// Place `deg` on `slices` TPU slices of `shape`: the axes, with reasons
+/// and notes appended.
+fn place_torus(
+    chip: &Chip,
+    slices: &u64,
+    shape: &[u64],
+    deg: Degrees,
+    chips: u64,
+    reasons: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<MeshAxis> {
+    let mut axes = Vec::new();
+    if let Some(ici) = &chip.ici {
+        let maxc: u64 = ici.max_slice.iter().product();
+        let sc: u64 = shape.iter().product();
+        if sc > maxc {
+            reasons.push(format!(
+                "slice {} ({sc} chips) is larger than the largest {} slice {} ({maxc} chips)",
+                fmt_shape(shape),
+                chip.name,
+                fmt_shape(&ici.max_slice)
+            ));
+        }
+        if shape.len() as u64 != ici.torus_dims {
+            notes.push(format!(
+                "{} has a {}-D torus; slice {} is treated axis by axis",
+                chip.name,
+                ici.torus_dims,
+                fmt_shape(shape)
+            ));
+        }
+        if !ici.slice_shapes.is_empty() && !ici.slice_shapes.iter().any(|s| s == shape) {
+            notes.push(format!(
+                "{} is not in {}'s list of offered slice shapes",
+                fmt_shape(shape),
+                chip.name
+            ));
+        }
+    } else {
+        reasons.push(format!("{} has no ICI; give a GPU layout", chip.name));
+    }
+    if *slices > 1 {
+        if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+            if chips > m {
+                reasons.push(format!(
+                    "{chips} chips exceed the largest multislice deployment of {m} chips"
+                ));
+            }
+        }
+        if deg.dp % slices != 0 {
+            reasons.push(format!(
+                "with {slices} slices over DCN, dp = {} must be a multiple of {slices}",
+                deg.dp
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        let mut rem = shape.to_vec();
+        let sc: u64 = shape.iter().product();
+        for a in LogicalAxis::ORDER {
+            let mut d = deg.get(a);
+            if a == LogicalAxis::Ep {
+                continue; // ep reuses data axes
+            }
+            if a == LogicalAxis::Dp && *slices > 1 {
+                d /= slices;
+            }
+            if d <= 1 {
+                continue;
+            }
+            let mut parts = vec![1u64; shape.len()];
+            for i in (0..shape.len()).rev() {
+                let g = gcd(d, rem[i]);
+                if g > 1 {
+                    parts[i] = g;
+                    d /= g;
+                    rem[i] /= g;
+                }
+            }
+            if d != 1 {
+                reasons.push(format!(
+                    "{} = {} does not factor into what is left of slice {}",
+                    a.name(),
+                    deg.get(a),
+                    fmt_shape(shape)
+                ));
+                continue;
+            }
+            let p = AxisPlacement::tpu(chip, &parts, shape);
+            axes.push(make_axis(chip, a, &parts, p));
+        }
+        if *slices > 1 {
+            let p = AxisPlacement::dcn(chip, *slices, sc);
+            axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
+        }
+        if deg.ep > 1 {
+            axes.push(ep_axis(chip, &axes, deg.ep));
+        }
+    }
+    axes
+}
+
+/// Place `deg` on `nodes` × `gpus_per_node` GPUs (NVLink domain first):
+/// the axes, with reasons appended.
+fn place_gpus(
+    chip: &Chip,
+    nodes: &u64,
+    gpus_per_node: &u64,
+    deg: Degrees,
+    chips: u64,
+    reasons: &mut Vec<String>,
+) -> Vec<MeshAxis> {
+    let mut axes = Vec::new();
+    let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
+    if chip.kind != ChipKind::Gpu {
+        reasons.push(format!("{} is a TPU; give a slice shape", chip.name));
+    }
+    if *gpus_per_node > dom {
+        reasons.push(format!(
+            "{gpus_per_node} GPUs per node exceed {}'s NVLink domain of {dom}",
+            chip.name
+        ));
+    }
+    if *nodes > 1 && chip.scale_out.is_none() {
+        reasons.push(format!(
+            "{} nodes need a scale-out network and {} has none",
+            nodes, chip.name
+        ));
+    }
+    if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+        if chips > m {
+            reasons.push(format!(
+                "{chips} GPUs exceed the largest {} cluster of {m}",
+                chip.name
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        let mut in_node = *gpus_per_node;
+        let mut out = *nodes;
+        for a in LogicalAxis::ORDER {
+            let d = deg.get(a);
+            if a == LogicalAxis::Ep || d <= 1 {
+                continue;
+            }
+            let g = gcd(d, in_node);
+            in_node /= g;
+            let rest = d / g;
+            if out % rest != 0 {
+                reasons.push(format!(
+                    "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
+                    a.name(),
+                    in_node * g,
+                    out
+                ));
+                continue;
+            }
+            out /= rest;
+            let p = AxisPlacement::gpu(chip, d, g);
+            axes.push(make_axis(chip, a, &[g, rest], p));
+        }
+        if deg.ep > 1 {
+            axes.push(ep_axis(chip, &axes, deg.ep));
+        }
+    }
+
+    axes
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
