@@ -129,5 +129,5 @@ pub fn model_arg(
         return Ok((arg.to_string(), None));
     }
     let text = read_file(Path::new(arg))?;
-    Ok(cat.add_model_file(&text, arg)?)
+    Ok(meshplan_core::scenario::add_model_file(cat, &text, arg)?)
 }

@@ -52,6 +52,7 @@ pub mod inference;
 pub mod memory;
 pub mod mesh;
 pub mod model;
+pub mod names;
 pub mod parallelism;
 pub mod planner;
 pub mod scenario;

@@ -412,6 +412,44 @@ impl HardwareSection {
     }
 }
 
+/// Add a model from a file's text — a Hugging Face `config.json`, a model
+/// TOML in catalog format (it has an `[arch]` table), or a scenario whose
+/// `[model]` names or describes one — findable afterwards under `path`
+/// (an alias) and its own name. Returns the catalog name and, for a
+/// scenario, the scenario.
+pub fn add_model_file(
+    cat: &mut Catalog,
+    text: &str,
+    path: &str,
+) -> Result<(String, Option<Scenario>)> {
+    let lower = path.to_ascii_lowercase();
+    let (mut m, scenario) = if lower.ends_with(".json") {
+        let stem = std::path::Path::new(path).file_stem().map_or_else(
+            || "imported".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        (crate::hf::import(text, path, &stem)?, None)
+    } else if text.lines().any(|l| l.trim_start().starts_with("[arch]")) {
+        (crate::catalog::parse_model(text, path)?, None)
+    } else {
+        let s = Scenario::parse(text, path)?;
+        if s.model.name.is_none() && !s.model.has_overrides() {
+            return Err(Error::Invalid(format!(
+                "{path}: no model found: a model file needs an [arch] table, a scenario needs a [model] section with `name` or inline hyperparameters"
+            )));
+        }
+        let m = s
+            .model
+            .resolve(cat)
+            .map_err(|e| Error::Invalid(format!("{path}: [model]: {e}")))?;
+        (m, Some(s))
+    };
+    m.aliases.push(path.to_string());
+    let name = m.name.clone();
+    cat.add_model(m);
+    Ok((name, scenario))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 pub fn parse_choice<E: FromStr + VariantNames>(what: &str, s: &str) -> Result<E> {
     let norm = s.trim().replace('_', "-");
     norm.parse().map_err(|_| {
-        let near = crate::catalog::suggestions(&norm, E::VARIANTS.iter().copied());
+        let near = crate::names::suggestions(&norm, E::VARIANTS.iter().copied());
         Error::BadValue {
             what: what.into(),
             input: s.into(),

@@ -28,6 +28,7 @@ pub mod render;
 mod report;
 pub mod rules;
 pub mod scenario;
+pub mod transfer;
 
 pub use comms::{CommEntry, CommSink, Transfer};
 pub use context::{MeshCtx, TrainCtx};
