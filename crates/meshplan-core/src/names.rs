@@ -41,3 +41,23 @@ pub fn suggestions<'a>(q: &str, names: impl Iterator<Item = &'a str>) -> Vec<Str
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, n)| n).collect()
 }
+
+/// Parse one of the enums of this module: case-insensitive, `_` taken as
+/// `-`; the error lists the accepted names and suggests the closest.
+pub fn parse_choice<E: std::str::FromStr + strum::VariantNames>(
+    what: &str,
+    s: &str,
+) -> crate::error::Result<E> {
+    let norm = s.trim().replace('_', "-");
+    norm.parse().map_err(|_| {
+        let near = crate::names::suggestions(&norm, E::VARIANTS.iter().copied());
+        crate::error::Error::BadValue {
+            what: what.into(),
+            input: s.into(),
+            expected: match near.first() {
+                Some(n) => format!("one of {} (did you mean '{n}'?)", E::VARIANTS.join(", ")),
+                None => format!("one of {}", E::VARIANTS.join(", ")),
+            },
+        }
+    })
+}
