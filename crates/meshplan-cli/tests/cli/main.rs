@@ -8,5 +8,6 @@ mod hw;
 mod infer;
 mod model;
 mod plan;
+mod snapshots;
 mod train;
 mod validate;
