@@ -1,0 +1,13 @@
+//! The CLI tests: one integration-test binary that runs the `meshplan`
+//! executable the way a user does. `harness` holds the only helpers.
+
+mod check;
+mod harness;
+mod hostile;
+mod hw;
+mod infer;
+mod model;
+mod plan;
+mod snapshots;
+mod train;
+mod validate;
