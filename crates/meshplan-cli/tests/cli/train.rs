@@ -157,12 +157,11 @@ fn expert_all_to_all_is_costed_on_the_global_array() {
     }
 }
 
-/// Bug (issue 11 review): an all-to-all's `bytes_sent_per_device` is
+/// Regression (issue 11 review): an all-to-all's `bytes_sent_per_device` is
 /// V·(N−1)/N, N times what one device sends, V·(N−1)/N² (the time uses the
 /// right figure). `meshplan train --model mixtral-8x7b --hw h100 --chips 64
 /// --batch-tokens 4M --seq-len 4096 --ep 8 --dp 64 --zero 1 --json`.
 #[test]
-#[ignore = "bug in src: collectives::cost counts an AllToAll's bytes sent per device on the global V"]
 fn expert_all_to_all_bytes_sent_per_device() {
     let v = json(&[
         "train",
