@@ -369,7 +369,7 @@ fn place_torus(
             axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
         }
         if deg.ep > 1 {
-            axes.push(ep_axis(chip, &axes, deg.ep));
+            axes.push(ep_axis(chip, &axes, deg));
         }
     }
     axes
@@ -411,21 +411,20 @@ fn place_gpus(
         }
     }
     if reasons.is_empty() {
-        let mut in_node = *gpus_per_node;
+        let split = GpuSplit::new(&deg, *gpus_per_node);
         let mut out = *nodes;
         for a in LogicalAxis::ORDER {
             let d = deg.get(a);
             if a == LogicalAxis::Ep || d <= 1 {
                 continue;
             }
-            let g = gcd(d, in_node);
-            in_node /= g;
+            let g = split.in_node(a);
             let rest = d / g;
             if out % rest != 0 {
                 reasons.push(format!(
                     "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
                     a.name(),
-                    in_node * g,
+                    split.free_before(a),
                     out
                 ));
                 continue;
@@ -435,11 +434,69 @@ fn place_gpus(
             axes.push(make_axis(chip, a, &[g, rest], p));
         }
         if deg.ep > 1 {
-            axes.push(ep_axis(chip, &axes, deg.ep));
+            axes.push(ep_axis(chip, &axes, deg));
         }
     }
 
     axes
+}
+
+/// How a GPU mesh's logical axes split between the NVLink domain and the
+/// scale-out network: axes are placed innermost first in
+/// [`LogicalAxis::ORDER`], each taking the largest divisor of its degree that
+/// fits in what the axes inside it left of the node. The one placement rule
+/// for GPUs: the mesh (and so the book evaluator) and the calibrated
+/// step-time model both read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuSplit {
+    /// Per axis in `ORDER`: (GPUs of it inside one node, GPUs per node still
+    /// free before it was placed).
+    parts: [(u64, u64); 6],
+}
+
+impl GpuSplit {
+    /// Split `deg` over nodes of `gpus_per_node` GPUs (expert parallelism
+    /// reuses the data axes: it takes no place of its own, and its group is
+    /// the data ranks beside tp in the node, then across nodes).
+    pub fn new(deg: &Degrees, gpus_per_node: u64) -> GpuSplit {
+        let mut parts = [(1, 1); 6];
+        let mut free = gpus_per_node.max(1);
+        for (i, a) in LogicalAxis::ORDER.into_iter().enumerate() {
+            let d = deg.get(a).max(1);
+            if a == LogicalAxis::Ep {
+                // the data ranks nearest in the node, beside tp
+                let beside_tp = (gpus_per_node.max(1) / parts[0].0).max(1);
+                parts[i] = (gcd(d, beside_tp), beside_tp);
+                continue;
+            }
+            let g = gcd(d, free);
+            parts[i] = (g, free);
+            free /= g;
+        }
+        GpuSplit { parts }
+    }
+    fn part(&self, a: LogicalAxis) -> (u64, u64) {
+        LogicalAxis::ORDER
+            .iter()
+            .position(|&x| x == a)
+            .map_or((1, 1), |i| self.parts[i])
+    }
+    /// GPUs of axis `a` inside one node.
+    pub fn in_node(&self, a: LogicalAxis) -> u64 {
+        self.part(a).0
+    }
+    /// GPUs per node left free by the axes placed inside `a`.
+    pub fn free_before(&self, a: LogicalAxis) -> u64 {
+        self.part(a).1
+    }
+    /// A collective group spanning the axes `group` of `deg`: (GPUs of the
+    /// group in one node, nodes it spans).
+    pub fn group(&self, deg: &Degrees, group: &[LogicalAxis]) -> (u64, u64) {
+        group.iter().fold((1, 1), |(per, nodes), &a| {
+            let g = self.in_node(a);
+            (per * g, nodes * (deg.get(a).max(1) / g))
+        })
+    }
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -472,17 +529,12 @@ fn make_axis(chip: &Chip, a: LogicalAxis, parts: &[u64], p: AxisPlacement) -> Me
 
 /// Expert parallelism reuses the data-like axes: place it on the innermost of
 /// them (cp, fsdp, dp) — on GPUs within a node when it fits.
-fn ep_axis(chip: &Chip, axes: &[MeshAxis], ep: u64) -> MeshAxis {
+fn ep_axis(chip: &Chip, axes: &[MeshAxis], deg: Degrees) -> MeshAxis {
+    let ep = deg.ep;
     let p = match chip.kind {
         ChipKind::Gpu => {
             let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
-            // GPUs per node not used by tp.
-            let tp_in = axes
-                .iter()
-                .find(|x| x.axis == LogicalAxis::Tp)
-                .map_or(1, |x| x.physical[0]);
-            let free = (dom / tp_in).max(1);
-            AxisPlacement::gpu(chip, ep, gcd(ep, free))
+            AxisPlacement::gpu(chip, ep, GpuSplit::new(&deg, dom).in_node(LogicalAxis::Ep))
         }
         ChipKind::Tpu => {
             // Use the physical parts of the data-like axes, innermost first.

@@ -18,7 +18,8 @@ fn rel(a: f64, b: f64) -> f64 {
 /// buffer as if it were the whole array. Mixtral-8x7B on one H100 node,
 /// dp 8 = ep 8, 32Ki-token batch: each GPU routes its 4,096 tokens × k = 2
 /// × D = 4,096 × 2 B = 67,108,864 B; the all-to-all's array is 8 of those,
-/// 536,870,912 B, of which each GPU sends 7/8 over NVLink (450 GB/s):
+/// 536,870,912 B; each GPU sends 7/8 of its own 67,108,864 B over NVLink
+/// (450 GB/s):
 /// 536,870,912 · 7/(8² · 450e9) = 130.5 µs per call (the old figure: 16.3 µs).
 #[test]
 fn r11_expert_all_to_all_moves_every_gpus_buffer() {
@@ -43,7 +44,7 @@ fn r11_expert_all_to_all_moves_every_gpus_buffer() {
         .find(|c| c.transfer == Transfer::EpFwd)
         .unwrap();
     assert_eq!(e.bytes.get(), 536_870_912.0);
-    assert_eq!(e.bytes_sent_per_device.get(), 536_870_912.0 * 7.0 / 8.0);
+    assert_eq!(e.bytes_sent_per_device.get(), 67_108_864.0 * 7.0 / 8.0);
     let per_call = e.seconds.get() / e.count as f64;
     assert!(
         rel(per_call, 536_870_912.0 * 7.0 / (64.0 * 450e9)) < 1e-9,

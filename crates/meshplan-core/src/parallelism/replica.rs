@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{Framework, Remat, Schedule, TrainConfig};
+use super::{Degrees, Framework, LogicalAxis, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 
@@ -138,6 +138,39 @@ impl RunSpec {
     pub fn tokens_per_step(&self) -> f64 {
         // in f64: a hostile data set's degrees must not overflow u64
         self.mbs as f64 * self.grad_acc as f64 * self.dp as f64 * self.seq_len as f64
+    }
+
+    /// The mesh degrees of this run (`dp` here counts the `fsdp` ranks too).
+    pub fn degrees(&self) -> Degrees {
+        let fsdp = self.fsdp.max(1);
+        let dp = self.dp.max(1);
+        let (dp, fsdp) = if dp % fsdp == 0 {
+            (dp / fsdp, fsdp)
+        } else {
+            (dp, 1)
+        };
+        Degrees {
+            dp,
+            fsdp,
+            tp: self.tp.max(1),
+            pp: self.pp.max(1),
+            cp: self.cp.max(1),
+            ep: self.ep.max(1),
+        }
+    }
+
+    /// The mesh axes of the groups in [`RunSpec::shard_groups`]: (shard,
+    /// replicas).
+    pub fn shard_axes(&self) -> (&'static [LogicalAxis], &'static [LogicalAxis]) {
+        use LogicalAxis::{Cp, Dp, Fsdp};
+        let (shard, _) = self.shard_groups();
+        if self.zero >= 3 {
+            (&[Cp, Fsdp, Dp], &[])
+        } else if shard > 1 {
+            (&[Fsdp], &[Cp, Dp])
+        } else {
+            (&[], &[Cp, Fsdp, Dp])
+        }
     }
 
     /// (shard, replicas) of the data-parallel ranks (dp·cp): ZeRO-3 shards

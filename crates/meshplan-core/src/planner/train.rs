@@ -324,17 +324,18 @@ struct Shared<'s, 'a> {
 impl Shared<'_, '_> {
     /// The fidelity model's step time for a fitting plan; `Err` when it
     /// cannot predict it.
-    fn predict(&self, cfg: &TrainConfig, model_flops: f64) -> Result<Option<PredEval>, ()> {
+    fn predict(&self, cfg: &TrainConfig, e: &Eval) -> Result<Option<PredEval>, ()> {
         let Some(p) = self.prof else {
             return Ok(None);
         };
         let s = self.search;
         let rs = RunSpec::from_config(&s.spec.arch, self.ctx.pc, cfg).map_err(|_| ())?;
         let (t, _) = predict_time(&rs, s.chip, &p.profile);
+        let t = t.at_least(e.lower);
         let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: t.total,
-            mfu: crate::accounting::mfu(model_flops, n, self.ctx.peak, t.total),
+            mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, t.total),
         }))
     }
 
@@ -390,7 +391,7 @@ impl Shared<'_, '_> {
             }
             let e = evaluate(&self.ctx, mesh, c, &mut NoTrace, &mut ());
             let pred = if e.fits {
-                match self.predict(&c.config(&s.base, w.deg), e.flops.model) {
+                match self.predict(&c.config(&s.base, w.deg), &e) {
                     Ok(p) => p,
                     Err(()) => {
                         acc.rejected[RejectReason::Unpredictable.index()] += 1;

@@ -158,7 +158,8 @@ pub struct Predicted {
 }
 
 /// Predict one configuration; `model_flops` is the report's model FLOPs per
-/// step (for the MFU, same convention as `mfu_at_lower_bound`).
+/// step (for the MFU, same convention as `mfu_at_lower_bound`), `floor_s` its
+/// roofline lower bound (the prediction never goes below it).
 pub fn predict_train(
     spec: &ModelSpec,
     pc: ParamCounts,
@@ -166,9 +167,11 @@ pub fn predict_train(
     cfg: &TrainConfig,
     prof: &ActiveProfile,
     model_flops: f64,
+    floor_s: f64,
 ) -> std::result::Result<Predicted, String> {
     let rs = run_spec(spec, pc, cfg)?;
     let (time, extrapolated) = predict_time(&rs, chip, &prof.profile);
+    let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;
     let c = chip.flops(cfg.compute_dtype).get();
@@ -223,7 +226,8 @@ pub fn attach(
         return;
     }
     let pc = crate::model::params::count(&spec.arch, &mut crate::trace::NoTrace);
-    match predict_train(spec, pc, chip, cfg, prof, report.flops_per_step.get()) {
+    let (flops, floor) = (report.flops_per_step.get(), report.step_time_lower_s.get());
+    match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
         Ok(p) => report.predicted = Some(p),
         Err(r) => report.prediction_note = Some(format!("prediction not available: {r}")),
     }

@@ -74,7 +74,7 @@ fn time_fields(r: &TrainReport) -> Vec<(String, String)> {
 }
 
 fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
-    vec![
+    let mut rows = vec![
         field(
             "step time predicted",
             format!(
@@ -95,7 +95,18 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
                 "within the job size the profile was fitted on"
             },
         ),
-    ]
+    ];
+    let raise = p.time_breakdown_s.floor_raise;
+    if raise > 0.0 {
+        rows.push(field(
+            "held at the lower bound",
+            format!(
+                "the calibrated overlap terms undercut the roofline lower bound by {}; the prediction is the bound",
+                Seconds::new(raise)
+            ),
+        ));
+    }
+    rows
 }
 
 fn cost_fields(r: &TrainReport) -> Vec<(String, String)> {
