@@ -162,3 +162,55 @@ fn r11_gradient_accumulation_holds_one_microbatch() {
     // the parameter count is the exact one
     assert_eq!(r.params, count(&spec.arch, &mut NoTrace).total);
 }
+
+/// Issue 14, uneven pipeline splits: Llama-3.1 405B has 126 layers, which 16
+/// stages cannot split evenly; Megatron runs it with ⌈126/16⌉ = 8 layers on the
+/// busiest stages. The plan is costed, not refused, and the stages run at the
+/// busiest one's pace: with the same FLOPs and chips, T_math on pp = 16 is
+/// (8·16/126) / (63·2/126) = 128/126 of T_math on pp = 2 (an even split).
+/// Both get a prediction, never below the roofline lower bound.
+#[test]
+fn r14_uneven_pipeline_split_is_costed_at_the_busiest_stage() {
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3.1-405b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let cfg = |pp: u64, dp: u64| TrainConfig {
+        batch_tokens: 2048 * 8192,
+        seq_len: 8192,
+        microbatches: 16,
+        sequence_parallel: true,
+        zero: 1,
+        framework: Framework::Megatron,
+        degrees: Degrees {
+            dp,
+            tp: 8,
+            pp,
+            ..Degrees::default()
+        },
+        ..TrainConfig::default()
+    };
+    let topo = Topology::gpus(2048, 8);
+    let prof = meshplan_core::training::predicted::active_profile(chip, None)
+        .unwrap()
+        .unwrap();
+    let run = |pp, dp| {
+        let r = meshplan_core::training::analyze_with(
+            spec,
+            chip,
+            &topo,
+            &cfg(pp, dp),
+            Some(&prof),
+            &mut NoTrace,
+        );
+        assert!(r.feasible, "pp {pp}: {:?}", r.reasons);
+        let p = r.predicted.as_ref().expect("predicted");
+        assert!(p.step_time_s.get() >= r.step_time_lower_s.get());
+        r.t_math_s.get()
+    };
+    let (even, uneven) = (run(2, 128), run(16, 16));
+    assert!(
+        rel(uneven / even, 128.0 / 126.0) < 1e-12,
+        "{}",
+        uneven / even
+    );
+}
