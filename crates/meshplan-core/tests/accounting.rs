@@ -59,6 +59,7 @@ fn same_mfu_in_train_plan_and_validate() {
     let prof = ActiveProfile {
         profile: base.clone(),
         origin: "test".into(),
+        transferred_from: None,
     };
     let topo = Topology::gpus(8, 8);
     let r = analyze_with(&spec, chip, &topo, &cfg, Some(&prof), &mut NoTrace);

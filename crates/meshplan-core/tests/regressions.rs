@@ -214,3 +214,64 @@ fn r14_uneven_pipeline_split_is_costed_at_the_busiest_stage() {
         uneven / even
     );
 }
+
+/// Issue 14, every catalog GPU predicted: chips without a fitted profile
+/// (H200, B200, GB200 NVL72, MI300X) get the fitted H100 profile's
+/// efficiencies with their own peak rates, and the prediction says it was
+/// not fitted on them; fitted chips say nothing of the kind. Same plan on
+/// every chip (Llama-3.1 70B, 64 GPUs, tp 8 × pp 2 × dp 4): the step is at
+/// least the chip's roofline lower bound, and a chip with more FLOP/s than
+/// the H100 at the same efficiencies is predicted faster.
+#[test]
+fn r14_every_catalog_gpu_gets_a_prediction() {
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3.1-70b").unwrap();
+    let cfg = TrainConfig {
+        batch_tokens: 512 * 8192,
+        seq_len: 8192,
+        microbatches: 8,
+        sequence_parallel: true,
+        zero: 1,
+        framework: Framework::Megatron,
+        degrees: Degrees {
+            dp: 4,
+            tp: 8,
+            pp: 2,
+            ..Degrees::default()
+        },
+        ..TrainConfig::default()
+    };
+    let mut steps = std::collections::BTreeMap::new();
+    for chip in cat.chips() {
+        if chip.kind != meshplan_core::hardware::ChipKind::Gpu {
+            continue;
+        }
+        let prof = meshplan_core::training::predicted::active_profile(chip, None)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{} has no profile", chip.name));
+        let domain = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).min(8);
+        let topo = Topology::gpus(64, domain);
+        let r = meshplan_core::training::analyze_with(
+            spec,
+            chip,
+            &topo,
+            &cfg,
+            Some(&prof),
+            &mut NoTrace,
+        );
+        let p = r
+            .predicted
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: {:?} {:?}", chip.name, r.prediction_note, r.reasons));
+        let fitted = ["h100", "a100-80gb"].contains(&chip.name.as_str());
+        assert_eq!(p.transferred_from.is_none(), fitted, "{}", chip.name);
+        assert!(
+            p.step_time_s.get() >= r.step_time_lower_s.get(),
+            "{}",
+            chip.name
+        );
+        steps.insert(chip.name.clone(), p.step_time_s.get());
+    }
+    assert!(steps["b200"] < steps["h100"], "{steps:?}");
+    assert!(steps.len() >= 6, "{steps:?}");
+}
