@@ -643,7 +643,22 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
             .map_err(err)?;
         if let Some(w) = pts.iter().find(|p| p.2 == 1) {
             let best = r.plans.iter().find(|p| p.rank == 1);
-            let label = best.map_or(String::new(), |b| b.report.mesh.clone());
+            let label = best.map_or(String::new(), |b| {
+                let d = &b.report.degrees;
+                let v: Vec<String> = [
+                    ("dp", d.dp),
+                    ("fsdp", d.fsdp),
+                    ("tp", d.tp),
+                    ("pp", d.pp),
+                    ("cp", d.cp),
+                    ("ep", d.ep),
+                ]
+                .iter()
+                .filter(|(_, x)| *x > 1)
+                .map(|(n, x)| format!("{n} {x}"))
+                .collect();
+                format!("{}, zero {}", v.join(" × "), b.zero)
+            });
             ch.draw_series(std::iter::once(Circle::new(
                 (w.0, w.1 * k),
                 8,

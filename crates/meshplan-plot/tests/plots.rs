@@ -130,11 +130,12 @@ fn pareto_front_keeps_the_non_dominated() {
 
 #[test]
 fn pareto_plot_of_a_plan_search() {
-    let sc = scenario("examples/plan/book-ch5-q3.toml");
+    // the 64-H100 workload of the train example; the planner ignores its plan
+    let sc = scenario("examples/train/llama-3-8b-h100-3d.toml");
     let req = PlanTrainRequest {
         workload: resolve_workload(&sc, Catalog::builtin(), None).unwrap(),
         objective: TrainObjective::parse("time").unwrap(),
-        top: 40,
+        top: 60,
         threads: Some(2),
         explain_rank: None,
     };
