@@ -70,6 +70,9 @@ pub struct PlanTrainArgs {
     /// Listing and derivation.
     #[command(flatten)]
     pub search: SearchArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::PlanPlotArgs,
 }
 
 /// Arguments of `meshplan plan infer`.
@@ -154,6 +157,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     let mut r = r?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;
+    crate::plot::plan_train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }
 
