@@ -6,6 +6,7 @@ mod harness;
 mod hostile;
 mod hw;
 mod infer;
+mod limits;
 mod model;
 mod plan;
 mod snapshots;

@@ -272,6 +272,11 @@ impl InferSearch<'_> {
             reasons.push("zero chips".to_string());
             return (Vec::new(), reasons);
         }
+        if let (true, Err(e)) = (exact, crate::mesh::check_chip_count(n)) {
+            reasons.push(e);
+            return (Vec::new(), reasons);
+        }
+        let n = n.min(crate::mesh::MAX_CHIPS);
         let max = self.chip.max_chips().unwrap_or(u64::MAX);
         let out: Vec<Vec<u64>> = match &self.chip.ici {
             Some(ici) if self.chip.kind == ChipKind::Tpu && !ici.slice_shapes.is_empty() => {
