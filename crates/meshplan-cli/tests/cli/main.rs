@@ -6,6 +6,7 @@ mod harness;
 mod hostile;
 mod hw;
 mod infer;
+mod json_every;
 mod limits;
 mod model;
 mod plan;
