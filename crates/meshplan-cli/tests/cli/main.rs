@@ -9,6 +9,7 @@ mod infer;
 mod json_every;
 mod limits;
 mod model;
+mod model_files;
 mod plan;
 mod snapshots;
 mod train;
