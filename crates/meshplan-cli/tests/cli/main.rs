@@ -11,6 +11,7 @@ mod limits;
 mod model;
 mod model_files;
 mod plan;
+mod polish;
 mod snapshots;
 mod train;
 mod validate;
