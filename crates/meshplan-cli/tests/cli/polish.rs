@@ -48,3 +48,47 @@ fn explain_prints_no_nan_no_type_names_no_shared_paths() {
         }
     }
 }
+
+#[test]
+fn plan_infer_reads_the_scenario_mesh_pins_the_weight_dtype_and_shows_its_tie_breaker() {
+    let (code, out, err) = run(&[
+        "plan",
+        "infer",
+        "examples/infer/ch7-q2.toml",
+        "--weights-dtype",
+        "int8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["(16 chips)", "ties by lower TPOT"]);
+    let v = crate::harness::json(&[
+        "plan",
+        "infer",
+        "examples/infer/ch7-q2.toml",
+        "--weights-dtype",
+        "int8",
+        "--json",
+    ]);
+    let plans = v["points"].as_array().expect("points");
+    assert!(!plans.is_empty());
+    for p in plans {
+        assert_eq!(p["weights_dtype"], "int8", "{p}");
+        assert_eq!(p["chips"], 16, "{p}");
+    }
+    // equal rows are ordered by the printed tie-breakers
+    for w in plans.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a["tokens_per_s_per_chip"] == b["tokens_per_s_per_chip"]
+            && a["tpot_s"] == b["tpot_s"]
+            && a["chips"] == b["chips"]
+        {
+            let key = |p: &serde_json::Value| {
+                (
+                    p["batch"].as_u64(),
+                    p["tp"].as_u64(),
+                    p["sharding"] == "2d-ws",
+                )
+            };
+            assert!(key(a) <= key(b), "{a} before {b}");
+        }
+    }
+}

@@ -44,6 +44,15 @@ pub enum InferObjective {
 }
 
 impl InferObjective {
+    /// How plans are ranked, tie-breakers included (printed in the report).
+    pub const fn ranking(self) -> &'static str {
+        match self {
+            InferObjective::Throughput => "ranked by tokens/s per chip; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Cost => "ranked by $ per million tokens; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Latency => "ranked by TPOT; ties by lower TTFT, more tokens/s per chip, smaller batch, smaller tp, then 1d before 2d-ws",
+        }
+    }
+
     /// Parse "throughput" | "cost" | "latency".
     pub fn parse(s: &str) -> crate::Result<Self> {
         crate::parallelism::parse_choice("objective", s)
@@ -434,7 +443,14 @@ impl InferSearch<'_> {
                 x => return x,
             }
         }
-        Ordering::Equal
+        // exact ties (the report says so, see InferObjective::ranking):
+        // the smaller batch, then fewer-way tensor parallelism, then 1D
+        // before 2D weight-stationary sharding
+        (a.batch, a.tp, a.sharding == Sharding::TwoDWs).cmp(&(
+            b.batch,
+            b.tp,
+            b.sharding == Sharding::TwoDWs,
+        ))
     }
 
     /// Run the search.
