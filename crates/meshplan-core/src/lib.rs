@@ -46,6 +46,8 @@ pub mod check;
 pub mod collectives;
 pub mod error;
 pub mod fidelity;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hardware;
 pub mod hf;
 pub mod inference;

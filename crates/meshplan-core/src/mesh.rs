@@ -30,6 +30,22 @@ use crate::hardware::{fmt_shape, parse_shape, Chip, ChipKind};
 pub use crate::parallelism::{Degrees, LogicalAxis};
 use crate::units::BytesPerSec;
 
+/// The most chips meshplan analyses (2^24 = 16,777,216, far beyond any
+/// cluster built): larger counts are refused rather than searched, so an
+/// absurd input answers at once instead of enumerating divisors for minutes.
+pub const MAX_CHIPS: u64 = 1 << 24;
+
+/// `Err` (a message naming the limit) when `n` chips exceed [`MAX_CHIPS`].
+pub fn check_chip_count(n: u64) -> std::result::Result<(), String> {
+    if n > MAX_CHIPS {
+        Err(format!(
+            "{n} chips is more than the {MAX_CHIPS} meshplan analyses"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Hardware the mesh is laid on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -97,24 +113,25 @@ impl Topology {
                     slices: slices.max(1),
                     shape: parse_shape(rest)?,
                 };
-                t.checked_chips()
-                    .map(|_| t)
-                    .ok_or_else(|| crate::Error::BadValue {
+                match t.checked_chips() {
+                    Some(n) if n <= MAX_CHIPS => Ok(t),
+                    _ => Err(crate::Error::BadValue {
                         what: "mesh".into(),
                         input: s.into(),
-                        expected: "at most 2^64 - 1 chips in all".into(),
-                    })
+                        expected: format!("at most {MAX_CHIPS} chips in all"),
+                    }),
+                }
             }
             ChipKind::Gpu => {
                 let v = parse_shape(s)?;
-                if v.iter()
-                    .try_fold(1u64, |acc, &x| acc.checked_mul(x))
-                    .is_none()
-                {
+                if !matches!(
+                    v.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x)),
+                    Some(n) if n <= MAX_CHIPS
+                ) {
                     return Err(crate::Error::BadValue {
                         what: "GPU mesh".into(),
                         input: s.into(),
-                        expected: "at most 2^64 - 1 GPUs in all".into(),
+                        expected: format!("at most {MAX_CHIPS} GPUs in all"),
                     });
                 }
                 let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size).max(1);

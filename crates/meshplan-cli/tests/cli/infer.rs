@@ -147,7 +147,6 @@ fn bad_inputs_have_clear_messages() {
 /// tpu-v5e --chips 8` fails with "does not offer a 8 slice" although 2x4 is
 /// offered.
 #[test]
-#[ignore = "bug in src: inference::scenario::resolve turns --chips N into the mesh [N]"]
 fn tpu_chips_pick_the_offered_slice() {
     let v = json(&[
         "infer",

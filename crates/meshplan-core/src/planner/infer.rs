@@ -44,6 +44,15 @@ pub enum InferObjective {
 }
 
 impl InferObjective {
+    /// How plans are ranked, tie-breakers included (printed in the report).
+    pub const fn ranking(self) -> &'static str {
+        match self {
+            InferObjective::Throughput => "ranked by tokens/s per chip; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Cost => "ranked by $ per million tokens; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Latency => "ranked by TPOT; ties by lower TTFT, more tokens/s per chip, smaller batch, smaller tp, then 1d before 2d-ws",
+        }
+    }
+
     /// Parse "throughput" | "cost" | "latency".
     pub fn parse(s: &str) -> crate::Result<Self> {
         crate::parallelism::parse_choice("objective", s)
@@ -272,6 +281,11 @@ impl InferSearch<'_> {
             reasons.push("zero chips".to_string());
             return (Vec::new(), reasons);
         }
+        if let (true, Err(e)) = (exact, crate::mesh::check_chip_count(n)) {
+            reasons.push(e);
+            return (Vec::new(), reasons);
+        }
+        let n = n.min(crate::mesh::MAX_CHIPS);
         let max = self.chip.max_chips().unwrap_or(u64::MAX);
         let out: Vec<Vec<u64>> = match &self.chip.ici {
             Some(ici) if self.chip.kind == ChipKind::Tpu && !ici.slice_shapes.is_empty() => {
@@ -429,7 +443,14 @@ impl InferSearch<'_> {
                 x => return x,
             }
         }
-        Ordering::Equal
+        // exact ties (the report says so, see InferObjective::ranking):
+        // the smaller batch, then fewer-way tensor parallelism, then 1D
+        // before 2D weight-stationary sharding
+        (a.batch, a.tp, a.sharding == Sharding::TwoDWs).cmp(&(
+            b.batch,
+            b.tp,
+            b.sharding == Sharding::TwoDWs,
+        ))
     }
 
     /// Run the search.
