@@ -264,7 +264,7 @@ def plan_infer(
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
     max_chips: Optional[int] = None,
-    objective: str = "cost",
+    objective: str = "throughput",
     top: int = 10,
     ttft_slo: Optional[float] = None,
     tpot_slo: Optional[float] = None,
@@ -272,7 +272,8 @@ def plan_infer(
     **sections: Mapping[str, Any],
 ) -> PlanInferReport:
     """``meshplan plan infer``: serving plans (slice, Y, Z, dtypes, B) meeting
-    the TTFT/TPOT SLOs (seconds), ranked by ``objective``."""
+    the TTFT/TPOT SLOs (seconds), ranked by ``objective`` (throughput | cost |
+    latency; the CLI's default is throughput)."""
     text = _native.plan_infer(
         _path(scenario),
         _overrides(model, chip, chips, mesh, sections),

@@ -11,11 +11,10 @@ use meshplan_core::check::{check as check_claims, parse_claims};
 use meshplan_core::fidelity::report::{load_dataset, validate as validate_runs, Thresholds};
 use meshplan_core::hardware::report::hw_report;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
-use meshplan_core::mesh::Topology;
 use meshplan_core::model::report::{model_report, ModelQuery};
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, InferObjective,
-    InferSearch, PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train as core_plan_train, InferObjective, InferSearch,
+    PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
@@ -212,7 +211,7 @@ fn plan_train(
 
 /// `meshplan plan infer --json`.
 #[pyfunction]
-#[pyo3(signature = (scenario_path, overrides, max_chips=None, objective="cost", top=10, ttft_slo=None, tpot_slo=None, threads=None))]
+#[pyo3(signature = (scenario_path, overrides, max_chips=None, objective="throughput", top=10, ttft_slo=None, tpot_slo=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan_infer(
     scenario_path: Option<&str>,
@@ -228,32 +227,11 @@ fn plan_infer(
     let cat = catalog();
     let spec = sc.model.resolve(cat).map_err(e)?;
     let chip = sc.hardware.resolve_chip(cat).map_err(e)?;
-    let budget = match max_chips {
-        Some(c) => ChipBudget::AtMost(c),
-        None => match (&sc.hardware.mesh, sc.hardware.chips) {
-            (Some(m), _) => ChipBudget::Exactly(Topology::parse(&chip, m).map_err(e)?.chips()),
-            (None, Some(n)) => ChipBudget::Exactly(n.0),
-            (None, None) => return Err(e("give --chips N, --mesh SHAPE or --max-chips N")),
-        },
-    };
-    let inf = &sc.inference;
-    let mut s = InferSearch::new(&spec, &chip, budget);
-    s.prompt_len = inf.prompt_len.map_or(2048, |c| c.0);
-    s.gen_len = inf.gen_len.map_or(512, |c| c.0);
-    if s.prompt_len == 0 || s.gen_len == 0 {
-        return Err(e("--prompt-len and --gen-len must be at least 1"));
-    }
-    if let Some(d) = &inf.weights_dtype {
-        s.weights_dtypes = vec![DType::parse(d).map_err(e)?];
-    }
-    if let Some(d) = &inf.kv_dtype {
-        s.kv_dtypes = vec![DType::parse(d).map_err(e)?];
-    }
+    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, max_chips).map_err(e)?;
     s.ttft_slo = ttft_slo;
     s.tpot_slo = tpot_slo;
     s.objective = InferObjective::parse(objective).map_err(e)?;
     s.top_k = top.max(1);
-    s.mfu = inf.mfu.unwrap_or(1.0);
     s.threads = threads;
     let r = core_plan_infer(&s, top, None).map_err(e)?;
     json(&r)

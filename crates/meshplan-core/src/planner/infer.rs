@@ -577,3 +577,53 @@ fn point_of(r: &InferReport, l: &Layout) -> InferPoint {
         meets_slo: true,
     }
 }
+
+impl<'a> InferSearch<'a> {
+    /// The search a scenario asks for: `max_chips` (any slice up to it), else
+    /// exactly the chips of the scenario's mesh or chip count; its request
+    /// lengths (default 2,048 prompt + 512 generated tokens), pinned dtypes
+    /// and MFU. The CLI and the Python package both start here; SLOs,
+    /// objective and listing are theirs to set.
+    pub fn from_scenario(
+        sc: &crate::scenario::Scenario,
+        spec: &'a ModelSpec,
+        chip: &'a Chip,
+        max_chips: Option<u64>,
+    ) -> crate::Result<InferSearch<'a>> {
+        let bad = |input: &str, expected: &str| crate::Error::BadValue {
+            what: "the serving search".into(),
+            input: input.into(),
+            expected: expected.into(),
+        };
+        let budget =
+            match (max_chips, &sc.hardware.mesh, sc.hardware.chips) {
+                (Some(c), _, _) => ChipBudget::AtMost(c),
+                (None, Some(m), _) => {
+                    ChipBudget::Exactly(crate::mesh::Topology::parse(chip, m)?.chips())
+                }
+                (None, None, Some(n)) => ChipBudget::Exactly(n.0),
+                (None, None, None) => return Err(bad(
+                    "(none given)",
+                    "chips: --chips N, --mesh SHAPE or --max-chips N, or the scenario's [hardware]",
+                )),
+            };
+        let inf = &sc.inference;
+        let mut s = InferSearch::new(spec, chip, budget);
+        s.prompt_len = inf.prompt_len.map_or(2048, |c| c.0);
+        s.gen_len = inf.gen_len.map_or(512, |c| c.0);
+        if s.prompt_len == 0 || s.gen_len == 0 {
+            return Err(bad(
+                "a zero length",
+                "prompt and generated lengths of at least 1",
+            ));
+        }
+        if let Some(d) = &inf.weights_dtype {
+            s.weights_dtypes = vec![DType::parse(d)?];
+        }
+        if let Some(d) = &inf.kv_dtype {
+            s.kv_dtypes = vec![DType::parse(d)?];
+        }
+        s.mfu = inf.mfu.unwrap_or(1.0);
+        Ok(s)
+    }
+}
