@@ -49,7 +49,16 @@ impl TargetArgs {
     pub fn load(&self, cat: &mut Catalog) -> Result<Scenario> {
         let mut sc = scenario(self.scenario.as_deref())?;
         if let Some(m) = &self.model {
+            // --model replaces the scenario's model, a [model] file included
+            sc.model.file = None;
             sc.model.name = Some(io::model_arg(cat, m)?.0);
+        } else if let Some(p) = &self.scenario {
+            meshplan_core::scenario::load_model_file(
+                cat,
+                &mut sc,
+                &p.display().to_string(),
+                &mut io::read_for_core,
+            )?;
         }
         if let Some(h) = &self.hw {
             sc.hardware.chip = Some(h.clone());

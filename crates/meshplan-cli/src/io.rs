@@ -129,5 +129,15 @@ pub fn model_arg(
         return Ok((arg.to_string(), None));
     }
     let text = read_file(Path::new(arg))?;
-    Ok(cat.add_model_file(&text, arg)?)
+    Ok(meshplan_core::scenario::add_model_file_with(
+        cat,
+        &text,
+        arg,
+        &mut read_for_core,
+    )?)
+}
+
+/// [`read_file`] for `meshplan-core`'s callbacks: the error as one line.
+pub fn read_for_core(p: &str) -> std::result::Result<String, String> {
+    read_file(Path::new(p)).map_err(|e| format!("{e:#}"))
 }

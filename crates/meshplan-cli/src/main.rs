@@ -39,6 +39,7 @@ mod args;
 mod cmd;
 mod io;
 mod output;
+mod plot;
 
 /// Exact, fast scaling arithmetic for transformers: parameters, FLOPs,
 /// memory, collectives, step times — with the derivation in the book's

@@ -20,46 +20,8 @@ use crate::model::ModelSpec;
 
 include!(concat!(env!("OUT_DIR"), "/catalog_files.rs"));
 
-/// Normalise a name for matching: lowercase, `_`/space → `-`.
-pub fn normalize(s: &str) -> String {
-    let s: String = s
-        .trim()
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c == '_' || c == ' ' { '-' } else { c })
-        .collect();
-    s.split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
-/// Like [`normalize`] but also drops separators and dots ("llama2-7b" ≈ "llama-2-7b").
-fn loose(s: &str) -> String {
-    normalize(s)
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '@')
-        .collect()
-}
-
-/// Closest names to `q` among `names`, best first (at most 3).
-pub fn suggestions<'a>(q: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let q = loose(q);
-    let mut scored: Vec<(f64, String)> = names
-        .map(|n| {
-            let l = loose(n);
-            let mut s = strsim::jaro_winkler(&q, &l);
-            if !q.is_empty() && (l.contains(&q) || q.contains(&l)) {
-                s += 0.2;
-            }
-            (s, n.to_string())
-        })
-        .filter(|(s, _)| *s > 0.7)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(3).map(|(_, n)| n).collect()
-}
+use crate::names::loose;
+pub use crate::names::{normalize, suggestions};
 
 /// Deep-merge `over` into `base` (tables merge, other values replace).
 fn merge(base: &mut toml::Value, over: &toml::Value) {
@@ -202,43 +164,10 @@ impl Catalog {
         Ok(self.models.last().expect("just pushed"))
     }
 
-    /// Add a model from a file's text — a Hugging Face `config.json`, a model
-    /// TOML in catalog format (it has an `[arch]` table), or a scenario whose
-    /// `[model]` names or describes one — findable afterwards under `path`
-    /// (an alias) and its own name. Returns the catalog name and, for a
-    /// scenario, the scenario.
-    pub fn add_model_file(
-        &mut self,
-        text: &str,
-        path: &str,
-    ) -> Result<(String, Option<crate::scenario::Scenario>)> {
-        let lower = path.to_ascii_lowercase();
-        let (mut m, scenario) = if lower.ends_with(".json") {
-            let stem = std::path::Path::new(path).file_stem().map_or_else(
-                || "imported".to_string(),
-                |s| s.to_string_lossy().into_owned(),
-            );
-            (crate::hf::import(text, path, &stem)?, None)
-        } else if text.lines().any(|l| l.trim_start().starts_with("[arch]")) {
-            (parse_model(text, path)?, None)
-        } else {
-            let s = crate::scenario::Scenario::parse(text, path)?;
-            if s.model.name.is_none() && !s.model.has_overrides() {
-                return Err(Error::Invalid(format!(
-                    "{path}: no model found: a model file needs an [arch] table, a scenario needs a [model] section with `name` or inline hyperparameters"
-                )));
-            }
-            let m = s
-                .model
-                .resolve(self)
-                .map_err(|e| Error::Invalid(format!("{path}: [model]: {e}")))?;
-            (m, Some(s))
-        };
-        m.aliases.push(path.to_string());
-        let name = m.name.clone();
+    /// Add (or replace) a model; it is found afterwards by its name and aliases.
+    pub fn add_model(&mut self, m: ModelSpec) {
         self.models.retain(|x| x.name != m.name);
         self.models.push(m);
-        Ok((name, scenario))
     }
 
     /// Add (or replace) a chip (and its `@book` variant) from TOML text.

@@ -202,6 +202,211 @@ fn window(c: &Cfg, global_every: u64) -> Result<Option<SlidingWindow>> {
     })
 }
 
+/// `model_type` "llama" | "mistral" | "phi3".
+fn llama_like(c: &Cfg, mt: &str) -> Result<Arch> {
+    let mut a = standard_base(c)?;
+    a.d_ff = c.u("intermediate_size")?;
+    attention_bias(c, &mut a, false)?;
+    a.mlp_bias = c.b_or("mlp_bias", false)?;
+    if mt != "llama" {
+        a.sliding_window = window(c, 0)?;
+    }
+    Ok(a)
+}
+
+/// `model_type` "mixtral".
+fn mixtral(c: &Cfg) -> Result<Arch> {
+    let mut a = standard_base(c)?;
+    a.d_ff = c.u("intermediate_size")?;
+    a.moe = Some(Moe {
+        n_experts: c.u("num_local_experts")?,
+        top_k: c.u("num_experts_per_tok")?,
+        d_ff_expert: a.d_ff,
+        n_shared_experts: 0,
+        d_ff_shared: 0,
+        first_dense_layers: 0,
+        router_bias: false,
+    });
+    a.sliding_window = window(c, 0)?;
+    Ok(a)
+}
+
+/// `model_type` "qwen2" | "qwen3" | "qwen3_moe".
+fn qwen(c: &Cfg, mt: &str) -> Result<Arch> {
+    let mut a = standard_base(c)?;
+    a.d_ff = c.u_or("intermediate_size", 0)?;
+    if mt == "qwen2" {
+        // Qwen2 always has q/k/v biases and none on o_proj.
+        a.qkv_bias = true;
+    } else {
+        attention_bias(c, &mut a, false)?;
+        a.qk_norm = true;
+    }
+    if c.b_or("use_sliding_window", false)? {
+        a.sliding_window = window(c, 0)?;
+    }
+    if mt == "qwen3_moe" {
+        let dense = match c.get("mlp_only_layers") {
+            Some(Value::Array(xs)) => xs.len() as u64,
+            _ => 0,
+        };
+        if c.u_or("decoder_sparse_step", 1)? != 1 || dense > 0 {
+            return Err(c.err(
+                "decoder_sparse_step",
+                "only configs where every layer is MoE (decoder_sparse_step = 1, no mlp_only_layers) are supported",
+            ));
+        }
+        a.moe = Some(Moe {
+            n_experts: c.u("num_experts")?,
+            top_k: c.u("num_experts_per_tok")?,
+            d_ff_expert: c.u("moe_intermediate_size")?,
+            n_shared_experts: 0,
+            d_ff_shared: 0,
+            first_dense_layers: 0,
+            router_bias: false,
+        });
+    }
+    Ok(a)
+}
+
+/// `model_type` "gemma2" | "gemma3" | "gemma3_text".
+fn gemma(c: &Cfg, mt: &str) -> Result<Arch> {
+    // Gemma configs leave keys at their transformers defaults (the
+    // gemma-3-27b `text_config` has no vocab_size, for instance):
+    // Gemma2Config / Gemma3TextConfig defaults apply when absent.
+    let gemma3 = mt != "gemma2";
+    let n = heads(c, "num_attention_heads")?;
+    let mut a = skeleton(
+        c.u("num_hidden_layers")?,
+        c.u("hidden_size")?,
+        n,
+        c.u_or("num_key_value_heads", n)?,
+        c.u_or("head_dim", 256)?,
+        c.u_or("vocab_size", if gemma3 { 262_208 } else { 256_000 })?,
+        c.b_or("tie_word_embeddings", true)?,
+    );
+    a.d_ff = c.u("intermediate_size")?;
+    a.norms_per_layer = 4;
+    attention_bias(c, &mut a, false)?;
+    let w = c.u_or("sliding_window", 4096)?;
+    if gemma3 {
+        a.qk_norm = true;
+        // Layer i (0-based) is local unless (i+1) % pattern == 0.
+        let every = match c.get("layer_types") {
+            Some(t) => pattern_from_layer_types(c, t)?,
+            None => c.u_or("sliding_window_pattern", 6)?,
+        };
+        if every == 0 {
+            return Err(c.err("sliding_window_pattern", "must be at least 1"));
+        }
+        a.sliding_window = Some(SlidingWindow {
+            window: w,
+            global_every: every,
+        });
+    } else {
+        // Gemma-2: even (0-based) layers are local, odd ones global.
+        a.sliding_window = Some(SlidingWindow {
+            window: w,
+            global_every: 2,
+        });
+    }
+    Ok(a)
+}
+
+/// `model_type` "deepseek_v3".
+fn deepseek_v3(c: &Cfg, notes: &mut Vec<&'static str>) -> Result<Arch> {
+    // MLA: head widths come from the q/k/v head dims, not hidden / heads,
+    // and num_key_value_heads is irrelevant.
+    let n = heads(c, "num_attention_heads")?;
+    let mut a = skeleton(
+        c.u("num_hidden_layers")?,
+        c.u("hidden_size")?,
+        n,
+        n,
+        1,
+        c.u("vocab_size")?,
+        c.b_or("tie_word_embeddings", false)?,
+    );
+    a.d_ff = c.u("intermediate_size")?;
+    if c.u_or("moe_layer_freq", 1)? != 1 {
+        return Err(c.err(
+            "moe_layer_freq",
+            "only configs where every layer after first_k_dense_replace is MoE (moe_layer_freq = 1) are supported",
+        ));
+    }
+    let mla = Mla {
+        q_lora_rank: c.u_or("q_lora_rank", 0)?,
+        kv_lora_rank: c.u("kv_lora_rank")?,
+        qk_nope_head_dim: c.u("qk_nope_head_dim")?,
+        qk_rope_head_dim: c.u("qk_rope_head_dim")?,
+        v_head_dim: c.u("v_head_dim")?,
+    };
+    // Sums of head dims must fit before Arch::validate sees them.
+    for (k, x, y) in [
+        (
+            "qk_rope_head_dim",
+            mla.qk_nope_head_dim,
+            mla.qk_rope_head_dim,
+        ),
+        ("qk_rope_head_dim", mla.kv_lora_rank, mla.qk_rope_head_dim),
+        ("v_head_dim", mla.qk_nope_head_dim, mla.v_head_dim),
+    ] {
+        if x.checked_add(y).is_none() {
+            return Err(c.err(k, "overflows; check the hyperparameters"));
+        }
+    }
+    a.d_head = mla.v_head_dim;
+    a.mla = Some(mla);
+    a.qkv_bias = false;
+    let router_bias = c
+        .get("topk_method")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m == "noaux_tc");
+    a.moe = Some(Moe {
+        n_experts: c.u("n_routed_experts")?,
+        top_k: c.u("num_experts_per_tok")?,
+        d_ff_expert: c.u("moe_intermediate_size")?,
+        n_shared_experts: c.u_or("n_shared_experts", 0)?,
+        d_ff_shared: 0,
+        first_dense_layers: c.u_or("first_k_dense_replace", 0)?,
+        router_bias,
+    });
+    if c.u_or("num_nextn_predict_layers", 0)? > 0 {
+        notes.push("multi-token-prediction layers are not counted (as in the published 671B)");
+    }
+    Ok(a)
+}
+
+/// `model_type` "gpt2".
+fn gpt2(c: &Cfg) -> Result<Arch> {
+    let mut a = base(c, "n_embd", "n_layer", "n_head", "vocab_size")?;
+    a.n_kv_heads = a.n_heads;
+    a.d_head = a.d_model / a.n_heads;
+    // Saturating: an absurd n_embd must reach validate(), not overflow here.
+    a.d_ff = c.u_or("n_inner", a.d_model.saturating_mul(4))?;
+    a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
+    a.mlp = MlpKind::Plain;
+    a.norm = NormKind::Layer;
+    a.qkv_bias = true;
+    a.attn_out_bias = true;
+    a.mlp_bias = true;
+    a.learned_pos_emb = c.u("n_positions")?;
+    Ok(a)
+}
+
+/// `model_type` "gpt_neox".
+fn gpt_neox(c: &Cfg) -> Result<Arch> {
+    let mut a = standard_base(c)?;
+    a.n_kv_heads = a.n_heads;
+    a.d_head = a.d_model / a.n_heads;
+    a.d_ff = c.u("intermediate_size")?;
+    a.mlp = MlpKind::Plain;
+    a.norm = NormKind::Layer;
+    attention_bias(c, &mut a, true)?;
+    a.mlp_bias = true;
+    Ok(a)
+}
+
 /// Import a `config.json` (text) as a model spec named `name`.
 pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
     let root: Value = from_json(src, file)?;
@@ -240,199 +445,13 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
         start,
     };
     let mut a = match model_type.as_str() {
-        "llama" | "mistral" | "phi3" => {
-            let mut a = standard_base(&c)?;
-            a.d_ff = c.u("intermediate_size")?;
-            attention_bias(&c, &mut a, false)?;
-            a.mlp_bias = c.b_or("mlp_bias", false)?;
-            if model_type != "llama" {
-                a.sliding_window = window(&c, 0)?;
-            }
-            a
-        }
-        "mixtral" => {
-            let mut a = standard_base(&c)?;
-            a.d_ff = c.u("intermediate_size")?;
-            a.moe = Some(Moe {
-                n_experts: c.u("num_local_experts")?,
-                top_k: c.u("num_experts_per_tok")?,
-                d_ff_expert: a.d_ff,
-                n_shared_experts: 0,
-                d_ff_shared: 0,
-                first_dense_layers: 0,
-                router_bias: false,
-            });
-            a.sliding_window = window(&c, 0)?;
-            a
-        }
-        "qwen2" | "qwen3" | "qwen3_moe" => {
-            let mut a = standard_base(&c)?;
-            a.d_ff = c.u_or("intermediate_size", 0)?;
-            if model_type == "qwen2" {
-                // Qwen2 always has q/k/v biases and none on o_proj.
-                a.qkv_bias = true;
-            } else {
-                attention_bias(&c, &mut a, false)?;
-                a.qk_norm = true;
-            }
-            if c.b_or("use_sliding_window", false)? {
-                a.sliding_window = window(&c, 0)?;
-            }
-            if model_type == "qwen3_moe" {
-                let dense = match c.get("mlp_only_layers") {
-                    Some(Value::Array(xs)) => xs.len() as u64,
-                    _ => 0,
-                };
-                if c.u_or("decoder_sparse_step", 1)? != 1 || dense > 0 {
-                    return Err(c.err(
-                        "decoder_sparse_step",
-                        "only configs where every layer is MoE (decoder_sparse_step = 1, no mlp_only_layers) are supported",
-                    ));
-                }
-                a.moe = Some(Moe {
-                    n_experts: c.u("num_experts")?,
-                    top_k: c.u("num_experts_per_tok")?,
-                    d_ff_expert: c.u("moe_intermediate_size")?,
-                    n_shared_experts: 0,
-                    d_ff_shared: 0,
-                    first_dense_layers: 0,
-                    router_bias: false,
-                });
-            }
-            a
-        }
-        "gemma2" | "gemma3" | "gemma3_text" => {
-            // Gemma configs leave keys at their transformers defaults (the
-            // gemma-3-27b `text_config` has no vocab_size, for instance):
-            // Gemma2Config / Gemma3TextConfig defaults apply when absent.
-            let gemma3 = model_type != "gemma2";
-            let n = heads(&c, "num_attention_heads")?;
-            let mut a = skeleton(
-                c.u("num_hidden_layers")?,
-                c.u("hidden_size")?,
-                n,
-                c.u_or("num_key_value_heads", n)?,
-                c.u_or("head_dim", 256)?,
-                c.u_or("vocab_size", if gemma3 { 262_208 } else { 256_000 })?,
-                c.b_or("tie_word_embeddings", true)?,
-            );
-            a.d_ff = c.u("intermediate_size")?;
-            a.norms_per_layer = 4;
-            attention_bias(&c, &mut a, false)?;
-            let w = c.u_or("sliding_window", 4096)?;
-            if gemma3 {
-                a.qk_norm = true;
-                // Layer i (0-based) is local unless (i+1) % pattern == 0.
-                let every = match c.get("layer_types") {
-                    Some(t) => pattern_from_layer_types(&c, t)?,
-                    None => c.u_or("sliding_window_pattern", 6)?,
-                };
-                if every == 0 {
-                    return Err(c.err("sliding_window_pattern", "must be at least 1"));
-                }
-                a.sliding_window = Some(SlidingWindow {
-                    window: w,
-                    global_every: every,
-                });
-            } else {
-                // Gemma-2: even (0-based) layers are local, odd ones global.
-                a.sliding_window = Some(SlidingWindow {
-                    window: w,
-                    global_every: 2,
-                });
-            }
-            a
-        }
-        "deepseek_v3" => {
-            // MLA: head widths come from the q/k/v head dims, not hidden / heads,
-            // and num_key_value_heads is irrelevant.
-            let n = heads(&c, "num_attention_heads")?;
-            let mut a = skeleton(
-                c.u("num_hidden_layers")?,
-                c.u("hidden_size")?,
-                n,
-                n,
-                1,
-                c.u("vocab_size")?,
-                c.b_or("tie_word_embeddings", false)?,
-            );
-            a.d_ff = c.u("intermediate_size")?;
-            if c.u_or("moe_layer_freq", 1)? != 1 {
-                return Err(c.err(
-                    "moe_layer_freq",
-                    "only configs where every layer after first_k_dense_replace is MoE (moe_layer_freq = 1) are supported",
-                ));
-            }
-            let mla = Mla {
-                q_lora_rank: c.u_or("q_lora_rank", 0)?,
-                kv_lora_rank: c.u("kv_lora_rank")?,
-                qk_nope_head_dim: c.u("qk_nope_head_dim")?,
-                qk_rope_head_dim: c.u("qk_rope_head_dim")?,
-                v_head_dim: c.u("v_head_dim")?,
-            };
-            // Sums of head dims must fit before Arch::validate sees them.
-            for (k, x, y) in [
-                (
-                    "qk_rope_head_dim",
-                    mla.qk_nope_head_dim,
-                    mla.qk_rope_head_dim,
-                ),
-                ("qk_rope_head_dim", mla.kv_lora_rank, mla.qk_rope_head_dim),
-                ("v_head_dim", mla.qk_nope_head_dim, mla.v_head_dim),
-            ] {
-                if x.checked_add(y).is_none() {
-                    return Err(c.err(k, "overflows; check the hyperparameters"));
-                }
-            }
-            a.d_head = mla.v_head_dim;
-            a.mla = Some(mla);
-            a.qkv_bias = false;
-            let router_bias = c
-                .get("topk_method")
-                .and_then(Value::as_str)
-                .is_some_and(|m| m == "noaux_tc");
-            a.moe = Some(Moe {
-                n_experts: c.u("n_routed_experts")?,
-                top_k: c.u("num_experts_per_tok")?,
-                d_ff_expert: c.u("moe_intermediate_size")?,
-                n_shared_experts: c.u_or("n_shared_experts", 0)?,
-                d_ff_shared: 0,
-                first_dense_layers: c.u_or("first_k_dense_replace", 0)?,
-                router_bias,
-            });
-            if c.u_or("num_nextn_predict_layers", 0)? > 0 {
-                notes.push(
-                    "multi-token-prediction layers are not counted (as in the published 671B)",
-                );
-            }
-            a
-        }
-        "gpt2" => {
-            let mut a = base(&c, "n_embd", "n_layer", "n_head", "vocab_size")?;
-            a.n_kv_heads = a.n_heads;
-            a.d_head = a.d_model / a.n_heads;
-            // Saturating: an absurd n_embd must reach validate(), not overflow here.
-            a.d_ff = c.u_or("n_inner", a.d_model.saturating_mul(4))?;
-            a.tied_embeddings = c.b_or("tie_word_embeddings", true)?;
-            a.mlp = MlpKind::Plain;
-            a.norm = NormKind::Layer;
-            a.qkv_bias = true;
-            a.attn_out_bias = true;
-            a.mlp_bias = true;
-            a.learned_pos_emb = c.u("n_positions")?;
-            a
-        }
-        "gpt_neox" => {
-            let mut a = standard_base(&c)?;
-            a.n_kv_heads = a.n_heads;
-            a.d_head = a.d_model / a.n_heads;
-            a.d_ff = c.u("intermediate_size")?;
-            a.mlp = MlpKind::Plain;
-            a.norm = NormKind::Layer;
-            attention_bias(&c, &mut a, true)?;
-            a.mlp_bias = true;
-            a
-        }
+        "llama" | "mistral" | "phi3" => llama_like(&c, &model_type)?,
+        "mixtral" => mixtral(&c)?,
+        "qwen2" | "qwen3" | "qwen3_moe" => qwen(&c, &model_type)?,
+        "gemma2" | "gemma3" | "gemma3_text" => gemma(&c, &model_type)?,
+        "deepseek_v3" => deepseek_v3(&c, &mut notes)?,
+        "gpt2" => gpt2(&c)?,
+        "gpt_neox" => gpt_neox(&c)?,
         other => {
             return Err(Error::UnsupportedModelType {
                 model_type: other.into(),

@@ -38,12 +38,16 @@ caches, memory, and (in later modules) collectives, step times and plans.
 | X, Y, Z | mesh axis sizes | |
 */
 
+#![deny(missing_docs)]
+
 pub mod accounting;
 pub mod catalog;
 pub mod check;
 pub mod collectives;
 pub mod error;
 pub mod fidelity;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hardware;
 pub mod hf;
 pub mod inference;
@@ -51,6 +55,7 @@ pub mod memory;
 pub mod mesh;
 pub mod mfu;
 pub mod model;
+pub mod names;
 pub mod parallelism;
 pub mod planner;
 pub mod roofline;

@@ -30,6 +30,22 @@ use crate::hardware::{fmt_shape, parse_shape, Chip, ChipKind};
 pub use crate::parallelism::{Degrees, LogicalAxis};
 use crate::units::BytesPerSec;
 
+/// The most chips meshplan analyses (2^24 = 16,777,216, far beyond any
+/// cluster built): larger counts are refused rather than searched, so an
+/// absurd input answers at once instead of enumerating divisors for minutes.
+pub const MAX_CHIPS: u64 = 1 << 24;
+
+/// `Err` (a message naming the limit) when `n` chips exceed [`MAX_CHIPS`].
+pub fn check_chip_count(n: u64) -> std::result::Result<(), String> {
+    if n > MAX_CHIPS {
+        Err(format!(
+            "{n} chips is more than the {MAX_CHIPS} meshplan analyses"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Hardware the mesh is laid on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -97,24 +113,25 @@ impl Topology {
                     slices: slices.max(1),
                     shape: parse_shape(rest)?,
                 };
-                t.checked_chips()
-                    .map(|_| t)
-                    .ok_or_else(|| crate::Error::BadValue {
+                match t.checked_chips() {
+                    Some(n) if n <= MAX_CHIPS => Ok(t),
+                    _ => Err(crate::Error::BadValue {
                         what: "mesh".into(),
                         input: s.into(),
-                        expected: "at most 2^64 - 1 chips in all".into(),
-                    })
+                        expected: format!("at most {MAX_CHIPS} chips in all"),
+                    }),
+                }
             }
             ChipKind::Gpu => {
                 let v = parse_shape(s)?;
-                if v.iter()
-                    .try_fold(1u64, |acc, &x| acc.checked_mul(x))
-                    .is_none()
-                {
+                if !matches!(
+                    v.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x)),
+                    Some(n) if n <= MAX_CHIPS
+                ) {
                     return Err(crate::Error::BadValue {
                         what: "GPU mesh".into(),
                         input: s.into(),
-                        expected: "at most 2^64 - 1 GPUs in all".into(),
+                        expected: format!("at most {MAX_CHIPS} GPUs in all"),
                     });
                 }
                 let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size).max(1);
@@ -217,7 +234,7 @@ impl Mesh {
         let chips = topo.chips();
         let mut reasons = Vec::new();
         let mut notes = Vec::new();
-        let mut axes = Vec::new();
+        let axes = Vec::new();
         for a in LogicalAxis::ORDER {
             if deg.get(a) == 0 {
                 reasons.push(format!("{} degree must be at least 1", a.name()));
@@ -253,155 +270,15 @@ impl Mesh {
                 deg.ep,
             ));
         }
-        match topo {
+        let axes = match topo {
             Topology::Torus { slices, shape } => {
-                if let Some(ici) = &chip.ici {
-                    let maxc: u64 = ici.max_slice.iter().product();
-                    let sc: u64 = shape.iter().product();
-                    if sc > maxc {
-                        reasons.push(format!(
-                            "slice {} ({sc} chips) is larger than the largest {} slice {} ({maxc} chips)",
-                            fmt_shape(shape),
-                            chip.name,
-                            fmt_shape(&ici.max_slice)
-                        ));
-                    }
-                    if shape.len() as u64 != ici.torus_dims {
-                        notes.push(format!(
-                            "{} has a {}-D torus; slice {} is treated axis by axis",
-                            chip.name,
-                            ici.torus_dims,
-                            fmt_shape(shape)
-                        ));
-                    }
-                    if !ici.slice_shapes.is_empty() && !ici.slice_shapes.iter().any(|s| s == shape)
-                    {
-                        notes.push(format!(
-                            "{} is not in {}'s list of offered slice shapes",
-                            fmt_shape(shape),
-                            chip.name
-                        ));
-                    }
-                } else {
-                    reasons.push(format!("{} has no ICI; give a GPU layout", chip.name));
-                }
-                if *slices > 1 {
-                    if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
-                        if chips > m {
-                            reasons.push(format!(
-                                "{chips} chips exceed the largest multislice deployment of {m} chips"
-                            ));
-                        }
-                    }
-                    if deg.dp % slices != 0 {
-                        reasons.push(format!(
-                            "with {slices} slices over DCN, dp = {} must be a multiple of {slices}",
-                            deg.dp
-                        ));
-                    }
-                }
-                if reasons.is_empty() {
-                    let mut rem = shape.clone();
-                    let sc: u64 = shape.iter().product();
-                    for a in LogicalAxis::ORDER {
-                        let mut d = deg.get(a);
-                        if a == LogicalAxis::Ep {
-                            continue; // ep reuses data axes
-                        }
-                        if a == LogicalAxis::Dp && *slices > 1 {
-                            d /= slices;
-                        }
-                        if d <= 1 {
-                            continue;
-                        }
-                        let mut parts = vec![1u64; shape.len()];
-                        for i in (0..shape.len()).rev() {
-                            let g = gcd(d, rem[i]);
-                            if g > 1 {
-                                parts[i] = g;
-                                d /= g;
-                                rem[i] /= g;
-                            }
-                        }
-                        if d != 1 {
-                            reasons.push(format!(
-                                "{} = {} does not factor into what is left of slice {}",
-                                a.name(),
-                                deg.get(a),
-                                fmt_shape(shape)
-                            ));
-                            continue;
-                        }
-                        let p = AxisPlacement::tpu(chip, &parts, shape);
-                        axes.push(make_axis(chip, a, &parts, p));
-                    }
-                    if *slices > 1 {
-                        let p = AxisPlacement::dcn(chip, *slices, sc);
-                        axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
-                    }
-                    if deg.ep > 1 {
-                        axes.push(ep_axis(chip, &axes, deg.ep));
-                    }
-                }
+                place_torus(chip, slices, shape, deg, chips, &mut reasons, &mut notes)
             }
             Topology::Gpu {
                 nodes,
                 gpus_per_node,
-            } => {
-                let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
-                if chip.kind != ChipKind::Gpu {
-                    reasons.push(format!("{} is a TPU; give a slice shape", chip.name));
-                }
-                if *gpus_per_node > dom {
-                    reasons.push(format!(
-                        "{gpus_per_node} GPUs per node exceed {}'s NVLink domain of {dom}",
-                        chip.name
-                    ));
-                }
-                if *nodes > 1 && chip.scale_out.is_none() {
-                    reasons.push(format!(
-                        "{} nodes need a scale-out network and {} has none",
-                        nodes, chip.name
-                    ));
-                }
-                if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
-                    if chips > m {
-                        reasons.push(format!(
-                            "{chips} GPUs exceed the largest {} cluster of {m}",
-                            chip.name
-                        ));
-                    }
-                }
-                if reasons.is_empty() {
-                    let mut in_node = *gpus_per_node;
-                    let mut out = *nodes;
-                    for a in LogicalAxis::ORDER {
-                        let d = deg.get(a);
-                        if a == LogicalAxis::Ep || d <= 1 {
-                            continue;
-                        }
-                        let g = gcd(d, in_node);
-                        in_node /= g;
-                        let rest = d / g;
-                        if out % rest != 0 {
-                            reasons.push(format!(
-                                "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
-                                a.name(),
-                                in_node * g,
-                                out
-                            ));
-                            continue;
-                        }
-                        out /= rest;
-                        let p = AxisPlacement::gpu(chip, d, g);
-                        axes.push(make_axis(chip, a, &[g, rest], p));
-                    }
-                    if deg.ep > 1 {
-                        axes.push(ep_axis(chip, &axes, deg.ep));
-                    }
-                }
-            }
-        }
+            } => place_gpus(chip, nodes, gpus_per_node, deg, chips, &mut reasons),
+        };
         Mesh {
             topology: topo.clone(),
             chips,
@@ -410,6 +287,232 @@ impl Mesh {
             reasons,
             notes,
         }
+    }
+}
+
+/// Place `deg` on `slices` TPU slices of `shape`: the axes, with reasons
+/// and notes appended.
+fn place_torus(
+    chip: &Chip,
+    slices: &u64,
+    shape: &[u64],
+    deg: Degrees,
+    chips: u64,
+    reasons: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<MeshAxis> {
+    let mut axes = Vec::new();
+    if let Some(ici) = &chip.ici {
+        let maxc: u64 = ici.max_slice.iter().product();
+        let sc: u64 = shape.iter().product();
+        if sc > maxc {
+            reasons.push(format!(
+                "slice {} ({sc} chips) is larger than the largest {} slice {} ({maxc} chips)",
+                fmt_shape(shape),
+                chip.name,
+                fmt_shape(&ici.max_slice)
+            ));
+        }
+        if shape.len() as u64 != ici.torus_dims {
+            notes.push(format!(
+                "{} has a {}-D torus; slice {} is treated axis by axis",
+                chip.name,
+                ici.torus_dims,
+                fmt_shape(shape)
+            ));
+        }
+        if !ici.slice_shapes.is_empty() && !ici.slice_shapes.iter().any(|s| s == shape) {
+            notes.push(format!(
+                "{} is not in {}'s list of offered slice shapes",
+                fmt_shape(shape),
+                chip.name
+            ));
+        }
+    } else {
+        reasons.push(format!("{} has no ICI; give a GPU layout", chip.name));
+    }
+    if *slices > 1 {
+        if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+            if chips > m {
+                reasons.push(format!(
+                    "{chips} chips exceed the largest multislice deployment of {m} chips"
+                ));
+            }
+        }
+        if deg.dp % slices != 0 {
+            reasons.push(format!(
+                "with {slices} slices over DCN, dp = {} must be a multiple of {slices}",
+                deg.dp
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        let mut rem = shape.to_vec();
+        let sc: u64 = shape.iter().product();
+        for a in LogicalAxis::ORDER {
+            let mut d = deg.get(a);
+            if a == LogicalAxis::Ep {
+                continue; // ep reuses data axes
+            }
+            if a == LogicalAxis::Dp && *slices > 1 {
+                d /= slices;
+            }
+            if d <= 1 {
+                continue;
+            }
+            let mut parts = vec![1u64; shape.len()];
+            for i in (0..shape.len()).rev() {
+                let g = gcd(d, rem[i]);
+                if g > 1 {
+                    parts[i] = g;
+                    d /= g;
+                    rem[i] /= g;
+                }
+            }
+            if d != 1 {
+                reasons.push(format!(
+                    "{} = {} does not factor into what is left of slice {}",
+                    a.name(),
+                    deg.get(a),
+                    fmt_shape(shape)
+                ));
+                continue;
+            }
+            let p = AxisPlacement::tpu(chip, &parts, shape);
+            axes.push(make_axis(chip, a, &parts, p));
+        }
+        if *slices > 1 {
+            let p = AxisPlacement::dcn(chip, *slices, sc);
+            axes.push(make_axis(chip, LogicalAxis::DpDcn, &[*slices], p));
+        }
+        if deg.ep > 1 {
+            axes.push(ep_axis(chip, &axes, deg));
+        }
+    }
+    axes
+}
+
+/// Place `deg` on `nodes` × `gpus_per_node` GPUs (NVLink domain first):
+/// the axes, with reasons appended.
+fn place_gpus(
+    chip: &Chip,
+    nodes: &u64,
+    gpus_per_node: &u64,
+    deg: Degrees,
+    chips: u64,
+    reasons: &mut Vec<String>,
+) -> Vec<MeshAxis> {
+    let mut axes = Vec::new();
+    let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
+    if chip.kind != ChipKind::Gpu {
+        reasons.push(format!("{} is a TPU; give a slice shape", chip.name));
+    }
+    if *gpus_per_node > dom {
+        reasons.push(format!(
+            "{gpus_per_node} GPUs per node exceed {}'s NVLink domain of {dom}",
+            chip.name
+        ));
+    }
+    if *nodes > 1 && chip.scale_out.is_none() {
+        reasons.push(format!(
+            "{} nodes need a scale-out network and {} has none",
+            nodes, chip.name
+        ));
+    }
+    if let Some(m) = chip.scale_out.as_ref().and_then(|s| s.max_chips) {
+        if chips > m {
+            reasons.push(format!(
+                "{chips} GPUs exceed the largest {} cluster of {m}",
+                chip.name
+            ));
+        }
+    }
+    if reasons.is_empty() {
+        let split = GpuSplit::new(&deg, *gpus_per_node);
+        let mut out = *nodes;
+        for a in LogicalAxis::ORDER {
+            let d = deg.get(a);
+            if a == LogicalAxis::Ep || d <= 1 {
+                continue;
+            }
+            let g = split.in_node(a);
+            let rest = d / g;
+            if out % rest != 0 {
+                reasons.push(format!(
+                    "{} = {d} does not factor into the remaining {} GPUs per node x {} nodes",
+                    a.name(),
+                    split.free_before(a),
+                    out
+                ));
+                continue;
+            }
+            out /= rest;
+            let p = AxisPlacement::gpu(chip, d, g);
+            axes.push(make_axis(chip, a, &[g, rest], p));
+        }
+        if deg.ep > 1 {
+            axes.push(ep_axis(chip, &axes, deg));
+        }
+    }
+
+    axes
+}
+
+/// How a GPU mesh's logical axes split between the NVLink domain and the
+/// scale-out network: axes are placed innermost first in
+/// [`LogicalAxis::ORDER`], each taking the largest divisor of its degree that
+/// fits in what the axes inside it left of the node. The one placement rule
+/// for GPUs: the mesh (and so the book evaluator) and the calibrated
+/// step-time model both read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuSplit {
+    /// Per axis in `ORDER`: (GPUs of it inside one node, GPUs per node still
+    /// free before it was placed).
+    parts: [(u64, u64); 6],
+}
+
+impl GpuSplit {
+    /// Split `deg` over nodes of `gpus_per_node` GPUs (expert parallelism
+    /// reuses the data axes: it takes no place of its own, and its group is
+    /// the data ranks beside tp in the node, then across nodes).
+    pub fn new(deg: &Degrees, gpus_per_node: u64) -> GpuSplit {
+        let mut parts = [(1, 1); 6];
+        let mut free = gpus_per_node.max(1);
+        for (i, a) in LogicalAxis::ORDER.into_iter().enumerate() {
+            let d = deg.get(a).max(1);
+            if a == LogicalAxis::Ep {
+                // the data ranks nearest in the node, beside tp
+                let beside_tp = (gpus_per_node.max(1) / parts[0].0).max(1);
+                parts[i] = (gcd(d, beside_tp), beside_tp);
+                continue;
+            }
+            let g = gcd(d, free);
+            parts[i] = (g, free);
+            free /= g;
+        }
+        GpuSplit { parts }
+    }
+    fn part(&self, a: LogicalAxis) -> (u64, u64) {
+        LogicalAxis::ORDER
+            .iter()
+            .position(|&x| x == a)
+            .map_or((1, 1), |i| self.parts[i])
+    }
+    /// GPUs of axis `a` inside one node.
+    pub fn in_node(&self, a: LogicalAxis) -> u64 {
+        self.part(a).0
+    }
+    /// GPUs per node left free by the axes placed inside `a`.
+    pub fn free_before(&self, a: LogicalAxis) -> u64 {
+        self.part(a).1
+    }
+    /// A collective group spanning the axes `group` of `deg`: (GPUs of the
+    /// group in one node, nodes it spans).
+    pub fn group(&self, deg: &Degrees, group: &[LogicalAxis]) -> (u64, u64) {
+        group.iter().fold((1, 1), |(per, nodes), &a| {
+            let g = self.in_node(a);
+            (per * g, nodes * (deg.get(a).max(1) / g))
+        })
     }
 }
 
@@ -443,17 +546,12 @@ fn make_axis(chip: &Chip, a: LogicalAxis, parts: &[u64], p: AxisPlacement) -> Me
 
 /// Expert parallelism reuses the data-like axes: place it on the innermost of
 /// them (cp, fsdp, dp) — on GPUs within a node when it fits.
-fn ep_axis(chip: &Chip, axes: &[MeshAxis], ep: u64) -> MeshAxis {
+fn ep_axis(chip: &Chip, axes: &[MeshAxis], deg: Degrees) -> MeshAxis {
+    let ep = deg.ep;
     let p = match chip.kind {
         ChipKind::Gpu => {
             let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
-            // GPUs per node not used by tp.
-            let tp_in = axes
-                .iter()
-                .find(|x| x.axis == LogicalAxis::Tp)
-                .map_or(1, |x| x.physical[0]);
-            let free = (dom / tp_in).max(1);
-            AxisPlacement::gpu(chip, ep, gcd(ep, free))
+            AxisPlacement::gpu(chip, ep, GpuSplit::new(&deg, dom).in_node(LogicalAxis::Ep))
         }
         ChipKind::Tpu => {
             // Use the physical parts of the data-like axes, innermost first.

@@ -71,6 +71,10 @@ impl<'de> Deserialize<'de> for Count {
 pub struct ModelSection {
     /// Catalog name.
     pub name: Option<String>,
+    /// A model file instead of a catalog name: a Hugging Face config.json
+    /// or a catalog-format model TOML, relative to the scenario file
+    /// (loaded by [`load_model_file`]; inline hyperparameters override it).
+    pub file: Option<String>,
     /// L.
     pub n_layers: Option<Count>,
     /// D.
@@ -268,6 +272,7 @@ impl ModelSection {
     pub fn has_overrides(&self) -> bool {
         let probe = ModelSection {
             name: None,
+            file: None,
             ..self.clone()
         };
         serde_json::to_value(&probe)
@@ -281,6 +286,11 @@ impl ModelSection {
     /// Resolve to a validated [`ModelSpec`]: catalog entry (if named) with
     /// the inline fields applied on top.
     pub fn resolve(&self, cat: &Catalog) -> Result<ModelSpec> {
+        if let Some(f) = &self.file {
+            return Err(Error::Invalid(format!(
+                "[model] file = \"{f}\" was not loaded (a scenario's model file is read by the caller, see scenario::load_model_file)"
+            )));
+        }
         let mut spec = match &self.name {
             Some(n) => crate::model::bare::resolve(cat, n)?,
             None => {
@@ -410,6 +420,94 @@ impl HardwareSection {
         };
         cat.chip(&name).cloned()
     }
+}
+
+/// Add a model from a file's text — a Hugging Face `config.json`, a model
+/// TOML in catalog format (it has an `[arch]` table), or a scenario whose
+/// `[model]` names or describes one — findable afterwards under `path`
+/// (an alias) and its own name. Returns the catalog name and, for a
+/// scenario, the scenario.
+pub fn add_model_file(
+    cat: &mut Catalog,
+    text: &str,
+    path: &str,
+) -> Result<(String, Option<Scenario>)> {
+    add_model_file_with(cat, text, path, &mut |p| {
+        Err(format!("cannot read '{p}' here (no file access)"))
+    })
+}
+
+/// [`add_model_file`] with a reader for the model file a scenario's
+/// `[model] file` names (see [`load_model_file`]).
+pub fn add_model_file_with(
+    cat: &mut Catalog,
+    text: &str,
+    path: &str,
+    read: &mut dyn FnMut(&str) -> std::result::Result<String, String>,
+) -> Result<(String, Option<Scenario>)> {
+    let lower = path.to_ascii_lowercase();
+    let (mut m, scenario) = if lower.ends_with(".json") {
+        let stem = std::path::Path::new(path).file_stem().map_or_else(
+            || "imported".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        (crate::hf::import(text, path, &stem)?, None)
+    } else if text.lines().any(|l| l.trim_start().starts_with("[arch]")) {
+        (crate::catalog::parse_model(text, path)?, None)
+    } else {
+        let mut s = Scenario::parse(text, path)?;
+        load_model_file(cat, &mut s, path, read)?;
+        if s.model.name.is_none() && !s.model.has_overrides() {
+            return Err(Error::Invalid(format!(
+                "{path}: no model found: a model file needs an [arch] table, a scenario needs a [model] section with `name`, `file` or inline hyperparameters"
+            )));
+        }
+        let m = s
+            .model
+            .resolve(cat)
+            .map_err(|e| Error::Invalid(format!("{path}: [model]: {e}")))?;
+        (m, Some(s))
+    };
+    m.aliases.push(path.to_string());
+    let name = m.name.clone();
+    cat.add_model(m);
+    Ok((name, scenario))
+}
+
+/// Load the model file a scenario's `[model] file` names (a Hugging Face
+/// config.json or a catalog-format model TOML, relative to the directory of
+/// `scenario_path`) into `cat` and point `[model] name` at it. `read` reads
+/// a file (the CLI's bounded reader). No-op without `file`.
+pub fn load_model_file(
+    cat: &mut Catalog,
+    sc: &mut Scenario,
+    scenario_path: &str,
+    read: &mut dyn FnMut(&str) -> std::result::Result<String, String>,
+) -> Result<()> {
+    let Some(f) = sc.model.file.take() else {
+        return Ok(());
+    };
+    if let Some(n) = &sc.model.name {
+        return Err(Error::Invalid(format!(
+            "{scenario_path}: [model] has both name = \"{n}\" and file = \"{f}\": give one"
+        )));
+    }
+    let full = match std::path::Path::new(scenario_path).parent() {
+        Some(dir) if !std::path::Path::new(&f).is_absolute() => dir.join(&f),
+        _ => std::path::PathBuf::from(&f),
+    };
+    let full = full.to_string_lossy().into_owned();
+    let text =
+        read(&full).map_err(|e| Error::Invalid(format!("{scenario_path}: [model] file: {e}")))?;
+    let lower = full.to_ascii_lowercase();
+    if !lower.ends_with(".json") && !text.lines().any(|l| l.trim_start().starts_with("[arch]")) {
+        return Err(Error::Invalid(format!(
+            "{scenario_path}: [model] file = \"{f}\" is neither a config.json nor a model TOML with an [arch] table"
+        )));
+    }
+    let (name, _) = add_model_file(cat, &text, &full)?;
+    sc.model.name = Some(name);
+    Ok(())
 }
 
 #[cfg(test)]

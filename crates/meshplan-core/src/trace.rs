@@ -232,12 +232,17 @@ pub fn render_text(steps: &[Step]) -> String {
 
 fn text_step(s: &Step, depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
-    out.push_str(&format!(
-        "{pad}{}: {} = {}\n",
-        s.label,
-        s.formula,
-        fmt_value(s.value, &s.unit)
-    ));
+    if s.formula == "inputs" {
+        // a list of inputs has no value of its own (it holds NaN)
+        out.push_str(&format!("{pad}{}: inputs\n", s.label));
+    } else {
+        out.push_str(&format!(
+            "{pad}{}: {} = {}\n",
+            s.label,
+            s.formula,
+            fmt_value(s.value, &s.unit)
+        ));
+    }
     if !s.bindings.is_empty() {
         let b: Vec<String> = s.bindings.iter().map(fmt_binding).collect();
         out.push_str(&format!("{pad}    with {}\n", b.join(", ")));
@@ -261,12 +266,16 @@ pub fn render_markdown(steps: &[Step]) -> String {
 
 fn md_step(s: &Step, depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
-    out.push_str(&format!(
-        "{pad}- **{}**: ${}$ = **{}**",
-        s.label,
-        to_latex(&s.formula),
-        fmt_value(s.value, &s.unit)
-    ));
+    if s.formula == "inputs" {
+        out.push_str(&format!("{pad}- **{}** (inputs)", s.label));
+    } else {
+        out.push_str(&format!(
+            "{pad}- **{}**: ${}$ = **{}**",
+            s.label,
+            to_latex(&s.formula),
+            fmt_value(s.value, &s.unit)
+        ));
+    }
     if !s.bindings.is_empty() {
         let b: Vec<String> = s
             .bindings

@@ -388,22 +388,58 @@ impl fmt::Display for Tokens {
 }
 
 /// Numeric storage formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(ascii_case_insensitive)]
 pub enum DType {
     /// 32-bit float.
+    #[strum(to_string = "fp32", serialize = "float32", serialize = "f32")]
     Fp32,
     /// bfloat16.
+    #[strum(to_string = "bf16", serialize = "bfloat16")]
     Bf16,
     /// IEEE half.
+    #[strum(
+        to_string = "fp16",
+        serialize = "float16",
+        serialize = "f16",
+        serialize = "half"
+    )]
     Fp16,
     /// 8-bit float (e4m3/e5m2).
+    #[strum(
+        to_string = "fp8",
+        serialize = "float8",
+        serialize = "f8",
+        serialize = "e4m3",
+        serialize = "e5m2"
+    )]
     Fp8,
     /// 8-bit integer.
+    #[strum(to_string = "int8", serialize = "i8", serialize = "s8")]
     Int8,
     /// 4-bit integer (two per byte).
+    #[strum(to_string = "int4", serialize = "i4", serialize = "s4")]
     Int4,
     /// 4-bit float (e2m1; NVFP4, MXFP4).
+    #[strum(
+        to_string = "fp4",
+        serialize = "float4",
+        serialize = "e2m1",
+        serialize = "nvfp4",
+        serialize = "mxfp4"
+    )]
     Fp4,
 }
 
@@ -450,34 +486,12 @@ impl DType {
     }
     /// Parse "bf16", "bfloat16", "fp8", "int8", "float32", … (case-insensitive).
     pub fn parse(s: &str) -> Result<DType, Error> {
-        let n = s.trim().to_ascii_lowercase().replace(['-', '_'], "");
-        Ok(match n.as_str() {
-            "fp32" | "float32" | "f32" => DType::Fp32,
-            "bf16" | "bfloat16" => DType::Bf16,
-            "fp16" | "float16" | "f16" | "half" => DType::Fp16,
-            "fp8" | "float8" | "f8" | "e4m3" | "e5m2" => DType::Fp8,
-            "int8" | "i8" | "s8" => DType::Int8,
-            "int4" | "i4" | "s4" => DType::Int4,
-            "fp4" | "float4" | "e2m1" | "nvfp4" | "mxfp4" => DType::Fp4,
-            _ => {
-                return Err(Error::BadValue {
-                    what: "dtype".into(),
-                    input: s.into(),
-                    expected: "one of fp32, bf16, fp16, fp8, int8, int4, fp4".into(),
-                })
-            }
-        })
+        crate::names::parse_choice("dtype", s)
     }
 }
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-impl std::str::FromStr for DType {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        DType::parse(s)
     }
 }
 

@@ -8,7 +8,9 @@
 //! `book-ch5-llama-2-13b`, `book-ch7-18b`, `book-ch7-18b-moe` (norms ignored,
 //! as the book counts).
 
+use meshplan_core::memory::{state_bytes_per_param, MemoryCalibration, MemoryQuery};
 use meshplan_core::model::{flops, kv, params, Arch};
+use meshplan_core::parallelism::TrainConfig;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::units::{DType, Params};
 use meshplan_core::Catalog;
@@ -59,18 +61,15 @@ fn ch5_q1_llama2_13b_params() {
 #[test]
 fn ch5_q2_llama2_13b_param_and_optimizer_bytes() {
     let a = arch("book-ch5-llama-2-13b");
-    let p = Params(count(&a).total);
+    let p = count(&a).total as f64;
     // Book (ch5 Q2): "(2+4+4)·13e9 ≈ 130 GB for params+Adam moments" (bf16
-    // weights, two fp32 moments, no fp32 master copy: 10 bytes/param); rel_tol 0.02.
-    let bytes = p.bytes(DType::Bf16).get() + 2.0 * p.bytes(DType::Fp32).get();
-    close("params_plus_optimizer_bytes", bytes, 130e9, 0.02);
-    assert_eq!(bytes, 10.0 * 13_015_449_600.0);
-    // Book: "activations 2·L·B·(D+2F) = 2·40·16e6·(5120+2·13824) ≈ 4.2e13 B = 42 TB"
-    // (rel_tol 0.02). Activation memory belongs to the training analysis; here
-    // only the shape arithmetic on the catalog's hyperparameters.
-    let b = 16e6;
-    let act = 2.0 * a.n_layers as f64 * b * (a.d_model + 2 * a.d_ff) as f64;
-    close("activation_bytes", act, 42e12, 0.02);
+    // weights, two fp32 moments, no fp32 master copy); rel_tol 0.02.
+    let q = MemoryQuery::from_config(&TrainConfig::default());
+    let [w, _, opt] = state_bytes_per_param(&q, &a, &MemoryCalibration::BOOK);
+    assert_eq!(w + opt, 2.0 + 4.0 + 4.0);
+    close("params_plus_optimizer_bytes", (w + opt) * p, 130e9, 0.02);
+    // The book's activations 2·L·B·(D+2F) ≈ 42 TB belong to the training
+    // analysis: training_book.rs::ch5_q2_memory.
 }
 
 // ------------------------------------------------------------- chapter 7

@@ -56,7 +56,14 @@ fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
             .map_err(|e| format!("{e:#}"))
     };
     let f = parse_claims(&src, &path.display().to_string(), &mut resolve)?;
-    Ok(check(&f, &io::catalog()?, with_trace)?)
+    let rep = check(&f, &io::catalog()?, with_trace)?;
+    if rep.claims.is_empty() {
+        anyhow::bail!(
+            "{}: no claims found (a claims file has [[claim]] tables; see docs/check.md)",
+            path.display()
+        );
+    }
+    Ok(rep)
 }
 
 /// Run `check`.

@@ -85,6 +85,9 @@ pub struct InferArgs {
     /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::InferPlotArgs,
 }
 
 /// Write the flags into the scenario (flags override the file).
@@ -131,5 +134,6 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
         inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace)?
     };
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
+    crate::plot::infer(&s, &r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,13 +9,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use meshplan_core::mesh::Topology;
 use meshplan_core::planner::{
-    plan_infer, plan_train, ChipBudget, InferObjective, InferSearch, PlanTrainRequest,
-    TrainObjective,
+    plan_infer, plan_train, InferObjective, InferSearch, PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::training::scenario::resolve_workload;
-use meshplan_core::units::{parse_count, parse_seconds, DType};
+use meshplan_core::units::{parse_count, parse_seconds};
 
 use super::infer::ServeArgs;
 use super::train::WorkloadArgs;
@@ -70,6 +68,9 @@ pub struct PlanTrainArgs {
     /// Listing and derivation.
     #[command(flatten)]
     pub search: SearchArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::PlanPlotArgs,
 }
 
 /// Arguments of `meshplan plan infer`.
@@ -154,6 +155,7 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     let mut r = r?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;
+    crate::plot::plan_train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -163,28 +165,8 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
     a.serve.apply(&mut sc)?;
     let spec = sc.model.resolve(&cat)?;
     let chip = sc.hardware.resolve_chip(&cat)?;
-    let budget = match &a.max_chips {
-        Some(c) => ChipBudget::AtMost(parse_count(c).context("--max-chips")?),
-        // --chips, --mesh or the scenario's hardware: exactly those chips
-        None => match (&sc.hardware.mesh, sc.hardware.chips) {
-            (Some(m), _) => ChipBudget::Exactly(Topology::parse(&chip, m)?.chips()),
-            (None, Some(n)) => ChipBudget::Exactly(n.0),
-            (None, None) => anyhow::bail!("give --chips N, --mesh SHAPE or --max-chips N"),
-        },
-    };
-    let inf = &sc.inference;
-    let mut s = InferSearch::new(&spec, &chip, budget);
-    s.prompt_len = inf.prompt_len.map_or(2048, |c| c.0);
-    s.gen_len = inf.gen_len.map_or(512, |c| c.0);
-    if s.prompt_len == 0 || s.gen_len == 0 {
-        anyhow::bail!("--prompt-len and --gen-len must be at least 1");
-    }
-    if let Some(d) = &inf.weights_dtype {
-        s.weights_dtypes = vec![DType::parse(d).context("weights dtype")?];
-    }
-    if let Some(d) = &inf.kv_dtype {
-        s.kv_dtypes = vec![DType::parse(d).context("KV dtype")?];
-    }
+    let max = a.max_chips.as_deref().map(parse_count).transpose();
+    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, max.context("--max-chips")?)?;
     let slo = |x: &Option<String>| -> Result<Option<f64>> {
         Ok(x.as_deref()
             .map(parse_seconds)
@@ -195,7 +177,6 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
     s.tpot_slo = slo(&a.tpot_slo)?;
     s.objective = InferObjective::parse(&a.objective)?;
     s.top_k = a.search.top.max(1).max(a.search.rank().unwrap_or(0));
-    s.mfu = inf.mfu.unwrap_or(1.0);
     s.threads = a.search.threads;
     let mut r = plan_infer(&s, a.search.top, a.search.rank())?;
     let steps = r.derivation.take();

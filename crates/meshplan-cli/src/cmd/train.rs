@@ -145,6 +145,9 @@ pub struct TrainArgs {
     /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::TrainPlotArgs,
 }
 
 /// Write the plan flags into the scenario (flags override the file).
@@ -204,5 +207,6 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut NoTrace)
     };
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
+    crate::plot::train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -196,39 +196,46 @@ fn toml_to_json(v: &toml::Value) -> serde_json::Value {
     }
 }
 
-/// Parse a claims file. `resolve` reads scenario files it names.
-pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result<ClaimsFile> {
-    let raw: RawFile = from_toml(src, file)?;
-    let lines = Lines::new(src);
-    let mut scenarios = BTreeMap::new();
-    let mut load = |path: &str, line: usize, field: &str| -> Result<Scenario> {
-        let (name, text) = resolve(path).map_err(|m| {
+/// Where a claims file is being read: its name and line index, and the
+/// resolver that reads the scenario files it names.
+struct Reader<'r, 'a> {
+    file: &'r str,
+    lines: Lines<'r>,
+    resolve: &'r mut Resolver<'a>,
+}
+
+impl Reader<'_, '_> {
+    /// Read the scenario file `path`, named at `line` in `field`.
+    fn load(&mut self, path: &str, line: usize, field: &str) -> Result<Scenario> {
+        let (name, text) = (self.resolve)(path).map_err(|m| {
             perr(
-                file,
+                self.file,
                 line,
                 Some(field.into()),
                 format!("cannot read scenario file '{path}': {m}"),
             )
         })?;
         Scenario::parse(&text, &name)
-    };
-    for (name, d) in raw.scenarios {
-        let line = lines.scenario(&name);
+    }
+
+    /// The `[scenarios.NAME]` tables: a file, or inline sections.
+    fn scenario(&mut self, name: &str, d: ScenarioDecl) -> Result<Scenario> {
+        let line = self.lines.scenario(name);
         let inline = d.model.is_some()
             || d.hardware.is_some()
             || d.training.is_some()
             || d.inference.is_some()
             || d.parallelism.is_some();
-        let s = match d.file {
-            Some(_) if inline => return Err(perr(
-                file,
+        match d.file {
+            Some(_) if inline => Err(perr(
+                self.file,
                 line,
                 Some(format!("scenarios.{name}")),
                 "give either `file = \"…\"` or inline sections ([model], [hardware], …), not both"
                     .into(),
             )),
-            Some(f) => load(&f, line, &format!("scenarios.{name}.file"))?,
-            None => Scenario {
+            Some(f) => self.load(&f, line, &format!("scenarios.{name}.file")),
+            None => Ok(Scenario {
                 description: d.description,
                 source: d.source,
                 model: d.model.unwrap_or_default(),
@@ -236,59 +243,56 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                 training: d.training.unwrap_or_default(),
                 inference: d.inference.unwrap_or_default(),
                 parallelism: d.parallelism.unwrap_or_default(),
-            },
-        };
-        scenarios.insert(name, s);
+            }),
+        }
     }
-    let mut claims = Vec::new();
-    let mut seen = BTreeMap::new();
-    for (i, c) in raw.claims.into_iter().enumerate() {
-        let at = |f: &str| lines.field(i, f);
-        let fld = |f: &str| Some(format!("claim[{i}].{f}"));
-        if let Some(prev) = seen.insert(c.id.clone(), lines.claim(i)) {
-            return Err(perr(
-                file,
-                at("id"),
-                fld("id"),
-                format!("duplicate claim id '{}' (first at line {prev})", c.id),
-            ));
+
+    /// Claim `i`'s scenario: a name defined in the file, or a scenario file
+    /// (read once and added under its path).
+    fn claim_scenario(
+        &mut self,
+        i: usize,
+        name: &str,
+        scenarios: &mut BTreeMap<String, Scenario>,
+    ) -> Result<()> {
+        if scenarios.contains_key(name) {
+            return Ok(());
         }
-        // Scenario: a name, or a path to a scenario file.
-        if !scenarios.contains_key(&c.scenario) {
-            if c.scenario.ends_with(".toml") {
-                let s = load(&c.scenario, at("scenario"), &format!("claim[{i}].scenario"))?;
-                scenarios.insert(c.scenario.clone(), s);
-            } else {
-                let names: Vec<&str> = scenarios.keys().map(String::as_str).collect();
-                let sug = suggestions(&c.scenario, names.iter().copied());
-                return Err(perr(
-                    file,
-                    at("scenario"),
-                    fld("scenario"),
-                    format!(
-                        "unknown scenario '{}'{}; defined: {}",
-                        c.scenario,
-                        if sug.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (did you mean '{}'?)", sug[0])
-                        },
-                        if names.is_empty() {
-                            "none (add [scenarios.NAME] or scenario = \"file.toml\")".to_string()
-                        } else {
-                            names.join(", ")
-                        }
-                    ),
-                ));
-            }
+        let line = self.lines.field(i, "scenario");
+        if name.ends_with(".toml") {
+            let s = self.load(name, line, &format!("claim[{i}].scenario"))?;
+            scenarios.insert(name.to_string(), s);
+            return Ok(());
         }
-        // Command: explicit, or the implemented command that reports the quantity.
+        let names: Vec<&str> = scenarios.keys().map(String::as_str).collect();
+        let hint = suggestions(name, names.iter().copied())
+            .first()
+            .map(|s| format!(" (did you mean '{s}'?)"))
+            .unwrap_or_default();
+        let defined = if names.is_empty() {
+            "none (add [scenarios.NAME] or scenario = \"file.toml\")".to_string()
+        } else {
+            names.join(", ")
+        };
+        Err(perr(
+            self.file,
+            line,
+            Some(format!("claim[{i}].scenario")),
+            format!("unknown scenario '{name}'{hint}; defined: {defined}"),
+        ))
+    }
+
+    /// The command whose report holds claim `i`'s quantity (explicit, or the
+    /// implemented command that reports it) and, when it reports no such
+    /// quantity, why (the claim is then CANNOT-CHECK, issue 13 item 9).
+    fn claim_command(&self, i: usize, c: &RawClaim) -> Result<(Command, Option<String>)> {
+        let at = |f: &str| self.lines.field(i, f);
         let command = match &c.command {
             Some(s) => Command::parse(s).ok_or_else(|| {
                 perr(
-                    file,
+                    self.file,
                     at("command"),
-                    fld("command"),
+                    Some(format!("claim[{i}].command")),
                     format!("unknown command '{s}'; expected one of model, hw, train, infer, collective, roofline, shard, mfu"),
                 )
             })?,
@@ -297,59 +301,64 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
                 .find(|k| known_keys(*k).contains(&c.quantity.as_str()))
                 .unwrap_or(Command::Model),
         };
-        let unknown = if is_known_key(command, &c.quantity) {
-            None
-        } else {
+        let unknown = (!is_known_key(command, &c.quantity)).then(|| {
             let explicit = c.command.is_some().then_some(command);
-            Some(unknown_quantity(file, at("quantity"), i, &c.quantity, explicit).to_string())
-        };
-        let dim = if unknown.is_some() {
-            super::value::dim_of_key(&c.quantity)
-        } else {
-            dim_of(command, &c.quantity)
-        };
-        let claimed_text = match &c.claimed {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Integer(n) => n.to_string(),
-            toml::Value::Float(x) => x.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            _ => {
-                return Err(perr(
-                    file,
-                    at("claimed"),
-                    fld("claimed"),
-                    "claimed must be a string, a number or a boolean".into(),
-                ))
+            unknown_quantity(self.file, at("quantity"), i, &c.quantity, explicit).to_string()
+        });
+        Ok((command, unknown))
+    }
+
+    /// Claim `i`'s value as written, and the tolerances checked.
+    fn claimed_text(&self, i: usize, c: &RawClaim) -> Result<String> {
+        let at = |f: &str| self.lines.field(i, f);
+        let fld = |f: &str| Some(format!("claim[{i}].{f}"));
+        for (name, t) in [("rel_tol", c.rel_tol), ("abs_tol", c.abs_tol)] {
+            if let Some(t) = t.filter(|t| !t.is_finite() || *t < 0.0) {
+                let msg = format!("{name} must be a non-negative number, got {t}");
+                return Err(perr(self.file, at(name), fld(name), msg));
             }
+        }
+        match &c.claimed {
+            toml::Value::String(s) => Ok(s.clone()),
+            toml::Value::Integer(n) => Ok(n.to_string()),
+            toml::Value::Float(x) => Ok(x.to_string()),
+            toml::Value::Boolean(b) => Ok(b.to_string()),
+            _ => Err(perr(
+                self.file,
+                at("claimed"),
+                fld("claimed"),
+                "claimed must be a string, a number or a boolean".into(),
+            )),
+        }
+    }
+
+    /// Claim `i`, validated against the quantities its command reports.
+    fn claim(&self, i: usize, c: RawClaim) -> Result<Claim> {
+        let (command, unknown) = self.claim_command(i, &c)?;
+        let dim = match unknown {
+            Some(_) => super::value::dim_of_key(&c.quantity),
+            None => dim_of(command, &c.quantity),
         };
+        let claimed_text = self.claimed_text(i, &c)?;
         let claimed = match parse_claimed(&claimed_text, dim) {
             Ok(x) => x,
             // an unknown quantity's dimension is a guess: keep the words
             Err(_) if unknown.is_some() => Claimed::Verdict {
                 word: claimed_text.trim().to_ascii_lowercase(),
             },
-            Err(m) => return Err(perr(file, at("claimed"), fld("claimed"), m)),
-        };
-        for (name, t) in [("rel_tol", c.rel_tol), ("abs_tol", c.abs_tol)] {
-            if let Some(t) = t {
-                if !t.is_finite() || t < 0.0 {
-                    return Err(perr(
-                        file,
-                        at(name),
-                        fld(name),
-                        format!("{name} must be a non-negative number, got {t}"),
-                    ));
-                }
+            Err(m) => {
+                let field = Some(format!("claim[{i}].claimed"));
+                return Err(perr(self.file, self.lines.field(i, "claimed"), field, m));
             }
-        }
+        };
         let args: Args = c
             .args
             .iter()
             .map(|(k, v)| (k.clone(), toml_to_json(v)))
             .collect();
-        claims.push(Claim {
+        Ok(Claim {
             id: c.id,
-            line: lines.claim(i),
+            line: self.lines.claim(i),
             scenario: c.scenario,
             command,
             quantity: c.quantity,
@@ -362,7 +371,33 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
             from: c.from,
             note: c.note,
             unknown,
-        });
+        })
+    }
+}
+
+/// Parse a claims file. `resolve` reads scenario files it names.
+pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result<ClaimsFile> {
+    let raw: RawFile = from_toml(src, file)?;
+    let mut rd = Reader {
+        file,
+        lines: Lines::new(src),
+        resolve,
+    };
+    let mut scenarios = BTreeMap::new();
+    for (name, d) in raw.scenarios {
+        let s = rd.scenario(&name, d)?;
+        scenarios.insert(name, s);
+    }
+    let mut claims = Vec::new();
+    let mut seen = BTreeMap::new();
+    for (i, c) in raw.claims.into_iter().enumerate() {
+        if let Some(prev) = seen.insert(c.id.clone(), rd.lines.claim(i)) {
+            let msg = format!("duplicate claim id '{}' (first at line {prev})", c.id);
+            let field = Some(format!("claim[{i}].id"));
+            return Err(perr(file, rd.lines.field(i, "id"), field, msg));
+        }
+        rd.claim_scenario(i, &c.scenario, &mut scenarios)?;
+        claims.push(rd.claim(i, c)?);
     }
     Ok(ClaimsFile {
         file: file.to_string(),

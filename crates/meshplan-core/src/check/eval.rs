@@ -304,7 +304,7 @@ fn eval_train(
         .bind("C", chip.flops(cfg.compute_dtype).get(), "FLOP/s")
         .bind("HBM", chip.hbm_capacity.get(), "B");
         inputs.source = Some(format!(
-            "dp={} fsdp={} tp={} pp={} cp={} ep={}, zero {}, remat {:?}, optimizer {:?} (state {}, master {}), MFU {}",
+            "dp={} fsdp={} tp={} pp={} cp={} ep={}, zero {}, remat {}, optimizer {} (state {}, master {}), MFU {}",
             d.dp,
             d.fsdp,
             d.tp,
@@ -358,12 +358,12 @@ fn eval_infer(
         .bind("W_hbm", chip.hbm_bandwidth.get(), "B/s")
         .bind("HBM", chip.hbm_capacity.get(), "B");
         inputs.source = Some(format!(
-            "weights {}, KV {}, compute {}, tp {:?}, ep {:?}, {} sharding",
+            "weights {}, KV {}, compute {}, tp {}, ep {}, {} sharding",
             q.weights_dtype.name(),
             q.kv_dtype.name(),
             q.compute_dtype.name(),
-            q.tp,
-            q.ep,
+            q.tp.map_or("auto".to_string(), |t| t.to_string()),
+            q.ep.map_or("auto".to_string(), |e| e.to_string()),
             q.sharding
         ));
         let rep = crate::inference::evaluate(m, chip, q, &mut r)?;

@@ -244,6 +244,20 @@ impl crate::view::Render for CheckReport {
             d.title(title.clone());
         }
         d.table(t);
+        // each claim's note (a known book slip, a convention): a FAIL the
+        // note explains must not read as a meshplan bug
+        let notes: Vec<String> = self
+            .claims
+            .iter()
+            .filter_map(|r| {
+                r.note
+                    .as_ref()
+                    .map(|n| format!("{} ({}): {}", r.id, r.verdict.as_str(), n.trim()))
+            })
+            .collect();
+        if !notes.is_empty() {
+            d.list("notes", notes);
+        }
         let s = &self.summary;
         d.line(format!(
             "{} claims: {} PASS, {} FAIL, {} CANNOT-CHECK",

@@ -4,7 +4,8 @@ point-to-point over one logical mesh axis as placed on hardware.
 
 `V` is always the **full** array size in bytes, as in the book: the gathered
 output of an AllGather, the unreduced input of a ReduceScatter/AllReduce (per
-device), the whole per-device buffer of an AllToAll, the message of a
+device), all devices' buffers together of an AllToAll (`n ×` each device's
+buffer, the book's convention: a ring AllToAll costs `V/(4·W_ici)`), the message of a
 point-to-point send. If the array is already sharded over another axis, pass
 `V / Y` (book ch3 Q2).
 
@@ -366,7 +367,8 @@ pub fn cost<T: Tracer>(
     let sent = match kind {
         Collective::AllGather | Collective::ReduceScatter => ring_sent,
         Collective::AllReduce => 2.0 * ring_sent,
-        Collective::AllToAll => ring_sent,
+        // Each device holds V/n and keeps its own 1/n of that.
+        Collective::AllToAll => ring_sent / n as f64,
         Collective::PointToPoint => v,
     };
     let (bw, lat, formula, syms): (f64, f64, &str, [(&'static str, f64, &'static str); 4]) =

@@ -32,39 +32,40 @@ pub use memory::Placement;
 pub use roofline::Bound;
 
 /// Serving layout of the weight matmuls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantNames,
+)]
+#[strum(ascii_case_insensitive)]
 pub enum Sharding {
     /// 1D (Megatron) tensor parallelism over `tp` chips.
     #[default]
     #[serde(rename = "1d")]
+    #[strum(to_string = "1d", serialize = "tp", serialize = "megatron")]
     OneD,
     /// 2D weight-stationary (ESTI): D over X, F over Y·Z.
     #[serde(rename = "2d-ws")]
+    #[strum(
+        to_string = "2d-ws",
+        serialize = "2d",
+        serialize = "2dws",
+        serialize = "esti"
+    )]
     TwoDWs,
-}
-
-impl std::fmt::Display for Sharding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Sharding::OneD => "1d",
-            Sharding::TwoDWs => "2d-ws",
-        })
-    }
 }
 
 impl Sharding {
     /// Parse "1d" | "2d-ws".
     pub fn parse(s: &str) -> Result<Sharding> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "1d" | "tp" | "megatron" => Ok(Sharding::OneD),
-            "2d-ws" | "2d" | "2dws" | "esti" => Ok(Sharding::TwoDWs),
-            _ => Err(Error::BadValue {
-                what: "sharding".into(),
-                input: s.into(),
-                expected: "\"1d\" or \"2d-ws\"".into(),
-            }),
-        }
+        crate::names::parse_choice("sharding", s)
     }
 }
 

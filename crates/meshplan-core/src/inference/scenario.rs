@@ -6,8 +6,10 @@
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{parse_shape, Chip};
+use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
+use crate::training::scenario::{check_mfu, topology_for_chips};
 use crate::units::DType;
 
 use super::{check_mesh, InferQuery, Sharding};
@@ -46,20 +48,21 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     let inf = &sc.inference;
     let mesh = match (&sc.hardware.mesh, sc.hardware.chips) {
         (Some(m), _) => parse_shape(m)?,
-        (None, Some(c)) if chip.ici.is_some() => {
-            match crate::training::scenario::topology_for_chips(&chip, c.0) {
-                Ok(crate::mesh::Topology::Torus { shape, .. }) => shape,
-                Ok(_) => vec![c.0],
-                Err(why) => return Err(Error::Invalid(why)),
-            }
-        }
-        (None, Some(c)) => vec![c.0],
+        (None, Some(c)) => match (&chip.ici, topology_for_chips(&chip, c.0)) {
+            // A TPU chip count names the slice offered with that many chips
+            // (as `train` reads it); any other count is a 1-D mesh, which
+            // `check_mesh` then accepts or rejects with the offered shapes.
+            (Some(_), Ok(Topology::Torus { shape, .. })) => shape,
+            _ => vec![c.0],
+        },
         (None, None) => {
             return Err(Error::Invalid(
                 "no slice given: use --mesh 4x4 (TPU) or --chips N".into(),
             ))
         }
     };
+    let n = mesh.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
+    crate::mesh::check_chip_count(n.unwrap_or(u64::MAX)).map_err(Error::Invalid)?;
     check_mesh(&chip, &mesh)?;
     let wdt = dtype(inf.weights_dtype.as_deref(), DType::Bf16)?;
     let kvdt = dtype(inf.kv_dtype.as_deref(), wdt)?;
@@ -80,7 +83,7 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
             Some(s) => Sharding::parse(s)?,
             None => Sharding::OneD,
         },
-        mfu: inf.mfu.unwrap_or(1.0),
+        mfu: inf.mfu.map(check_mfu).transpose()?.unwrap_or(1.0),
     };
     Ok(InferSetup { model, chip, query })
 }

@@ -263,20 +263,7 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
         + router
         + a.vocab * a.d_model;
 
-    if T::ENABLED {
-        record(
-            a,
-            &r,
-            tr,
-            total,
-            active,
-            embedding,
-            attention,
-            mlp_dense,
-            experts_routed,
-        );
-    }
-    ParamCounts {
+    let counts = ParamCounts {
         total,
         active,
         embedding,
@@ -289,147 +276,147 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
         per_dense_layer,
         per_moe_layer,
         matmul_active,
+    };
+    if T::ENABLED {
+        record(a, &r, &counts, tr);
+    }
+    counts
+}
+
+/// The embedding step.
+fn embedding_step(a: &Arch, embedding: u64) -> Step {
+    let formula = match (a.tied_embeddings, a.learned_pos_emb > 0) {
+        (true, false) => "V·D (tied)",
+        (false, false) => "2·V·D",
+        (true, true) => "V·D + P·D",
+        (false, true) => "2·V·D + P·D",
+    };
+    let mut s = Step::new("params.embedding", "Embedding parameters", formula)
+        .bind("V", a.vocab as f64, "")
+        .bind("D", a.d_model as f64, "");
+    if a.learned_pos_emb > 0 {
+        s = s.bind("P", a.learned_pos_emb as f64, "");
+    }
+    s.result(embedding as f64, "params")
+}
+
+/// The attention step (GQA or MLA).
+fn attention_step(a: &Arch, attention: u64) -> Step {
+    let (l, d, n) = (a.n_layers as f64, a.d_model as f64, a.n_heads as f64);
+    let s = match &a.mla {
+        None => {
+            let mut f = String::from("L·(D·N·H + 2·D·K·H + N·H·D");
+            for (on, term) in [(a.qkv_bias, " + (N+2K)·H"), (a.attn_out_bias, " + D"), (a.qk_norm, " + 2·H")] {
+                if on {
+                    f.push_str(term);
+                }
+            }
+            f.push(')');
+            Step::new("params.attention", "Attention parameters", &f)
+                .bind("L", l, "")
+                .bind("D", d, "")
+                .bind("N", n, "")
+                .bind("K", a.n_kv_heads as f64, "")
+                .bind("H", a.d_head as f64, "")
+        }
+        Some(m) => Step::new(
+            "params.attention",
+            "Attention parameters (MLA)",
+            "L·(D·q_r + q_r + q_r·N·(H_nope+H_rope) + D·(kv_r+H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D)",
+        )
+        .bind("L", l, "")
+        .bind("D", d, "")
+        .bind("N", n, "")
+        .bind("q_r", m.q_lora_rank as f64, "")
+        .bind("kv_r", m.kv_lora_rank as f64, "")
+        .bind("H_nope", m.qk_nope_head_dim as f64, "")
+        .bind("H_rope", m.qk_rope_head_dim as f64, "")
+        .bind("H_v", m.v_head_dim as f64, ""),
+    };
+    s.result(attention as f64, "params")
+}
+
+/// The MLP, expert, router and norm steps.
+fn mlp_steps<T: Tracer>(a: &Arch, r: &Raw, pc: &ParamCounts, tr: &mut T) {
+    let d = a.d_model as f64;
+    if a.dense_layers() > 0 {
+        tr.record(|| {
+            let m = a.mlp.matrices();
+            let f_str = format!(
+                "L_dense·{m}·D·F{}",
+                if a.mlp_bias { " + biases" } else { "" }
+            );
+            Step::new("params.mlp", "Dense MLP parameters", &f_str)
+                .bind("L_dense", a.dense_layers() as f64, "")
+                .bind("D", d, "")
+                .bind("F", a.d_ff as f64, "")
+                .result(pc.mlp_dense as f64, "params")
+        });
+    }
+    if let Some(m) = &a.moe {
+        tr.record(|| {
+            Step::new(
+                "params.experts",
+                "Routed expert parameters",
+                &format!("L_moe·E·{}·D·F_e", a.mlp.matrices()),
+            )
+            .bind("L_moe", a.moe_layers() as f64, "")
+            .bind("E", m.n_experts as f64, "")
+            .bind("D", d, "")
+            .bind("F_e", a.d_ff_expert() as f64, "")
+            .result(pc.experts_routed as f64, "params")
+        });
+        tr.record(|| {
+            Step::new(
+                "params.router_shared",
+                "Router and shared-expert parameters",
+                "L_moe·(E·D + S·m·D·F_s)",
+            )
+            .bind("L_moe", a.moe_layers() as f64, "")
+            .bind("E", m.n_experts as f64, "")
+            .bind("S", m.n_shared_experts as f64, "")
+            .bind("F_s", a.d_ff_shared() as f64, "")
+            .result(
+                ((r.router_layer + r.shared_layer) * r.moe_layers) as f64,
+                "params",
+            )
+        });
+    }
+    if a.norms_per_layer > 0 || a.final_norm {
+        tr.record(|| {
+            Step::new(
+                "params.norms",
+                "Norm parameters",
+                "(L·norms_per_layer + final)·D (×2 for LayerNorm)",
+            )
+            .bind("L", a.n_layers as f64, "")
+            .bind("norms_per_layer", a.norms_per_layer as f64, "")
+            .bind("D", d, "")
+            .result(
+                (r.norms_layer * a.n_layers as u128 + r.final_norm) as f64,
+                "params",
+            )
+        });
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record<T: Tracer>(
-    a: &Arch,
-    r: &Raw,
-    tr: &mut T,
-    total: u64,
-    active: u64,
-    embedding: u64,
-    attention: u64,
-    mlp_dense: u64,
-    experts_routed: u64,
-) {
-    let (l, d, f, n, k, h, v) = (
-        a.n_layers as f64,
-        a.d_model as f64,
-        a.d_ff as f64,
-        a.n_heads as f64,
-        a.n_kv_heads as f64,
-        a.d_head as f64,
-        a.vocab as f64,
-    );
+/// The derivation of the counts.
+fn record<T: Tracer>(a: &Arch, r: &Raw, pc: &ParamCounts, tr: &mut T) {
     let src = "How To Scale Your Model, ch4 (Transformer Math)";
     tr.scope(
-        || Step::new("params.total", "Total parameters", "embedding + attention + MLP + norms").source(src),
+        || {
+            Step::new(
+                "params.total",
+                "Total parameters",
+                "embedding + attention + MLP + norms",
+            )
+            .source(src)
+        },
         |tr| {
-            tr.record(|| {
-                let formula = match (a.tied_embeddings, a.learned_pos_emb > 0) {
-                    (true, false) => "V·D (tied)",
-                    (false, false) => "2·V·D",
-                    (true, true) => "V·D + P·D",
-                    (false, true) => "2·V·D + P·D",
-                };
-                let mut s = Step::new("params.embedding", "Embedding parameters", formula)
-                    .bind("V", v, "")
-                    .bind("D", d, "");
-                if a.learned_pos_emb > 0 {
-                    s = s.bind("P", a.learned_pos_emb as f64, "");
-                }
-                s.result(embedding as f64, "params")
-            });
-            tr.record(|| {
-                let mut s = match &a.mla {
-                    None => {
-                        let mut f = String::from("L·(D·N·H + 2·D·K·H + N·H·D");
-                        if a.qkv_bias {
-                            f.push_str(" + (N+2K)·H");
-                        }
-                        if a.attn_out_bias {
-                            f.push_str(" + D");
-                        }
-                        if a.qk_norm {
-                            f.push_str(" + 2·H");
-                        }
-                        f.push(')');
-                        Step::new("params.attention", "Attention parameters", &f)
-                            .bind("L", l, "")
-                            .bind("D", d, "")
-                            .bind("N", n, "")
-                            .bind("K", k, "")
-                            .bind("H", h, "")
-                    }
-                    Some(m) => Step::new(
-                        "params.attention",
-                        "Attention parameters (MLA)",
-                        "L·(D·q_r + q_r + q_r·N·(H_nope+H_rope) + D·(kv_r+H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D)",
-                    )
-                    .bind("L", l, "")
-                    .bind("D", d, "")
-                    .bind("N", n, "")
-                    .bind("q_r", m.q_lora_rank as f64, "")
-                    .bind("kv_r", m.kv_lora_rank as f64, "")
-                    .bind("H_nope", m.qk_nope_head_dim as f64, "")
-                    .bind("H_rope", m.qk_rope_head_dim as f64, "")
-                    .bind("H_v", m.v_head_dim as f64, ""),
-                };
-                s = s.result(attention as f64, "params");
-                s
-            });
-            if a.dense_layers() > 0 {
-                tr.record(|| {
-                    let m = a.mlp.matrices();
-                    let f_str = format!(
-                        "L_dense·{m}·D·F{}",
-                        if a.mlp_bias { " + biases" } else { "" }
-                    );
-                    Step::new("params.mlp", "Dense MLP parameters", &f_str)
-                        .bind("L_dense", a.dense_layers() as f64, "")
-                        .bind("D", d, "")
-                        .bind("F", f, "")
-                        .result(mlp_dense as f64, "params")
-                });
-            }
-            if let Some(m) = &a.moe {
-                tr.record(|| {
-                    Step::new(
-                        "params.experts",
-                        "Routed expert parameters",
-                        &format!("L_moe·E·{}·D·F_e", a.mlp.matrices()),
-                    )
-                    .bind("L_moe", a.moe_layers() as f64, "")
-                    .bind("E", m.n_experts as f64, "")
-                    .bind("D", d, "")
-                    .bind("F_e", a.d_ff_expert() as f64, "")
-                    .result(experts_routed as f64, "params")
-                });
-                tr.record(|| {
-                    Step::new(
-                        "params.router_shared",
-                        "Router and shared-expert parameters",
-                        "L_moe·(E·D + S·m·D·F_s)",
-                    )
-                    .bind("L_moe", a.moe_layers() as f64, "")
-                    .bind("E", m.n_experts as f64, "")
-                    .bind("S", m.n_shared_experts as f64, "")
-                    .bind("F_s", a.d_ff_shared() as f64, "")
-                    .result(
-                        ((r.router_layer + r.shared_layer) * r.moe_layers) as f64,
-                        "params",
-                    )
-                });
-            }
-            if a.norms_per_layer > 0 || a.final_norm {
-                tr.record(|| {
-                    Step::new(
-                        "params.norms",
-                        "Norm parameters",
-                        "(L·norms_per_layer + final)·D (×2 for LayerNorm)",
-                    )
-                    .bind("L", l, "")
-                    .bind("norms_per_layer", a.norms_per_layer as f64, "")
-                    .bind("D", d, "")
-                    .result(
-                        (r.norms_layer * a.n_layers as u128 + r.final_norm) as f64,
-                        "params",
-                    )
-                });
-            }
-            total
+            tr.record(|| embedding_step(a, pc.embedding));
+            tr.record(|| attention_step(a, pc.attention));
+            mlp_steps(a, r, pc, tr);
+            pc.total
         },
         |t, s| s.result(*t as f64, "params"),
     );
@@ -443,7 +430,7 @@ fn record<T: Tracer>(
             .bind("E", m.n_experts as f64, "")
             .bind("k", m.top_k as f64, "")
             .bind("L_moe", a.moe_layers() as f64, "")
-            .result(active as f64, "params")
+            .result(pc.active as f64, "params")
             .source("How To Scale Your Model, ch7 Q5 (activated parameters)")
         });
     }

@@ -3,29 +3,11 @@
 //! FLOP-counting convention. Each parses from the names users type (aliases
 //! included) and prints as the name it parses from.
 
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
 
-use crate::error::{Error, Result};
-
-/// Parse one of the enums of this module: case-insensitive, `_` taken as
-/// `-`; the error lists the accepted names and suggests the closest.
-pub fn parse_choice<E: FromStr + VariantNames>(what: &str, s: &str) -> Result<E> {
-    let norm = s.trim().replace('_', "-");
-    norm.parse().map_err(|_| {
-        let near = crate::catalog::suggestions(&norm, E::VARIANTS.iter().copied());
-        Error::BadValue {
-            what: what.into(),
-            input: s.into(),
-            expected: match near.first() {
-                Some(n) => format!("one of {} (did you mean '{n}'?)", E::VARIANTS.join(", ")),
-                None => format!("one of {}", E::VARIANTS.join(", ")),
-            },
-        }
-    })
-}
+use crate::error::Result;
+pub use crate::names::parse_choice;
 
 /// Optimizer (state per parameter).
 #[derive(

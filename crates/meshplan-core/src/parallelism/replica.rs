@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{Framework, Remat, Schedule, TrainConfig};
+use super::{Degrees, Framework, LogicalAxis, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 
@@ -97,17 +97,8 @@ impl RunSpec {
         cfg: &TrainConfig,
     ) -> Result<RunSpec, Unmapped> {
         let d = cfg.degrees.at_least_one();
-        let t = cfg.seq_len;
-        if t == 0 || cfg.batch_tokens == 0 {
-            return Err(Unmapped::Empty);
-        }
-        let seqs = cfg.batch_tokens.div_ceil(t);
-        let data = d.data();
-        let per = seqs.div_ceil(data);
-        let m = cfg.microbatches.max(1);
-        if per < m {
-            return Err(Unmapped::Micro { per, m });
-        }
+        let (t, data) = (cfg.seq_len, d.data());
+        let (per, m) = Self::sequences_per_microbatch(cfg)?;
         Ok(RunSpec {
             arch: arch.clone(),
             params,
@@ -138,6 +129,58 @@ impl RunSpec {
     pub fn tokens_per_step(&self) -> f64 {
         // in f64: a hostile data set's degrees must not overflow u64
         self.mbs as f64 * self.grad_acc as f64 * self.dp as f64 * self.seq_len as f64
+    }
+
+    /// (sequences per replica, micro-batches) of `cfg`, or why it cannot be
+    /// mapped onto a replica (the checks of [`RunSpec::from_config`], without
+    /// building the spec).
+    pub fn sequences_per_microbatch(cfg: &TrainConfig) -> Result<(u64, u64), Unmapped> {
+        let t = cfg.seq_len;
+        if t == 0 || cfg.batch_tokens == 0 {
+            return Err(Unmapped::Empty);
+        }
+        let per = cfg
+            .batch_tokens
+            .div_ceil(t)
+            .div_ceil(cfg.degrees.at_least_one().data());
+        let m = cfg.microbatches.max(1);
+        if per < m {
+            return Err(Unmapped::Micro { per, m });
+        }
+        Ok((per, m))
+    }
+
+    /// The mesh degrees of this run (`dp` here counts the `fsdp` ranks too).
+    pub fn degrees(&self) -> Degrees {
+        let fsdp = self.fsdp.max(1);
+        let dp = self.dp.max(1);
+        let (dp, fsdp) = if dp % fsdp == 0 {
+            (dp / fsdp, fsdp)
+        } else {
+            (dp, 1)
+        };
+        Degrees {
+            dp,
+            fsdp,
+            tp: self.tp.max(1),
+            pp: self.pp.max(1),
+            cp: self.cp.max(1),
+            ep: self.ep.max(1),
+        }
+    }
+
+    /// The mesh axes of the groups in [`RunSpec::shard_groups`]: (shard,
+    /// replicas).
+    pub fn shard_axes(&self) -> (&'static [LogicalAxis], &'static [LogicalAxis]) {
+        use LogicalAxis::{Cp, Dp, Fsdp};
+        let (shard, _) = self.shard_groups();
+        if self.zero >= 3 {
+            (&[Cp, Fsdp, Dp], &[])
+        } else if shard > 1 {
+            (&[Fsdp], &[Cp, Dp])
+        } else {
+            (&[], &[Cp, Fsdp, Dp])
+        }
     }
 
     /// (shard, replicas) of the data-parallel ranks (dp·cp): ZeRO-3 shards

@@ -44,6 +44,15 @@ pub enum InferObjective {
 }
 
 impl InferObjective {
+    /// How plans are ranked, tie-breakers included (printed in the report).
+    pub const fn ranking(self) -> &'static str {
+        match self {
+            InferObjective::Throughput => "ranked by tokens/s per chip; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Cost => "ranked by $ per million tokens; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Latency => "ranked by TPOT; ties by lower TTFT, more tokens/s per chip, smaller batch, smaller tp, then 1d before 2d-ws",
+        }
+    }
+
     /// Parse "throughput" | "cost" | "latency".
     pub fn parse(s: &str) -> crate::Result<Self> {
         crate::parallelism::parse_choice("objective", s)
@@ -272,6 +281,11 @@ impl InferSearch<'_> {
             reasons.push("zero chips".to_string());
             return (Vec::new(), reasons);
         }
+        if let (true, Err(e)) = (exact, crate::mesh::check_chip_count(n)) {
+            reasons.push(e);
+            return (Vec::new(), reasons);
+        }
+        let n = n.min(crate::mesh::MAX_CHIPS);
         let max = self.chip.max_chips().unwrap_or(u64::MAX);
         let out: Vec<Vec<u64>> = match &self.chip.ici {
             Some(ici) if self.chip.kind == ChipKind::Tpu && !ici.slice_shapes.is_empty() => {
@@ -429,7 +443,14 @@ impl InferSearch<'_> {
                 x => return x,
             }
         }
-        Ordering::Equal
+        // exact ties (the report says so, see InferObjective::ranking):
+        // the smaller batch, then fewer-way tensor parallelism, then 1D
+        // before 2D weight-stationary sharding
+        (a.batch, a.tp, a.sharding == Sharding::TwoDWs).cmp(&(
+            b.batch,
+            b.tp,
+            b.sharding == Sharding::TwoDWs,
+        ))
     }
 
     /// Run the search.
@@ -554,5 +575,55 @@ fn point_of(r: &InferReport, l: &Layout) -> InferPoint {
         tokens_per_s: r.tokens_per_s,
         cost_per_million_tokens_usd: r.cost_per_million_tokens_usd,
         meets_slo: true,
+    }
+}
+
+impl<'a> InferSearch<'a> {
+    /// The search a scenario asks for: `max_chips` (any slice up to it), else
+    /// exactly the chips of the scenario's mesh or chip count; its request
+    /// lengths (default 2,048 prompt + 512 generated tokens), pinned dtypes
+    /// and MFU. The CLI and the Python package both start here; SLOs,
+    /// objective and listing are theirs to set.
+    pub fn from_scenario(
+        sc: &crate::scenario::Scenario,
+        spec: &'a ModelSpec,
+        chip: &'a Chip,
+        max_chips: Option<u64>,
+    ) -> crate::Result<InferSearch<'a>> {
+        let bad = |input: &str, expected: &str| crate::Error::BadValue {
+            what: "the serving search".into(),
+            input: input.into(),
+            expected: expected.into(),
+        };
+        let budget =
+            match (max_chips, &sc.hardware.mesh, sc.hardware.chips) {
+                (Some(c), _, _) => ChipBudget::AtMost(c),
+                (None, Some(m), _) => {
+                    ChipBudget::Exactly(crate::mesh::Topology::parse(chip, m)?.chips())
+                }
+                (None, None, Some(n)) => ChipBudget::Exactly(n.0),
+                (None, None, None) => return Err(bad(
+                    "(none given)",
+                    "chips: --chips N, --mesh SHAPE or --max-chips N, or the scenario's [hardware]",
+                )),
+            };
+        let inf = &sc.inference;
+        let mut s = InferSearch::new(spec, chip, budget);
+        s.prompt_len = inf.prompt_len.map_or(2048, |c| c.0);
+        s.gen_len = inf.gen_len.map_or(512, |c| c.0);
+        if s.prompt_len == 0 || s.gen_len == 0 {
+            return Err(bad(
+                "a zero length",
+                "prompt and generated lengths of at least 1",
+            ));
+        }
+        if let Some(d) = &inf.weights_dtype {
+            s.weights_dtypes = vec![DType::parse(d)?];
+        }
+        if let Some(d) = &inf.kv_dtype {
+            s.kv_dtypes = vec![DType::parse(d)?];
+        }
+        s.mfu = inf.mfu.unwrap_or(1.0);
+        Ok(s)
     }
 }

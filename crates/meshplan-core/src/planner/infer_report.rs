@@ -237,6 +237,7 @@ impl Render for PlanInferReport {
             fmt_int(self.fitting)
         ));
         d.table(points_table(&self.points, 1));
+        d.line(self.objective.ranking());
         d.line(format!(
             "Pareto front (TPOT vs tokens/s per chip, all fitting points): {} points",
             self.pareto.len()

@@ -175,6 +175,11 @@ pub struct TrainResult {
     /// Points skipped because the same plan with fewer gradient-accumulation
     /// steps already fits (accumulation is used only as needed).
     pub dominated: u64,
+    /// Fitting points not predicted: their roofline lower bound, which no
+    /// prediction goes below, already ranks them behind the K best. A
+    /// diagnostic for benchmarks: it depends on which thread saw what first,
+    /// so reports leave it out (the ranking and every other count do not).
+    pub bounded: u64,
     /// The best-ranked plan that did not fit, if better than the winner (or
     /// the only kind there is).
     pub best_rejected: Option<Found>,
@@ -216,6 +221,7 @@ struct Local {
     evaluated: u64,
     fitting: u64,
     dominated: u64,
+    bounded: u64,
     best_rejected: Option<Found>,
     closest: Option<Found>,
     buf: Vec<Choice>,
@@ -231,6 +237,7 @@ impl Local {
             evaluated: 0,
             fitting: 0,
             dominated: 0,
+            bounded: 0,
             best_rejected: None,
             closest: None,
             buf: Vec::with_capacity(1024),
@@ -248,6 +255,13 @@ impl Local {
             self.top.pop();
             self.top.push(f);
         }
+    }
+    /// The first key of the K-th best plan once K are held: a plan whose
+    /// first key cannot go below more than this cannot enter.
+    fn bar(&self) -> Option<f64> {
+        (self.k > 0 && self.top.len() >= self.k)
+            .then(|| self.top.peek().map(|w| w.key[0]))
+            .flatten()
     }
     fn offer_rejected(&mut self, f: Found, hbm: f64) {
         if self.best_rejected.as_ref().map_or(true, |b| f < *b) {
@@ -268,6 +282,7 @@ impl Local {
         self.evaluated += o.evaluated;
         self.fitting += o.fitting;
         self.dominated += o.dominated;
+        self.bounded += o.bounded;
         if let Some(b) = o.best_rejected {
             if self.best_rejected.as_ref().map_or(true, |x| b < *x) {
                 self.best_rejected = Some(b);
@@ -324,18 +339,32 @@ struct Shared<'s, 'a> {
 impl Shared<'_, '_> {
     /// The fidelity model's step time for a fitting plan; `Err` when it
     /// cannot predict it.
-    fn predict(&self, cfg: &TrainConfig, model_flops: f64) -> Result<Option<PredEval>, ()> {
+    fn predict(&self, cfg: &TrainConfig, e: &Eval) -> Result<Option<PredEval>, ()> {
         let Some(p) = self.prof else {
             return Ok(None);
         };
         let s = self.search;
         let rs = RunSpec::from_config(&s.spec.arch, self.ctx.pc, cfg).map_err(|_| ())?;
         let (t, _) = predict_time(&rs, s.chip, &p.profile);
+        let t = t.at_least(e.lower);
         let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: t.total,
-            mfu: crate::accounting::mfu(model_flops, n, self.ctx.peak, t.total),
+            mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, t.total),
         }))
+    }
+
+    /// Whether a fitting plan can be left unpredicted: ranked by predicted
+    /// time (or cost), its key is at least its roofline lower bound's
+    /// (predictions never go below it), and that is already behind the K-th
+    /// best plan held.
+    fn behind_the_bar(&self, acc: &Local, e: &Eval) -> bool {
+        let floor = match (self.prof, self.search.objective) {
+            (Some(_), TrainObjective::Time) => e.lower,
+            (Some(_), TrainObjective::Cost) => e.lower * self.usd_per_token_s,
+            _ => return false,
+        };
+        acc.bar().is_some_and(|bar| floor > bar)
     }
 
     /// Cost every choice of one degree tuple into `acc`.
@@ -389,8 +418,21 @@ impl Shared<'_, '_> {
                 continue;
             }
             let e = evaluate(&self.ctx, mesh, c, &mut NoTrace, &mut ());
+            if e.fits && self.behind_the_bar(acc, &e) {
+                // still counted as the prediction would count it, so that
+                // the totals do not depend on which thread saw what first
+                let cfg = c.config(&s.base, w.deg);
+                if RunSpec::sequences_per_microbatch(&cfg).is_err() {
+                    acc.rejected[RejectReason::Unpredictable.index()] += 1;
+                    continue;
+                }
+                fitted = Some((c.zero, c.remat, c.sp));
+                acc.fitting += 1;
+                acc.bounded += 1;
+                continue;
+            }
             let pred = if e.fits {
-                match self.predict(&c.config(&s.base, w.deg), e.flops.model) {
+                match self.predict(&c.config(&s.base, w.deg), &e) {
                     Ok(p) => p,
                     Err(()) => {
                         acc.rejected[RejectReason::Unpredictable.index()] += 1;
@@ -591,6 +633,7 @@ impl<'a> TrainSearch<'a> {
             evaluated: acc.evaluated,
             fitting: acc.fitting,
             dominated: acc.dominated,
+            bounded: acc.bounded,
             best_rejected,
             closest_rejected: acc.closest,
             topology_reasons: pure.reasons,

@@ -332,8 +332,8 @@ fn resolve_conflicts<T: Tracer>(
             }
         }
         if cands.len() == 2 {
-            let va = group_bytes(&p.a, &[x.clone()], ctx)?;
-            let vb = group_bytes(&p.b, &[x.clone()], ctx)?;
+            let va = group_bytes(&p.a, std::slice::from_ref(&x), ctx)?;
+            let vb = group_bytes(&p.b, std::slice::from_ref(&x), ctx)?;
             if (vb < va) != p.bit() {
                 cands.swap(0, 1);
             }
@@ -379,8 +379,14 @@ fn reach_output<T: Tracer>(
             }
             _ => Collective::AllReduce,
         };
-        p.steps
-            .push(collective(op, &cur, &next, &[u.clone()], ctx, tr)?);
+        p.steps.push(collective(
+            op,
+            &cur,
+            &next,
+            std::slice::from_ref(&u),
+            ctx,
+            tr,
+        )?);
         p.names.push(format!("{op} {} over {u}", label(&cur, "C")));
         cur = next;
     }
@@ -402,8 +408,14 @@ fn reach_output<T: Tracer>(
                 }
                 None => Collective::AllGather,
             };
-            p.steps
-                .push(collective(op, &cur, &next, &[x.clone()], ctx, tr)?);
+            p.steps.push(collective(
+                op,
+                &cur,
+                &next,
+                std::slice::from_ref(&x),
+                ctx,
+                tr,
+            )?);
             p.names.push(format!("{op} {} over {x}", label(&cur, "C")));
             cur = next;
         }

@@ -7,99 +7,11 @@
 use serde::Serialize;
 
 use super::context::{MeshCtx, TrainCtx};
+pub use super::transfer::Transfer;
 use crate::collectives::{cost, AxisPlacement, Collective, CollectiveCost};
 use crate::parallelism::{Choice, LogicalAxis, Remat};
 use crate::trace::Tracer;
 use crate::units::{Bytes, Seconds};
-
-/// What a collective of the step moves (`Transfer::COUNT` variants, the
-/// slots of [`super::context::CostMemo`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, strum::EnumCount)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transfer {
-    /// FSDP: gather the weights for the forward.
-    FsdpGatherFwd,
-    /// FSDP: gather the weights for the backward.
-    FsdpGatherBwd,
-    /// FSDP: reduce-scatter the gradients.
-    FsdpReduceGrads,
-    /// DP: all-reduce the gradients.
-    DpAllReduce,
-    /// ZeRO-1/2: reduce-scatter the gradients.
-    ZeroReduceGrads,
-    /// ZeRO-1/2: gather the updated weights.
-    ZeroGatherWeights,
-    /// ZeRO-3 over dp: gather the weights (forward).
-    Zero3GatherFwd,
-    /// ZeRO-3 over dp: gather the weights (backward).
-    Zero3GatherBwd,
-    /// ZeRO-3 over dp: reduce-scatter the gradients.
-    Zero3ReduceGrads,
-    /// Data parallelism over DCN: all-reduce the gradients.
-    DcnAllReduce,
-    /// cp: all-reduce the gradients.
-    CpAllReduce,
-    /// cp: ring-pass K, V (forward).
-    CpKvFwd,
-    /// cp: ring-pass K, V (backward).
-    CpKvBwd,
-    /// cp: ring-reduce dK, dV.
-    CpDkv,
-    /// tp: all-gather activations (forward).
-    TpGatherFwd,
-    /// tp: reduce activations (forward).
-    TpReduceFwd,
-    /// tp: all-gather activations (backward).
-    TpGatherBwd,
-    /// tp: reduce activations (backward).
-    TpReduceBwd,
-    /// ep: dispatch + combine (forward).
-    EpFwd,
-    /// ep: dispatch + combine (backward).
-    EpBwd,
-    /// pp: send activations (forward).
-    PpFwd,
-    /// pp: send gradients (backward).
-    PpBwd,
-}
-
-impl Transfer {
-    /// The sentence the report lists (`sp` = Megatron sequence parallelism).
-    pub const fn describe(self, sp: bool) -> &'static str {
-        match (self, sp) {
-            (Transfer::FsdpGatherFwd, _) => "fsdp: gather weights (forward)",
-            (Transfer::FsdpGatherBwd, _) => "fsdp: gather weights (backward)",
-            (Transfer::FsdpReduceGrads, _) => "fsdp: reduce-scatter gradients",
-            (Transfer::DpAllReduce, _) => "dp: all-reduce gradients",
-            (Transfer::ZeroReduceGrads, _) => "zero-1/2: reduce-scatter gradients",
-            (Transfer::ZeroGatherWeights, _) => "zero-1/2: gather updated weights",
-            (Transfer::Zero3GatherFwd, _) => "zero-3 (dp): gather weights (forward)",
-            (Transfer::Zero3GatherBwd, _) => "zero-3 (dp): gather weights (backward)",
-            (Transfer::Zero3ReduceGrads, _) => "zero-3 (dp): reduce-scatter gradients",
-            (Transfer::DcnAllReduce, _) => "dp over DCN: all-reduce gradients",
-            (Transfer::CpAllReduce, _) => "cp: all-reduce gradients",
-            (Transfer::CpKvFwd, _) => "cp: ring-pass K,V (forward)",
-            (Transfer::CpKvBwd, _) => "cp: ring-pass K,V (backward)",
-            (Transfer::CpDkv, _) => "cp: ring-reduce dK,dV",
-            (Transfer::TpGatherFwd, false) => "tp: all-gather activations (f/g) (forward)",
-            (Transfer::TpGatherFwd, true) => "tp+sp: all-gather activations (forward)",
-            (Transfer::TpReduceFwd, false) => {
-                "tp: reduce activations (all-reduce = RS + AG, counted as RS here) (forward)"
-            }
-            (Transfer::TpReduceFwd, true) => "tp+sp: reduce-scatter activations (forward)",
-            (Transfer::TpGatherBwd, false) => "tp: all-gather activations (f/g) (backward)",
-            (Transfer::TpGatherBwd, true) => "tp+sp: all-gather activations (backward)",
-            (Transfer::TpReduceBwd, false) => {
-                "tp: reduce activations (all-reduce = RS + AG, counted as RS here) (backward)"
-            }
-            (Transfer::TpReduceBwd, true) => "tp+sp: reduce-scatter activations (backward)",
-            (Transfer::EpFwd, _) => "ep: dispatch + combine (forward)",
-            (Transfer::EpBwd, _) => "ep: dispatch + combine (backward)",
-            (Transfer::PpFwd, _) => "pp: send activations (forward)",
-            (Transfer::PpBwd, _) => "pp: send gradients (backward)",
-        }
-    }
-}
 
 /// One collective in a step, as the report lists it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -4,13 +4,9 @@
 //! `analyze` builds both for one plan; the planner builds the first once per
 //! search and the second once per degree tuple.
 
+use super::transfer::CostMemo;
 use crate::accounting::{step_flops, FlopQuery, StepFlops};
-use std::cell::RefCell;
-
-use strum::EnumCount;
-
-use super::comms::Transfer;
-use crate::collectives::{AxisPlacement, CollectiveCost};
+use crate::collectives::AxisPlacement;
 use crate::hardware::Chip;
 use crate::memory::MemoryCalibration;
 use crate::mesh::{Mesh, Topology};
@@ -91,40 +87,6 @@ impl<'a> TrainCtx<'a> {
         cal: Option<MemoryCalibration>,
     ) -> Self {
         Self::new(spec, chip, cfg, cal, &mut NoTrace)
-    }
-}
-
-/// Costs of the collectives already met on one mesh, by what they move (the
-/// planner evaluates many plans per degree tuple, and most collectives move
-/// the same bytes in each): slot `what` holds `(bytes bits, cost)`.
-#[derive(Clone, Debug)]
-pub struct CostMemo(RefCell<[Option<(u64, CollectiveCost)>; Transfer::COUNT]>);
-
-impl Default for CostMemo {
-    fn default() -> Self {
-        CostMemo(RefCell::new([None; Transfer::COUNT]))
-    }
-}
-
-impl CostMemo {
-    /// The cost of moving `bytes` for `what`, computed once per byte count.
-    pub fn get(
-        &self,
-        what: Transfer,
-        bytes: f64,
-        compute: impl FnOnce() -> CollectiveCost,
-    ) -> CollectiveCost {
-        let bits = bytes.to_bits();
-        let mut v = self.0.borrow_mut();
-        let slot = &mut v[what as usize];
-        match slot {
-            Some((b, c)) if *b == bits => *c,
-            _ => {
-                let c = compute();
-                *slot = Some((bits, c));
-                c
-            }
-        }
     }
 }
 

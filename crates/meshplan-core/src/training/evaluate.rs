@@ -45,7 +45,11 @@ fn compute_time<T: Tracer>(
     tr: &mut T,
 ) -> (f64, f64, f64) {
     let f = ctx.flops[c.remat.index()];
-    let t_math = f.hardware / (mesh.chips * ctx.peak);
+    // Stages run in lock-step, so an uneven split runs at its busiest
+    // stage's pace: ⌈L/pp⌉ layers where the balanced split has L/pp.
+    let (l, pp) = (ctx.spec.arch.n_layers.max(1), mesh.deg.pp.max(1));
+    let imbalance = (l.div_ceil(pp) * pp) as f64 / l as f64;
+    let t_math = f.hardware * imbalance / (mesh.chips * ctx.peak);
     tr.record(|| {
         Step::new(
             "train.flops",
@@ -59,7 +63,9 @@ fn compute_time<T: Tracer>(
         .source("How To Scale Your Model ch4; docs/training.md (FLOP conventions)")
     });
     tr.record(|| {
-        Step::new("train.t_math", "T_math", "FLOPs/(N·C)")
+        Step::new("train.t_math", "T_math", "FLOPs·(⌈L/pp⌉·pp/L)/(N·C)")
+            .bind("L", l as f64, "layers")
+            .bind("pp", pp as f64, "stages")
             .bind("N", mesh.chips, "chips")
             .bind("C", ctx.peak, "FLOP/s")
             .result(t_math, "s")

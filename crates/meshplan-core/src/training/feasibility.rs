@@ -17,7 +17,7 @@ pub enum RejectReason {
     TpHeads,
     /// tp and the KV heads do not divide one another.
     TpKvHeads,
-    /// pp does not divide the layers.
+    /// pp exceeds the layers (a stage would be empty).
     PpLayers,
     /// cp does not divide the sequence length.
     CpSeqLen,
@@ -77,7 +77,7 @@ impl RejectReason {
             RejectReason::Topology => "the topology cannot be used at all",
             RejectReason::TpHeads => "tp does not divide the query heads",
             RejectReason::TpKvHeads => "tp and the KV heads do not divide one another",
-            RejectReason::PpLayers => "pp does not divide the layers",
+            RejectReason::PpLayers => "pp exceeds the layers",
             RejectReason::CpSeqLen => "cp does not divide the sequence length",
             RejectReason::EpExperts => "ep does not divide the experts",
             RejectReason::EpDataAxes => "ep does not divide dp·fsdp·cp",
@@ -185,7 +185,10 @@ impl std::fmt::Display for Infeasible {
                 )
             }
             Infeasible::PpLayers { pp, layers } => {
-                write!(f, "pp = {pp} does not divide the {layers} layers")
+                write!(
+                    f,
+                    "pp = {pp} exceeds the {layers} layers: a stage would be empty"
+                )
             }
             Infeasible::EpExperts { ep, experts } => {
                 write!(f, "ep = {ep} does not divide the {experts} experts")
@@ -232,7 +235,9 @@ pub fn degree_problems(a: &Arch, seq_len: u64, d: &Degrees) -> impl Iterator<Ite
             heads: a.n_heads,
         }),
         (!tp_kv_ok).then_some(Infeasible::TpKvHeads { tp: d.tp, kv }),
-        (a.n_layers % d.pp != 0).then_some(Infeasible::PpLayers {
+        // stages may hold unequal layer counts (Megatron's first/last stage
+        // options, nanotron's cost-balanced split), but none can be empty
+        (d.pp > a.n_layers).then_some(Infeasible::PpLayers {
             pp: d.pp,
             layers: a.n_layers,
         }),

@@ -29,6 +29,7 @@ mod report;
 pub mod rules;
 pub mod scenario;
 pub mod sizing;
+pub mod transfer;
 
 pub use comms::{CommEntry, CommSink, Transfer};
 pub use context::{MeshCtx, TrainCtx};

@@ -32,6 +32,43 @@ pub struct ActiveProfile {
     pub profile: EfficiencyProfile,
     /// "built-in" or "file NAME" (`--hw-profile`).
     pub origin: String,
+    /// The fitted chip whose profile stands in for a chip that has none.
+    pub transferred_from: Option<String>,
+}
+
+/// The fitted profile that stands in for a GPU with none of its own: the
+/// A100 one for A100 variants, else the H100 one (Megatron-Core on
+/// InfiniBand, whose parameters are fractions of peak rates and small
+/// latencies). The chip's own peak FLOP/s, HBM and link rates come from its
+/// catalog entry; the efficiencies were measured on another chip, so every
+/// prediction with it says so.
+fn transfer_base(chip: &Chip) -> Option<&'static str> {
+    if chip.kind != crate::hardware::ChipKind::Gpu {
+        return None;
+    }
+    let name = crate::catalog::normalize(&chip.name);
+    Some(if name.starts_with("a100") {
+        "a100-80gb"
+    } else {
+        "h100"
+    })
+}
+
+/// A built-in profile for `chip` from the fitted one of `base`.
+fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
+    let fitted = EfficiencyProfile::builtin(base)?;
+    let mut profile = fitted.for_network("infiniband");
+    profile.source = format!(
+        "not fitted on {}: the {base} profile's efficiencies on network '{}' with {}'s own peak rates | {}",
+        chip.name, profile.network, chip.name, profile.source
+    );
+    profile.chip = chip.name.clone();
+    let origin = format!("transferred from {base}, {} network", profile.network);
+    Some(ActiveProfile {
+        profile,
+        origin,
+        transferred_from: Some(base.to_string()),
+    })
 }
 
 /// The profile for `chip`: the user's (`--hw-profile`: `(toml_text, file_name)`)
@@ -39,22 +76,29 @@ pub struct ActiveProfile {
 /// (`[scale_out] kind` of the catalog entry, e.g. InfiniBand for `h100`: the
 /// built-in H100 profile was fitted on the Playbook's AWS EFA cluster and
 /// carries an InfiniBand sub-profile that shares its compute and memory
-/// parameters); `None` when the chip has none (TPUs). A user profile is used
-/// as written: it was calibrated on the user's own cluster.
+/// parameters); a GPU without a fitted profile gets one transferred from a
+/// fitted chip ([`transfer_base`]); `None` for TPUs (the calibrated model
+/// costs GPU networks only). A user profile is used as written: it was
+/// calibrated on the user's own cluster.
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
     let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
-        return Ok(None);
+        return Ok(transfer_base(chip).and_then(|b| transferred(chip, b)));
     };
     Ok(Some(match user {
         Some((_, f)) => ActiveProfile {
             profile,
             origin: format!("file {f}"),
+            transferred_from: None,
         },
         None => {
             let net = chip.scale_out.as_ref().map_or("", |s| s.kind.as_str());
             let profile = profile.for_network(net);
             let origin = format!("built-in, {} network", profile.network);
-            ActiveProfile { profile, origin }
+            ActiveProfile {
+                profile,
+                origin,
+                transferred_from: None,
+            }
         }
     }))
 }
@@ -128,6 +172,8 @@ pub struct Predicted {
     pub profile_origin: String,
     /// The profile's own `source` line.
     pub profile_source: String,
+    /// The fitted chip whose profile stands in (the chip has none of its own).
+    pub transferred_from: Option<String>,
     /// The framework whose runtime is predicted.
     pub framework: Framework,
     /// Predicted seconds per optimizer step.
@@ -158,7 +204,8 @@ pub struct Predicted {
 }
 
 /// Predict one configuration; `model_flops` is the report's model FLOPs per
-/// step (for the MFU, same convention as `mfu_at_lower_bound`).
+/// step (for the MFU, same convention as `mfu_at_lower_bound`), `floor_s` its
+/// roofline lower bound (the prediction never goes below it).
 pub fn predict_train(
     spec: &ModelSpec,
     pc: ParamCounts,
@@ -166,9 +213,11 @@ pub fn predict_train(
     cfg: &TrainConfig,
     prof: &ActiveProfile,
     model_flops: f64,
+    floor_s: f64,
 ) -> std::result::Result<Predicted, String> {
     let rs = run_spec(spec, pc, cfg)?;
     let (time, extrapolated) = predict_time(&rs, chip, &prof.profile);
+    let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;
     let c = chip.flops(cfg.compute_dtype).get();
@@ -186,6 +235,7 @@ pub fn predict_train(
         profile: prof.profile.chip.clone(),
         profile_origin: prof.origin.clone(),
         profile_source: prof.profile.source.clone(),
+        transferred_from: prof.transferred_from.clone(),
         framework: rs.framework,
         step_time_s: Seconds::new(step),
         mfu: crate::accounting::mfu(model_flops, n, c, step),
@@ -223,7 +273,8 @@ pub fn attach(
         return;
     }
     let pc = crate::model::params::count(&spec.arch, &mut crate::trace::NoTrace);
-    match predict_train(spec, pc, chip, cfg, prof, report.flops_per_step.get()) {
+    let (flops, floor) = (report.flops_per_step.get(), report.step_time_lower_s.get());
+    match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
         Ok(p) => report.predicted = Some(p),
         Err(r) => report.prediction_note = Some(format!("prediction not available: {r}")),
     }

@@ -73,8 +73,24 @@ fn time_fields(r: &TrainReport) -> Vec<(String, String)> {
     rows
 }
 
+/// What the prediction rests on: a profile fitted on this chip, within or
+/// beyond the job size it was fitted on, or one transferred from another chip.
+fn prediction_range(p: &Predicted) -> String {
+    let size = if p.extrapolated {
+        EXTRAPOLATED
+    } else {
+        "within the job size the profile was fitted on"
+    };
+    match &p.transferred_from {
+        Some(base) => format!(
+            "not fitted on this chip: efficiencies measured on {base}, peak rates from the catalog — indicative; {size}"
+        ),
+        None => size.to_string(),
+    }
+}
+
 fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
-    vec![
+    let mut rows = vec![
         field(
             "step time predicted",
             format!(
@@ -87,15 +103,19 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
             "tokens/s per device (pred.)",
             sig4(p.tokens_per_s_per_device),
         ),
-        field(
-            "prediction range",
-            if p.extrapolated {
-                EXTRAPOLATED
-            } else {
-                "within the job size the profile was fitted on"
-            },
-        ),
-    ]
+        field("prediction range", prediction_range(p)),
+    ];
+    let raise = p.time_breakdown_s.floor_raise;
+    if raise > 0.0 {
+        rows.push(field(
+            "held at the lower bound",
+            format!(
+                "the calibrated overlap terms undercut the roofline lower bound by {}; the prediction is the bound",
+                Seconds::new(raise)
+            ),
+        ));
+    }
+    rows
 }
 
 fn cost_fields(r: &TrainReport) -> Vec<(String, String)> {

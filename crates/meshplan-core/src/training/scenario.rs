@@ -50,6 +50,26 @@ pub struct Workload {
     pub profile: Option<ActiveProfile>,
 }
 
+/// The smallest MFU accepted: below it step times leave the range of
+/// meaningful (and, near 5e-324, finite) numbers.
+pub const MIN_MFU: f64 = 1e-6;
+
+/// `m` when it is an MFU meshplan accepts: a finite number in
+/// [[`MIN_MFU`], 1].
+pub fn check_mfu(m: f64) -> Result<f64> {
+    if (MIN_MFU..=1.0).contains(&m) {
+        Ok(m)
+    } else if m.is_finite() {
+        Err(Error::Invalid(format!(
+            "--mfu must be in [{MIN_MFU:e}, 1], got {m:e}"
+        )))
+    } else {
+        Err(Error::Invalid(format!(
+            "--mfu must be a finite number in [{MIN_MFU:e}, 1]"
+        )))
+    }
+}
+
 fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
     match s {
         Some(x) => DType::parse(x).map_err(|e| Error::Invalid(format!("training.{what}: {e}"))),
@@ -61,6 +81,7 @@ fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
 /// that many chips (`Err` lists the offered sizes), on GPUs `n` GPUs in
 /// NVLink domains.
 pub fn topology_for_chips(chip: &Chip, n: u64) -> std::result::Result<Topology, String> {
+    crate::mesh::check_chip_count(n)?;
     let Some(ici) = &chip.ici else {
         return Ok(Topology::gpus(
             n,
@@ -89,7 +110,10 @@ fn scenario_topology(sc: &Scenario, chip: &Chip) -> Result<std::result::Result<T
     match (&sc.hardware.mesh, sc.hardware.chips.map(|c| c.0)) {
         (Some(m), _) => Ok(Ok(Topology::parse(chip, m)?)),
         (None, Some(0)) => Err(Error::Invalid("the mesh needs at least one chip".into())),
-        (None, Some(n)) => Ok(topology_for_chips(chip, n)),
+        (None, Some(n)) => {
+            crate::mesh::check_chip_count(n).map_err(Error::Invalid)?;
+            Ok(topology_for_chips(chip, n))
+        }
         (None, None) => Err(Error::Invalid(
             "give --mesh (TPU slice or NODESxGPUS) or --chips".into(),
         )),
@@ -126,9 +150,7 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
     }
     cfg.mfu = t.mfu;
     if let Some(m) = cfg.mfu {
-        if !(m > 0.0 && m <= 1.0) {
-            return Err(Error::Invalid(format!("--mfu must be in (0, 1], got {m}")));
-        }
+        check_mfu(m)?;
     }
     cfg.train_tokens = t.train_tokens.map(|c| c.0);
     cfg.causal = t.causal.unwrap_or(true);
@@ -177,11 +199,18 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
                 "--{name} must be at least 1 (1 = not used), got 0"
             )));
         }
+        if v > crate::mesh::MAX_CHIPS {
+            return Err(Error::Invalid(format!(
+                "--{name} = {v} is more than the {} chips meshplan analyses",
+                crate::mesh::MAX_CHIPS
+            )));
+        }
     }
-    if cfg.degrees.checked_product().is_none() {
-        return Err(Error::Invalid(
-            "dp·fsdp·tp·pp·cp overflows: the degrees multiply to more than 2^64 chips".into(),
-        ));
+    if !matches!(cfg.degrees.checked_product(), Some(n) if n <= crate::mesh::MAX_CHIPS) {
+        return Err(Error::Invalid(format!(
+            "dp·fsdp·tp·pp·cp overflows: the degrees multiply to more than the {} chips meshplan analyses",
+            crate::mesh::MAX_CHIPS
+        )));
     }
     if cfg.degrees == Degrees::default() && chips > 1 {
         cfg.degrees.dp = chips;

@@ -1,0 +1,122 @@
+//! `meshplan check` and `meshplan explain`: exit codes (0 pass, 1 fail,
+//! 2 malformed), the JSON report, explanations and bad claims files.
+
+use crate::harness::{assert_contains, assert_no_panic, parse, run, u, Scratch};
+
+/// One scenario with the ch7 18B model, then the start of a claim on it.
+const HEAD: &str = "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\n";
+
+#[test]
+fn shipped_claims_files_exit_codes() {
+    let (code, out, _) = run(&["check", "examples/claims/seed-000-ch5.toml"]);
+    assert_eq!(code, 1, "{out}");
+    assert_contains(&out, &["25 PASS, 4 FAIL, 0 CANNOT-CHECK"]);
+    let (code, out, _) = run(&["check", "examples/claims/seed-002-ch7.toml"]);
+    assert_eq!(code, 1, "{out}");
+    assert_contains(&out, &["digit typo", "forward vs training"]);
+    // ch5: every official answer passes; ch7: four claims fail where the
+    // book itself approximates or slips (each carries a note).
+    assert_eq!(run(&["check", "examples/book/ch5.toml"]).0, 0);
+    let (code, out, _) = run(&["check", "examples/book/ch7.toml"]);
+    assert_eq!(code, 1, "{out}");
+    assert_contains(&out, &["26 PASS, 4 FAIL, 0 CANNOT-CHECK"]);
+    assert_eq!(run(&["check", "examples/playbook/seed-003.toml"]).0, 1);
+}
+
+/// A claim on an optional key the scenario does not produce (no MFU → no
+/// step_time_at_mfu_s) is CANNOT-CHECK: exit 0, but 1 with --strict.
+#[test]
+fn cannot_check_fails_only_with_strict() {
+    let s = Scratch::new("cannot-check");
+    let p = s.write(
+        "cc.toml",
+        "[scenarios.s]\nmodel = { name = \"book-ch5-llama-2-13b\" }\nhardware = { chip = \"tpu-v5p@book\", mesh = \"4x4x4\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\ncommand = \"train\"\nquantity = \"step_time_at_mfu_s\"\nclaimed = \"1 s\"\n",
+    );
+    let (code, out, _) = run(&["check", &p]);
+    assert_eq!(code, 0, "{out}");
+    assert_contains(&out, &["CANNOT-CHECK"]);
+    assert_eq!(run(&["check", "--strict", &p]).0, 1);
+}
+
+#[test]
+fn json_output() {
+    let args = ["check", "--json", "examples/claims/seed-002-ch7.toml"];
+    let (code, out, _) = run(&args);
+    assert_eq!(code, 1);
+    let v = parse(&args, &out);
+    assert_eq!(u(&v, "summary.fail"), 7);
+    assert_eq!(u(&v, "summary.cannot_check"), 0);
+    let q1 = &v["claims"][0];
+    assert_eq!(q1["id"], "q1-params");
+    assert_eq!(q1["verdict"], "FAIL");
+    // the seed wrote 18,385,207,246; (3DF + 2D(N+K)H)·L + DV = 18,385,207,296
+    assert_eq!(u(q1, "meshplan"), 18_385_207_296);
+    assert_eq!(q1["hint"]["kind"], "digit-typo");
+}
+
+#[test]
+fn explain_formats() {
+    let (code, out, _) = run(&["check", "--explain", "examples/claims/seed-002-ch7.toml"]);
+    assert_eq!(code, 1);
+    assert_contains(&out, &["Forward matmul FLOPs per token: 2·P_matmul"]);
+    for (fmt, needle) in [
+        ("text", "Inputs:"),
+        ("markdown", "## q1-params"),
+        ("latex", "\\begin{align*}"),
+    ] {
+        let (code, out, err) = run(&[
+            "explain",
+            "--format",
+            fmt,
+            "examples/claims/seed-002-ch7.toml",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        // L = 64 layers of the ch7 model, in every format
+        assert_contains(&out, &[needle, "64"]);
+    }
+}
+
+#[test]
+fn bad_files_exit_2_with_the_line() {
+    let s = Scratch::new("bad-claims");
+    for (name, body, needle) in [
+        (
+            "u.toml",
+            format!("{HEAD}quantity = \"kv_cache_bytes_per_token\"\nclaimed = \"2 s\"\n"),
+            ":8:",
+        ),
+        (
+            "s.toml",
+            "[[claim]]\nid = \"a\"\nscenario = \"x\"\nquantity = \"params_total\"\nclaimed = \"7\"\n"
+                .to_string(),
+            ":3:",
+        ),
+        ("m.toml", "[[claim\nid = 1\n".to_string(), ":1:"),
+        (
+            "c.toml",
+            format!("{HEAD}command = \"serve\"\nquantity = \"params_total\"\nclaimed = \"7\"\n"),
+            ":7:",
+        ),
+    ] {
+        let p = s.write(name, body);
+        let args = ["check", p.as_str()];
+        let (code, _, err) = run(&args);
+        assert_no_panic(&args, &err);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+    let (code, _, err) = run(&["check", "does-not-exist.toml"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn scenario_file_relative_to_the_claims_file() {
+    let s = Scratch::new("relative");
+    let p = s.write(
+        "rel.toml",
+        "[[claim]]\nid = \"p\"\nscenario = \"scen.toml\"\nquantity = \"params_total\"\nclaimed = \"13,015,449,600\"\n",
+    );
+    s.write("scen.toml", "[model]\nname = \"book-ch5-llama-2-13b\"\n");
+    let (code, out, err) = run(&["check", &p]);
+    assert_eq!(code, 0, "{out}{err}");
+}

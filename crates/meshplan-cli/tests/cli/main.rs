@@ -1,0 +1,17 @@
+//! The CLI tests: one integration-test binary that runs the `meshplan`
+//! executable the way a user does. `harness` holds the only helpers.
+
+mod check;
+mod harness;
+mod hostile;
+mod hw;
+mod infer;
+mod json_every;
+mod limits;
+mod model;
+mod model_files;
+mod plan;
+mod polish;
+mod snapshots;
+mod train;
+mod validate;

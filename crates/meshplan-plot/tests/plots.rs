@@ -1,0 +1,148 @@
+//! Each plot is well-formed SVG (parsed as XML) and carries its series and
+//! labels. With `MESHPLAN_WRITE_IMG=1` the plots of the README are rewritten
+//! under `docs/img/`.
+
+use meshplan_core::catalog::Catalog;
+use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
+use meshplan_core::planner::{plan_train, PlanTrainRequest, TrainObjective};
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::NoTrace;
+use meshplan_core::training::analyze_with;
+use meshplan_core::training::scenario::{resolve, resolve_workload};
+use meshplan_plot::{
+    memory_svg, pareto_front, pareto_svg, roofline_svg, serving_svg, serving_sweep, step_time_svg,
+    ParetoAxis,
+};
+
+fn scenario(path: &str) -> Scenario {
+    let file = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(&file).unwrap();
+    Scenario::parse(&src, path).unwrap()
+}
+
+/// Parse as XML; return every text node's content joined.
+fn check_svg(svg: &str, name: &str) -> String {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{name}: not XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+    if std::env::var_os("MESHPLAN_WRITE_IMG").is_some() {
+        let dir = format!("{}/../../docs/img", env!("CARGO_MANIFEST_DIR"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(format!("{dir}/{name}.svg"), svg).unwrap();
+    }
+    doc.descendants()
+        .filter(|n| n.is_text())
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn train_report() -> meshplan_core::training::TrainReport {
+    let sc = scenario("examples/train/llama-3-8b-h100-3d.toml");
+    let s = resolve(&sc, Catalog::builtin()).unwrap();
+    analyze_with(
+        &s.spec,
+        &s.chip,
+        &s.topo,
+        &s.cfg,
+        s.profile.as_ref(),
+        &mut NoTrace,
+    )
+}
+
+#[test]
+fn memory_plot_stacks_terms_against_hbm() {
+    let r = train_report();
+    let text = check_svg(&memory_svg(&r).unwrap(), "memory");
+    for label in [
+        "params",
+        "grads",
+        "optimizer",
+        "activations",
+        "usable HBM",
+        "GB per device",
+    ] {
+        assert!(text.contains(label), "missing {label} in\n{text}");
+    }
+    assert!(text.contains(&r.model));
+}
+
+#[test]
+fn step_time_plot_has_compute_each_collective_and_exposed() {
+    let r = train_report();
+    let text = check_svg(&step_time_svg(&r).unwrap(), "step-time");
+    assert!(text.contains("T_math"));
+    assert!(text.contains("no overlap (upper)"));
+    assert!(text.contains("overlap (lower bound)"));
+    for c in r.comms.iter().filter(|c| c.seconds.get() > 0.0) {
+        assert!(text.contains(&c.what), "missing collective {}", c.what);
+    }
+}
+
+fn infer_setup() -> inference::scenario::InferSetup {
+    let sc = scenario("examples/infer/ch7-pq1-llama2-13b.toml");
+    resolve_infer(&sc, Catalog::builtin()).unwrap()
+}
+
+#[test]
+fn roofline_plot_marks_every_component() {
+    let s = infer_setup();
+    let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap();
+    let text = check_svg(&roofline_svg(&r).unwrap(), "roofline");
+    assert!(text.contains("roofline min(N·C, I·N·W_hbm)"));
+    assert!(text.contains("arithmetic intensity (FLOPs/byte)"));
+    for c in &r.decode_components {
+        if c.intensity > 0.0 {
+            assert!(text.contains(&format!("decode {}", c.name)), "{}", c.name);
+        }
+    }
+}
+
+#[test]
+fn serving_sweep_is_the_core_evaluation() {
+    let s = infer_setup();
+    let pts = serving_sweep(&s).unwrap();
+    assert!(pts.len() >= 2);
+    assert_eq!(pts[0].batch, 1);
+    for p in &pts {
+        let mut q = s.query.clone();
+        q.batch = p.batch;
+        let r = inference::evaluate(&s.model, &s.chip, &q, &mut NoTrace).unwrap();
+        assert_eq!(p.tpot_s, r.decode_step_time_s.get());
+        assert_eq!(p.tokens_per_s, r.tokens_per_s);
+    }
+    let text = check_svg(&serving_svg(&s, Some(2.0), Some(0.05)).unwrap(), "serving");
+    for label in [
+        "TPOT (decode step)",
+        "TTFT (prefill)",
+        "TPOT SLO",
+        "TTFT SLO",
+        "throughput",
+    ] {
+        assert!(text.contains(label), "missing {label}");
+    }
+}
+
+#[test]
+fn pareto_front_keeps_the_non_dominated() {
+    let pts = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (2.0, 6.0)];
+    assert_eq!(pareto_front(&pts), vec![0, 1, 3]);
+}
+
+#[test]
+fn pareto_plot_of_a_plan_search() {
+    // the 64-H100 workload of the train example; the planner ignores its plan
+    let sc = scenario("examples/train/llama-3-8b-h100-3d.toml");
+    let req = PlanTrainRequest {
+        workload: resolve_workload(&sc, Catalog::builtin(), None).unwrap(),
+        objective: TrainObjective::parse("time").unwrap(),
+        top: 60,
+        threads: Some(2),
+        explain_rank: None,
+    };
+    let r = plan_train(&req, &|_, _| {}).unwrap();
+    assert!(!r.plans.is_empty());
+    let text = check_svg(&pareto_svg(&r, ParetoAxis::Memory).unwrap(), "pareto");
+    assert!(text.contains("Pareto front"));
+    assert!(text.contains("rank 1"));
+    assert!(text.contains("memory per device (GB)"));
+}

@@ -1,0 +1,292 @@
+//! `meshplan._native`: the Python extension behind the `meshplan` package
+//! (python/). Each function takes what the CLI takes — a scenario file and/or
+//! names — resolves it with the core's own scenario code, calls the same
+//! core function the CLI calls and returns the report's serde JSON (the
+//! Python side wraps it in a report object with `to_dict()`), plus SVG plots
+//! from `meshplan-plot` where one applies. Bad input raises
+//! `meshplan.MeshplanError` carrying the core's message.
+
+use meshplan_core::catalog::Catalog;
+use meshplan_core::check::{check as check_claims, parse_claims};
+use meshplan_core::fidelity::report::{load_dataset, validate as validate_runs, Thresholds};
+use meshplan_core::hardware::report::hw_report;
+use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
+use meshplan_core::model::report::{model_report, ModelQuery};
+use meshplan_core::planner::{
+    plan_infer as core_plan_infer, plan_train as core_plan_train, InferObjective, InferSearch,
+    PlanTrainRequest, TrainObjective,
+};
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::NoTrace;
+use meshplan_core::training::analyze_with;
+use meshplan_core::training::scenario::{resolve_with, resolve_workload};
+use meshplan_core::units::DType;
+use meshplan_plot as plot;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::path::Path;
+
+create_exception!(
+    _native,
+    MeshplanError,
+    PyException,
+    "Bad input to meshplan (unknown name, malformed file, impossible hyperparameters); the message is the CLI's."
+);
+
+fn e<E: std::fmt::Display>(x: E) -> PyErr {
+    MeshplanError::new_err(x.to_string())
+}
+
+fn read(path: &str) -> PyResult<String> {
+    std::fs::read_to_string(path).map_err(|x| e(format!("cannot read '{path}': {x}")))
+}
+
+fn json<T: serde::Serialize>(r: &T) -> PyResult<String> {
+    serde_json::to_string(r).map_err(e)
+}
+
+/// Merge `over` into `base` (tables recursively, everything else replaced).
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// The scenario the CLI would build: the file (if any), then the overrides
+/// (a JSON object of TOML sections, e.g. `{"hardware": {"chips": 8}}`)
+/// written over it, parsed by the core's scenario parser.
+fn scenario(path: Option<&str>, overrides: &str) -> PyResult<Scenario> {
+    let (src, name) = match path {
+        Some(p) => (read(p)?, p.to_string()),
+        None => (String::new(), "<arguments>".to_string()),
+    };
+    let over: serde_json::Value = serde_json::from_str(overrides).map_err(e)?;
+    if over.as_object().is_some_and(|o| !o.is_empty()) {
+        let mut base: toml::Table = toml::from_str(&src).map_err(|x| e(format!("{name}: {x}")))?;
+        let over: toml::Table = toml::Table::try_from(over).map_err(e)?;
+        // like the CLI: --chips without --mesh replaces the file's mesh
+        if let Some(toml::Value::Table(h)) = over.get("hardware") {
+            if h.contains_key("chips") && !h.contains_key("mesh") {
+                if let Some(toml::Value::Table(bh)) = base.get_mut("hardware") {
+                    bh.remove("mesh");
+                }
+            }
+        }
+        merge(&mut base, over);
+        let text = toml::to_string(&base).map_err(e)?;
+        Scenario::parse(&text, &name).map_err(e)
+    } else {
+        Scenario::parse(&src, &name).map_err(e)
+    }
+}
+
+fn catalog() -> &'static Catalog {
+    Catalog::builtin()
+}
+
+/// `meshplan model show NAME --json`: (report JSON).
+#[pyfunction]
+#[pyo3(signature = (name, seq_len=None, kv_dtype=None, causal=true))]
+fn model(
+    name: &str,
+    seq_len: Option<u64>,
+    kv_dtype: Option<&str>,
+    causal: bool,
+) -> PyResult<String> {
+    let spec = catalog().model(name).map_err(e)?;
+    let q = ModelQuery {
+        seq_len: seq_len.unwrap_or(ModelQuery::default().seq_len),
+        kv_dtype: kv_dtype
+            .map(DType::parse)
+            .transpose()
+            .map_err(e)?
+            .unwrap_or(DType::Bf16),
+        causal,
+    };
+    json(&model_report(spec, &q, &mut NoTrace))
+}
+
+/// `meshplan hw show CHIP --json`.
+#[pyfunction]
+fn hw(name: &str) -> PyResult<String> {
+    let chip = catalog().chip(name).map_err(e)?;
+    json(&hw_report(chip, &mut NoTrace))
+}
+
+/// `meshplan train --json`: (report JSON, {kind: svg}).
+#[pyfunction]
+#[pyo3(signature = (scenario_path, overrides))]
+fn train(
+    scenario_path: Option<&str>,
+    overrides: &str,
+) -> PyResult<(String, Vec<(String, String)>)> {
+    let sc = scenario(scenario_path, overrides)?;
+    let s = resolve_with(&sc, catalog(), None).map_err(e)?;
+    let r = analyze_with(
+        &s.spec,
+        &s.chip,
+        &s.topo,
+        &s.cfg,
+        s.profile.as_ref(),
+        &mut NoTrace,
+    );
+    let mut plots = Vec::new();
+    for (k, svg) in [
+        ("memory", plot::memory_svg(&r)),
+        ("step-time", plot::step_time_svg(&r)),
+    ] {
+        if let Ok(svg) = svg {
+            plots.push((k.to_string(), svg));
+        }
+    }
+    Ok((json(&r)?, plots))
+}
+
+/// `meshplan infer --json`: (report JSON, {kind: svg}); the serving sweep
+/// with `ttft_slo`/`tpot_slo` lines when `sweep` is set.
+#[pyfunction]
+#[pyo3(signature = (scenario_path, overrides, sweep=false, ttft_slo=None, tpot_slo=None))]
+fn infer(
+    scenario_path: Option<&str>,
+    overrides: &str,
+    sweep: bool,
+    ttft_slo: Option<f64>,
+    tpot_slo: Option<f64>,
+) -> PyResult<(String, Vec<(String, String)>)> {
+    let sc = scenario(scenario_path, overrides)?;
+    if sc.model.name.is_none() && !sc.model.has_overrides() {
+        return Err(e(
+            "no model given: use --model NAME or a scenario with [model]",
+        ));
+    }
+    let s = resolve_infer(&sc, catalog()).map_err(e)?;
+    let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).map_err(e)?;
+    let mut plots = Vec::new();
+    if let Ok(svg) = plot::roofline_svg(&r) {
+        plots.push(("roofline".to_string(), svg));
+    }
+    if sweep {
+        let svg = plot::serving_svg(&s, ttft_slo, tpot_slo).map_err(e)?;
+        plots.push(("serving".to_string(), svg));
+    }
+    Ok((json(&r)?, plots))
+}
+
+/// `meshplan plan train --json`: (report JSON, {kind: svg}).
+#[pyfunction]
+#[pyo3(signature = (scenario_path, overrides, objective="time", top=10, threads=None))]
+fn plan_train(
+    scenario_path: Option<&str>,
+    overrides: &str,
+    objective: &str,
+    top: usize,
+    threads: Option<usize>,
+) -> PyResult<(String, Vec<(String, String)>)> {
+    let sc = scenario(scenario_path, overrides)?;
+    let req = PlanTrainRequest {
+        workload: resolve_workload(&sc, catalog(), None).map_err(e)?,
+        objective: TrainObjective::parse(objective).map_err(e)?,
+        top,
+        threads,
+        explain_rank: None,
+    };
+    let r = core_plan_train(&req, &|_, _| {}).map_err(e)?;
+    let mut plots = Vec::new();
+    for (k, axis) in [
+        ("pareto", plot::ParetoAxis::Memory),
+        ("pareto-cost", plot::ParetoAxis::Cost),
+    ] {
+        if let Ok(svg) = plot::pareto_svg(&r, axis) {
+            plots.push((k.to_string(), svg));
+        }
+    }
+    Ok((json(&r)?, plots))
+}
+
+/// `meshplan plan infer --json`.
+#[pyfunction]
+#[pyo3(signature = (scenario_path, overrides, max_chips=None, objective="throughput", top=10, ttft_slo=None, tpot_slo=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn plan_infer(
+    scenario_path: Option<&str>,
+    overrides: &str,
+    max_chips: Option<u64>,
+    objective: &str,
+    top: usize,
+    ttft_slo: Option<f64>,
+    tpot_slo: Option<f64>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    let sc = scenario(scenario_path, overrides)?;
+    let cat = catalog();
+    let spec = sc.model.resolve(cat).map_err(e)?;
+    let chip = sc.hardware.resolve_chip(cat).map_err(e)?;
+    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, max_chips).map_err(e)?;
+    s.ttft_slo = ttft_slo;
+    s.tpot_slo = tpot_slo;
+    s.objective = InferObjective::parse(objective).map_err(e)?;
+    s.top_k = top.max(1);
+    s.threads = threads;
+    let r = core_plan_infer(&s, top, None).map_err(e)?;
+    json(&r)
+}
+
+/// `meshplan check CLAIMS --json`: scenario files resolve relative to it.
+#[pyfunction]
+fn check(path: &str) -> PyResult<String> {
+    let src = read(path)?;
+    let dir = Path::new(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut resolve = |p: &str| {
+        let full = dir.join(p);
+        std::fs::read_to_string(&full)
+            .map(|t| (full.display().to_string(), t))
+            .map_err(|x| format!("cannot read '{}': {x}", full.display()))
+    };
+    let f = parse_claims(&src, path, &mut resolve).map_err(e)?;
+    json(&check_claims(&f, catalog(), false).map_err(e)?)
+}
+
+/// `meshplan validate DATASET --json`.
+#[pyfunction]
+#[pyo3(signature = (path, all=false))]
+fn validate(path: &str, all: bool) -> PyResult<String> {
+    let src = read(path)?;
+    let side = Path::new(path).with_file_name("playbook_models.toml");
+    let models = if side.is_file() {
+        Some(read(&side.display().to_string())?)
+    } else {
+        None
+    };
+    let (runs, skipped) = load_dataset(&src, path, models.as_deref()).map_err(e)?;
+    let t = Thresholds {
+        max_median_error: None,
+        max_p90_error: None,
+        max_memory_error: None,
+        min_oom_accuracy: None,
+    };
+    json(&validate_runs(&runs, skipped, None, &t, all))
+}
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("MeshplanError", m.py().get_type::<MeshplanError>())?;
+    m.add_function(wrap_pyfunction!(model, m)?)?;
+    m.add_function(wrap_pyfunction!(hw, m)?)?;
+    m.add_function(wrap_pyfunction!(train, m)?)?;
+    m.add_function(wrap_pyfunction!(infer, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_train, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_infer, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,6 @@
+//! cargo-fuzz target: `meshplan_core::fuzzing::hf_config` (see docs/fuzzing.md).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    meshplan_core::fuzzing::hf_config(data);
+});

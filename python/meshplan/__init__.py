@@ -1,0 +1,300 @@
+"""meshplan: the quantitative reasoning of *How To Scale Your Model* (the JAX
+Scaling Book) and the *Ultra-Scale Playbook* from Python.
+
+Every function takes what the ``meshplan`` CLI takes — catalog names and
+scenario files — calls the same Rust library the CLI calls and returns its
+report as a Python object: ``to_dict()`` gives the CLI's ``--json`` object
+(SI base units: bytes, FLOPs, seconds), attribute access reads its keys, and
+reports with a plot render as SVG in notebooks (``_repr_svg_``). Bad input
+raises :class:`MeshplanError` with the CLI's message.
+
+Notation (the book's): B batch (tokens), T sequence length, S KV length,
+D width, F feed-forward width, N query heads, K KV heads, H head dimension,
+L layers, V vocabulary, E/k experts/active experts, C peak FLOP/s per chip,
+W bandwidth (bytes/s), X/Y/Z mesh axis sizes.
+
+Scenario overrides: ``model=``, ``chip=``, ``chips=`` and ``mesh=`` are the
+CLI's ``--model``, ``--hw``, ``--chips`` and ``--mesh``; any other scenario
+field is given by section, e.g. ``training={"batch_tokens": "4M"}`` or
+``parallelism={"tp": 8, "zero": 1}``, written over the scenario file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from . import _native
+from ._native import MeshplanError
+
+__all__ = [
+    "MeshplanError",
+    "Report",
+    "TrainReport",
+    "InferReport",
+    "PlanTrainReport",
+    "PlanInferReport",
+    "model",
+    "hw",
+    "train",
+    "infer",
+    "plan_train",
+    "plan_infer",
+    "check",
+    "validate",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]  # noqa: F821
+
+
+class Report(Mapping[str, Any]):
+    """A meshplan report: the CLI's ``--json`` object.
+
+    Read it as a mapping (``r["t_math_s"]``), by attribute (``r.t_math_s``) or
+    as a plain dict (``r.to_dict()``). ``plots`` maps a plot kind to its SVG.
+    """
+
+    def __init__(self, data: Dict[str, Any], plots: Optional[Dict[str, str]] = None):
+        self._data = data
+        self.plots: Dict[str, str] = dict(plots or {})
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The report as the CLI's ``--json`` object (a fresh copy)."""
+        return json.loads(json.dumps(self._data))
+
+    def svg(self, kind: Optional[str] = None) -> str:
+        """The SVG plot of ``kind`` (default: the first one)."""
+        if not self.plots:
+            raise MeshplanError(f"{type(self).__name__} has no plot")
+        if kind is None:
+            return next(iter(self.plots.values()))
+        try:
+            return self.plots[kind]
+        except KeyError:
+            raise MeshplanError(
+                f"no plot '{kind}': {', '.join(self.plots)}"
+            ) from None
+
+    def _repr_svg_(self) -> Optional[str]:
+        return next(iter(self.plots.values()), None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        keys = ", ".join(f"{k}={self._data[k]!r}" for k in ("model", "chip", "chips") if k in self._data)
+        return f"{type(self).__name__}({keys})"
+
+
+class TrainReport(Report):
+    """``meshplan train``: memory per device, collectives, T_math, T_comms,
+    bubble and step-time bounds. Plots: ``memory``, ``step-time``."""
+
+
+class InferReport(Report):
+    """``meshplan infer``: KV cache, B_crit, decode/prefill rooflines, TTFT,
+    TPOT, tokens/s and cost. Plots: ``roofline``, and ``serving`` (TPOT, TTFT
+    and tokens/s vs B) when ``sweep=True``."""
+
+
+def _frame(rows: List[Dict[str, Any]]) -> Any:
+    try:
+        import pandas as pd  # type: ignore
+    except ImportError:
+        return rows
+    return pd.json_normalize(rows, max_level=1)
+
+
+class PlanTrainReport(Report):
+    """``meshplan plan train``: the ranked plans. ``plans`` is a pandas
+    DataFrame (one row per plan) when pandas is installed, else a list of
+    dicts. Plots: ``pareto`` (step time vs memory per device),
+    ``pareto-cost``."""
+
+    @property
+    def plans(self) -> Any:
+        return _frame(self._data.get("plans", []))
+
+
+class PlanInferReport(Report):
+    """``meshplan plan infer``: the ranked serving plans (``plans`` as for
+    :class:`PlanTrainReport`)."""
+
+    @property
+    def plans(self) -> Any:
+        return _frame(self._data.get("plans", []))
+
+
+def _overrides(
+    model: Optional[str],
+    chip: Optional[str],
+    chips: Optional[Union[int, str]],
+    mesh: Optional[str],
+    sections: Mapping[str, Any],
+) -> str:
+    known = {"model", "hardware", "training", "inference", "parallelism"}
+    bad = sorted(set(sections) - known)
+    if bad:
+        raise MeshplanError(
+            f"unknown scenario section(s) {', '.join(bad)}: {', '.join(sorted(known))}"
+        )
+    over: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in sections.items()}
+    if model is not None:
+        over.setdefault("model", {})["name"] = model
+    hw_ = over.setdefault("hardware", {})
+    if chip is not None:
+        hw_["chip"] = chip
+    if mesh is not None:
+        hw_["mesh"] = mesh
+    elif chips is not None:
+        hw_["chips"] = chips
+    return json.dumps({k: v for k, v in over.items() if v})
+
+
+def _path(p: Optional[PathLike]) -> Optional[str]:
+    import os
+
+    return None if p is None else os.fspath(p)
+
+
+def _load(pair: Tuple[str, List[Tuple[str, str]]]) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    text, plots = pair
+    return json.loads(text), dict(plots)
+
+
+def model(
+    name: str, *, seq_len: Optional[int] = None, kv_dtype: Optional[str] = None, causal: bool = True
+) -> Report:
+    """``meshplan model show NAME``: exact parameter counts (total, active,
+    embedding, per layer), FLOPs per token (forward 2·P + attention, training
+    6·P) and the KV cache per token 2·K·H·L·bytes_kv at T = ``seq_len``."""
+    return Report(json.loads(_native.model(name, seq_len, kv_dtype, causal)))
+
+
+def hw(name: str) -> Report:
+    """``meshplan hw show CHIP``: C per dtype, HBM, W_hbm, ICI/NVLink W and
+    the critical intensities C/W."""
+    return Report(json.loads(_native.hw(name)))
+
+
+def train(
+    scenario: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    chip: Optional[str] = None,
+    chips: Optional[Union[int, str]] = None,
+    mesh: Optional[str] = None,
+    **sections: Mapping[str, Any],
+) -> TrainReport:
+    """``meshplan train``: one training configuration — memory per device
+    (params, grads, optimizer, activations) against HBM, T_math =
+    6·P·B/(N·C) (with remat), each collective over its axis, the pipeline
+    bubble (p−1)/(m·v+p−1), and the step time between max(T_math, T_comms)
+    and T_math + ΣT_comms."""
+    data, plots = _load(_native.train(_path(scenario), _overrides(model, chip, chips, mesh, sections)))
+    return TrainReport(data, plots)
+
+
+def infer(
+    scenario: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    chip: Optional[str] = None,
+    chips: Optional[Union[int, str]] = None,
+    mesh: Optional[str] = None,
+    sweep: bool = False,
+    ttft_slo: Optional[float] = None,
+    tpot_slo: Optional[float] = None,
+    **sections: Mapping[str, Any],
+) -> InferReport:
+    """``meshplan infer``: serving at batch B and context S — weights and
+    B·KV per chip, B_crit, decode step B·KV/(N·W_hbm) + max(2·B·P/(N·C),
+    P·bytes_w/(N·W_hbm)) plus comms, TTFT, tokens/s and cost. ``sweep=True``
+    adds the ``serving`` plot (B = 1, 2, 4, … with the SLOs, seconds)."""
+    data, plots = _load(
+        _native.infer(
+            _path(scenario), _overrides(model, chip, chips, mesh, sections), sweep, ttft_slo, tpot_slo
+        )
+    )
+    return InferReport(data, plots)
+
+
+def plan_train(
+    scenario: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    chip: Optional[str] = None,
+    chips: Optional[Union[int, str]] = None,
+    mesh: Optional[str] = None,
+    objective: str = "time",
+    top: int = 10,
+    threads: Optional[int] = None,
+    **sections: Mapping[str, Any],
+) -> PlanTrainReport:
+    """``meshplan plan train``: every (dp, fsdp, tp, pp, cp, ep) factorization
+    of the chips with ZeRO, remat, schedule and micro-batches, ranked by
+    ``objective`` (time | cost | memory-headroom); the ``top`` plans."""
+    data, plots = _load(
+        _native.plan_train(
+            _path(scenario), _overrides(model, chip, chips, mesh, sections), objective, top, threads
+        )
+    )
+    return PlanTrainReport(data, plots)
+
+
+def plan_infer(
+    scenario: Optional[PathLike] = None,
+    *,
+    model: Optional[str] = None,
+    chip: Optional[str] = None,
+    chips: Optional[Union[int, str]] = None,
+    mesh: Optional[str] = None,
+    max_chips: Optional[int] = None,
+    objective: str = "throughput",
+    top: int = 10,
+    ttft_slo: Optional[float] = None,
+    tpot_slo: Optional[float] = None,
+    threads: Optional[int] = None,
+    **sections: Mapping[str, Any],
+) -> PlanInferReport:
+    """``meshplan plan infer``: serving plans (slice, Y, Z, dtypes, B) meeting
+    the TTFT/TPOT SLOs (seconds), ranked by ``objective`` (throughput | cost |
+    latency; the CLI's default is throughput)."""
+    text = _native.plan_infer(
+        _path(scenario),
+        _overrides(model, chip, chips, mesh, sections),
+        max_chips,
+        objective,
+        top,
+        ttft_slo,
+        tpot_slo,
+        threads,
+    )
+    return PlanInferReport(json.loads(text))
+
+
+def check(claims: PathLike) -> Report:
+    """``meshplan check CLAIMS``: each numeric claim of a worked solution
+    against meshplan's value, with a verdict and a hint for common slips."""
+    return Report(json.loads(_native.check(_path(claims))))
+
+
+def validate(dataset: PathLike, *, all: bool = False) -> Report:
+    """``meshplan validate DATASET``: predicted step time, MFU and peak memory
+    against measured runs (Playbook CSV or published-runs JSON), with the
+    error summary; ``all=True`` lists every run."""
+    return Report(json.loads(_native.validate(_path(dataset), all)))

@@ -1,0 +1,128 @@
+"""pytest for the meshplan Python package: the same numbers as the CLI,
+errors as MeshplanError, plots as SVG."""
+
+import json
+import math
+import os
+import subprocess
+import xml.dom.minidom
+from pathlib import Path
+
+import pytest
+
+import meshplan
+
+ROOT = Path(__file__).resolve().parents[2]
+EX = ROOT / "examples"
+
+
+def cli(*args, ok=(0,)):
+    """Run target/debug/meshplan (or $MESHPLAN_BIN) with --json."""
+    exe = os.environ.get("MESHPLAN_BIN", str(ROOT / "target" / "debug" / "meshplan"))
+    if not Path(exe).exists():
+        pytest.skip(f"{exe} not built (cargo build)")
+    out = subprocess.run([exe, *args, "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode in ok, out.stderr
+    return json.loads(out.stdout)
+
+
+def same(a, b, path=""):
+    """Identical numbers (floats to 12 significant digits: JSON round trip)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, (int, float)):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+
+
+def test_train_matches_cli():
+    sc = EX / "train" / "llama-3-8b-h100-3d.toml"
+    same(meshplan.train(sc).to_dict(), cli("train", str(sc)))
+
+
+def test_train_flags_match_cli():
+    r = meshplan.train(model="llama-3-8b", chip="h100", chips=8, training={"batch_tokens": "1M", "seq_len": 4096})
+    c = cli("train", "--model", "llama-3-8b", "--hw", "h100", "--chips", "8", "--batch-tokens", "1M", "--seq-len", "4096")
+    same(r.to_dict(), c)
+
+
+def test_infer_matches_cli():
+    sc = EX / "infer" / "ch7-pq1-llama2-13b.toml"
+    same(meshplan.infer(sc).to_dict(), cli("infer", str(sc)))
+
+
+def test_plan_train_matches_cli():
+    sc = EX / "plan" / "book-ch5-q3.toml"
+    a = meshplan.plan_train(sc, top=5).to_dict()
+    b = cli("plan", "train", str(sc), "--top", "5")
+    for d in (a, b):
+        d.pop("search_time_s")
+    same(a, b)
+
+
+def test_model_hw_check_match_cli():
+    same(meshplan.model("llama-2-13b").to_dict(), cli("model", "show", "llama-2-13b"))
+    same(meshplan.hw("h100").to_dict(), cli("hw", "show", "h100"))
+    claims = EX / "claims" / "seed-000-ch5.toml"
+    same(meshplan.check(claims).to_dict(), cli("check", str(claims), ok=(0, 1)))
+
+
+def test_report_access():
+    r = meshplan.train(EX / "train" / "llama-3-8b-h100-3d.toml")
+    assert r.t_math_s == r["t_math_s"] == r.to_dict()["t_math_s"] > 0
+    assert r.model == "llama-3-8b"
+    assert "memory_per_device" in r
+
+
+def test_errors_carry_the_core_message():
+    with pytest.raises(meshplan.MeshplanError, match="unknown model 'no-such-model'"):
+        meshplan.train(model="no-such-model", chip="h100", chips=8)
+    with pytest.raises(meshplan.MeshplanError, match="cannot read"):
+        meshplan.train("does/not/exist.toml")
+    with pytest.raises(meshplan.MeshplanError, match="unknown scenario section"):
+        meshplan.train(model="llama-3-8b", chip="h100", chips=8, trainnig={"seq_len": 1})
+    assert issubclass(meshplan.MeshplanError, Exception)
+
+
+def well_formed_svg(s):
+    doc = xml.dom.minidom.parseString(s)
+    assert doc.documentElement.tagName == "svg"
+    return s
+
+
+def test_plots_render_as_svg():
+    r = meshplan.train(EX / "train" / "llama-3-8b-h100-3d.toml")
+    assert "usable HBM" in well_formed_svg(r._repr_svg_())
+    assert "T_math" in well_formed_svg(r.svg("step-time"))
+    i = meshplan.infer(EX / "infer" / "ch7-pq1-llama2-13b.toml", sweep=True, tpot_slo=0.05)
+    assert "roofline" in well_formed_svg(i.svg("roofline"))
+    assert "TPOT SLO" in well_formed_svg(i.svg("serving"))
+    p = meshplan.plan_train(EX / "plan" / "book-ch5-q3.toml", top=20)
+    assert "Pareto front" in well_formed_svg(p._repr_svg_())
+    with pytest.raises(meshplan.MeshplanError):
+        meshplan.model("llama-2-13b").svg()
+
+
+def test_plans_table():
+    p = meshplan.plan_train(EX / "plan" / "book-ch5-q3.toml", top=5)
+    plans = p.plans
+    assert len(plans) == 5
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        assert isinstance(plans, list) and plans[0]["rank"] == 1
+    else:
+        assert list(plans["rank"]) == [1, 2, 3, 4, 5]
+
+
+def test_plan_infer():
+    r = meshplan.plan_infer(model="llama-2-13b", chip="h100", chips=8, top=3)
+    assert r.model
+    assert len(r.plans) <= 3
