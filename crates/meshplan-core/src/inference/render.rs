@@ -178,9 +178,9 @@ impl InferReport {
                 ),
             ),
             field(
-                "batch KV / weights + KV",
+                "batch KV",
                 format!(
-                    "{} / {} ({:.3} chips' HBM)",
+                    "{} (weights + KV {} = {:.3} chips' HBM)",
                     fmt_si(a.kv_cache_bytes_batch, "B"),
                     fmt_si(a.weights_plus_kv_bytes, "B"),
                     a.min_chips_exact

@@ -290,7 +290,7 @@ impl ModelReport {
                 DType::Bf16.bytes_for(r.params_total).both(),
             ),
             field(
-                "attention = QKVO FLOPs at T",
+                "attention = QKVO at T",
                 format!(
                     "{} tokens (= all matmuls at {}; non-causal)",
                     sig4(r.attention_equals_projections_seq_len),

@@ -270,13 +270,16 @@ impl NamedMesh {
                 Ok(self.axes.iter().position(|x| x.name == a.name).unwrap_or(0))
             })
             .collect::<Result<_>>()?;
-        if chip.kind == ChipKind::Gpu || chip.ici.is_none() {
-            let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
-            let pn = self.per_node(dom);
-            let size = idx.iter().map(|&i| self.axes[i].size).product();
-            let per = idx.iter().map(|&i| pn[i]).product();
-            return Ok(AxisPlacement::gpu(chip, size, per));
-        }
+        let ici = match (&chip.ici, chip.kind) {
+            (Some(i), ChipKind::Tpu) => i,
+            _ => {
+                let dom = chip.nvlink.as_ref().map_or(1, |n| n.domain_size);
+                let pn = self.per_node(dom);
+                let size = idx.iter().map(|&i| self.axes[i].size).product();
+                let per = idx.iter().map(|&i| pn[i]).product();
+                return Ok(AxisPlacement::gpu(chip, size, per));
+            }
+        };
         let dcn: Vec<usize> = idx
             .iter()
             .copied()
@@ -300,10 +303,7 @@ impl NamedMesh {
             .filter(|a| a.link != AxisLink::Dcn)
             .map(|a| a.size)
             .collect();
-        let (link, hop, rule) = match &chip.ici {
-            Some(i) => (i.link, i.hop_latency, i.wraparound),
-            None => unreachable!("checked above"),
-        };
+        let (link, hop, rule) = (ici.link, ici.hop_latency, ici.wraparound);
         let parts: Vec<(u64, bool)> = idx
             .iter()
             .map(|&i| {

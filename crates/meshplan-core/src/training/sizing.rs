@@ -123,7 +123,7 @@ impl crate::view::Render for Sizing {
                     if self.data_parallel_within_limit {
                         ""
                     } else {
-                        ": this plan exceeds it"
+                        ": this plan splits sequences between replicas (sequence sharding)"
                     }
                 ),
             ),
