@@ -185,33 +185,11 @@ fn intensity<T: Tracer>(
     v
 }
 
-/// Build the report for one chip; the critical intensities are recorded in `tr`.
-pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
-    let c = ch.flops(DType::Bf16);
-    let hbm = intensity(
-        "hw.critical_intensity_hbm",
-        "Critical intensity vs HBM (critical batch, bf16)",
-        "C / W_hbm",
-        "C",
-        c,
-        "W_hbm",
-        ch.hbm_bandwidth,
-        "How To Scale Your Model, ch1: B_crit = C/W_hbm (240 for TPU v5e)",
-        tr,
-    );
-    let hbm_int8 = ch.peak.int8.map(|c8| {
-        intensity(
-            "hw.critical_intensity_hbm_int8",
-            "Critical intensity vs HBM (int8)",
-            "C_int8 / W_hbm",
-            "C_int8",
-            c8,
-            "W_hbm",
-            ch.hbm_bandwidth,
-            "How To Scale Your Model, ch1",
-            tr,
-        )
-    });
+/// C_fp8/W_hbm, C_fp4/W_hbm and the vector units' C/W_hbm, each recorded.
+fn low_precision_and_vector<T: Tracer>(
+    ch: &Chip,
+    tr: &mut T,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
     let mut low = |d: DType, id: &str| {
         ch.peak.get(d).map(|c8| {
             intensity(
@@ -242,32 +220,16 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
             tr,
         )
     });
-    let ici = ch.ici.as_ref().map(|i| {
-        intensity(
-            "hw.critical_intensity_ici",
-            "Critical intensity vs ICI (one axis, bidirectional)",
-            "C / W_ici",
-            "C",
-            c,
-            "W_ici",
-            i.link.bidirectional_rate(),
-            "How To Scale Your Model, ch3/ch5: C/W_ici (2550 for TPU v5p); W_ici = 2 × one-way link",
-            tr,
-        )
-    });
-    let nvlink = ch.nvlink.as_ref().map(|n| {
-        intensity(
-            "hw.critical_intensity_nvlink",
-            "Critical intensity vs NVLink (per GPU, one way)",
-            "C / W_nvlink",
-            "C",
-            c,
-            "W_nvlink",
-            n.per_gpu.one_way_rate(),
-            "How To Scale Your Model, ch12: C/W_nvlink (2200 for H100)",
-            tr,
-        )
-    });
+    (hbm_fp8, hbm_fp4, vector)
+}
+
+/// The scale-out bandwidth per node (GPUs) and C/W over it (GPUs: per
+/// node; TPUs: DCN per chip), recorded.
+fn scale_out_intensity<T: Tracer>(
+    ch: &Chip,
+    c: FlopsPerSec,
+    tr: &mut T,
+) -> (Option<BytesPerSec>, Option<f64>) {
     // GPUs: the book compares one GPU's C with one node's scale-out bandwidth
     // (ch12: 990e12 / 400e9 = 2475 for an 8-GPU H100 node).
     let node_bw = match (&ch.scale_out, &ch.nvlink) {
@@ -298,6 +260,64 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
             tr,
         ),
     });
+    (node_bw, scale_out)
+}
+
+/// Build the report for one chip; the critical intensities are recorded in `tr`.
+pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
+    let c = ch.flops(DType::Bf16);
+    let hbm = intensity(
+        "hw.critical_intensity_hbm",
+        "Critical intensity vs HBM (critical batch, bf16)",
+        "C / W_hbm",
+        "C",
+        c,
+        "W_hbm",
+        ch.hbm_bandwidth,
+        "How To Scale Your Model, ch1: B_crit = C/W_hbm (240 for TPU v5e)",
+        tr,
+    );
+    let hbm_int8 = ch.peak.int8.map(|c8| {
+        intensity(
+            "hw.critical_intensity_hbm_int8",
+            "Critical intensity vs HBM (int8)",
+            "C_int8 / W_hbm",
+            "C_int8",
+            c8,
+            "W_hbm",
+            ch.hbm_bandwidth,
+            "How To Scale Your Model, ch1",
+            tr,
+        )
+    });
+    let (hbm_fp8, hbm_fp4, vector) = low_precision_and_vector(ch, tr);
+    let ici = ch.ici.as_ref().map(|i| {
+        intensity(
+            "hw.critical_intensity_ici",
+            "Critical intensity vs ICI (one axis, bidirectional)",
+            "C / W_ici",
+            "C",
+            c,
+            "W_ici",
+            i.link.bidirectional_rate(),
+            "How To Scale Your Model, ch3/ch5: C/W_ici (2550 for TPU v5p); W_ici = 2 × one-way link",
+            tr,
+        )
+    });
+    let nvlink = ch.nvlink.as_ref().map(|n| {
+        intensity(
+            "hw.critical_intensity_nvlink",
+            "Critical intensity vs NVLink (per GPU, one way)",
+            "C / W_nvlink",
+            "C",
+            c,
+            "W_nvlink",
+            n.per_gpu.one_way_rate(),
+            "How To Scale Your Model, ch12: C/W_nvlink (2200 for H100)",
+            tr,
+        )
+    });
+    let (node_bw, scale_out) = scale_out_intensity(ch, c, tr);
     let pcie = ch.pcie.map(|p| {
         intensity(
             "hw.critical_intensity_pcie",
