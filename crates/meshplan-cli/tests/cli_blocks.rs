@@ -5,15 +5,14 @@
 //! and `--explain`, and hostile input (exit 2, a clear message, no panic).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
+use std::process::Command;
 
-/// Run `meshplan` from the repository root and return (exit code, stdout, stderr).
+/// Run and return (exit code, stdout, stderr).
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_meshplan"))
         .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .stdin(Stdio::null())
         .args(args)
         .output()
         .expect("runs");
@@ -207,7 +206,10 @@ fn bare_counts_and_tpu_chips() {
         "12",
     ]);
     assert_eq!(c, 2);
-    assert!(err.contains("offered") && err.contains("4x4"), "{err}");
+    assert!(
+        err.contains("does not offer a 12 slice") && err.contains("4x4"),
+        "{err}"
+    );
 }
 
 /// Issue 13 item 9: an unknown quantity is CANNOT-CHECK, the rest is judged.
