@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use meshplan_core::scenario::{Count, Scenario};
-use meshplan_core::Catalog;
+use anyhow::Result;
+use meshplan_core::scenario::{self, Scenario};
+use meshplan_core::{overrides, Catalog};
+use serde_json::{json, Map, Value};
 
 use crate::io;
 
@@ -43,32 +44,21 @@ pub fn scenario(path: Option<&std::path::Path>) -> Result<Scenario> {
 }
 
 impl TargetArgs {
-    /// Load the scenario (or an empty one) and write the flags into it:
-    /// `--mesh` beats `--chips`, and either replaces the file's mesh/chips.
-    /// A `--model` file is loaded into `cat`.
-    pub fn load(&self, cat: &mut Catalog) -> Result<Scenario> {
+    /// Load the scenario (or an empty one) and write `flags` (the command's
+    /// scenario sections, see `meshplan_core::overrides`) and `--hw`,
+    /// `--mesh`, `--chips` over it. A `--model` file is loaded into `cat`.
+    pub fn load(&self, cat: &mut Catalog, mut flags: Value) -> Result<Scenario> {
         let mut sc = scenario(self.scenario.as_deref())?;
         if let Some(m) = &self.model {
             // --model replaces the scenario's model, a [model] file included
             sc.model.file = None;
             sc.model.name = Some(io::model_arg(cat, m)?.0);
         } else if let Some(p) = &self.scenario {
-            meshplan_core::scenario::load_model_file(
-                cat,
-                &mut sc,
-                &p.display().to_string(),
-                &mut io::read_for_core,
-            )?;
+            let name = p.display().to_string();
+            scenario::load_model_file(cat, &mut sc, &name, &mut io::read_for_core)?;
         }
-        if let Some(h) = &self.hw {
-            sc.hardware.chip = Some(h.clone());
-        }
-        if let Some(m) = &self.mesh {
-            sc.hardware.mesh = Some(m.clone());
-        } else if let Some(c) = count_flag(&self.chips, "chips")? {
-            sc.hardware.mesh = None;
-            sc.hardware.chips = Some(c);
-        }
+        flags["hardware"] = json!({"chip": self.hw, "mesh": self.mesh, "chips": self.chips});
+        let sc = overrides::apply(&sc, &flags, &flag_name)?;
         if sc.model.name.is_none() && !sc.model.has_overrides() {
             anyhow::bail!("no model given: use --model NAME or a scenario with [model]");
         }
@@ -76,15 +66,26 @@ impl TargetArgs {
     }
 }
 
-/// Parse an optional count flag ("3M", "128k", "128Ki"), naming it on error.
-pub fn count_flag(s: &Option<String>, flag: &str) -> Result<Option<Count>> {
-    s.as_deref()
-        .map(|x| {
-            meshplan_core::units::parse_count(x)
-                .map(Count)
-                .with_context(|| format!("--{flag}"))
-        })
-        .transpose()
+/// The flag a scenario key comes from (`batch_tokens` ← `--batch-tokens`).
+fn flag_name(section: &str, key: &str) -> String {
+    match (section, key) {
+        ("hardware", "chip") => "--hw".into(),
+        ("training", "include_attention") => "--no-attention".into(),
+        _ => format!("--{}", key.replace('_', "-")),
+    }
+}
+
+/// The flags' sections merged into one object (`{"training": {…}}` and
+/// `{"training": {…}, "parallelism": {…}}` → one `training` table).
+pub fn sections(parts: &[(&str, Value)]) -> Value {
+    let mut out = Map::new();
+    for (section, v) in parts {
+        let entry = out.entry(*section).or_insert_with(|| json!({}));
+        if let (Some(dst), Some(src)) = (entry.as_object_mut(), v.as_object()) {
+            dst.extend(src.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 /// Arguments of the list commands.
@@ -93,4 +94,13 @@ pub struct ListArgs {
     /// Output.
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
+}
+
+/// Refuse a NaN or infinite float flag: JSON, which carries the flags to
+/// the core, would turn it into null, i.e. "not given".
+pub fn finite(flag: &str, x: Option<f64>) -> Result<()> {
+    match x {
+        Some(v) if !v.is_finite() => anyhow::bail!("{flag} must be a finite number"),
+        _ => Ok(()),
+    }
 }

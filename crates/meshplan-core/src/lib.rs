@@ -56,6 +56,7 @@ pub mod mesh;
 pub mod mfu;
 pub mod model;
 pub mod names;
+pub mod overrides;
 pub mod parallelism;
 pub mod planner;
 pub mod roofline;

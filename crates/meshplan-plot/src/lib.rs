@@ -18,6 +18,8 @@ sweep, from the core's own inference evaluation), never from formulas here.
 | [`pareto_svg`] | [`PlanTrainReport`] | step time vs memory per device (or cost) of every plan, Pareto front |
 */
 
+pub mod kinds;
+
 use meshplan_core::inference::{self, scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
 use meshplan_core::trace::NoTrace;

@@ -12,6 +12,7 @@ use meshplan_core::fidelity::report::{load_dataset, validate as validate_runs, T
 use meshplan_core::hardware::report::hw_report;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::model::report::{model_report, ModelQuery};
+use meshplan_core::overrides;
 use meshplan_core::planner::{
     plan_infer as core_plan_infer, plan_train as core_plan_train, InferObjective, InferSearch,
     PlanTrainRequest, TrainObjective,
@@ -21,7 +22,7 @@ use meshplan_core::trace::NoTrace;
 use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
 use meshplan_core::units::DType;
-use meshplan_plot as plot;
+use meshplan_plot::{self as plot, kinds};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -46,44 +47,27 @@ fn json<T: serde::Serialize>(r: &T) -> PyResult<String> {
     serde_json::to_string(r).map_err(e)
 }
 
-/// Merge `over` into `base` (tables recursively, everything else replaced).
-fn merge(base: &mut toml::Table, over: toml::Table) {
-    for (k, v) in over {
-        match (base.get_mut(&k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
-            (_, v) => {
-                base.insert(k, v);
-            }
-        }
-    }
-}
-
 /// The scenario the CLI would build: the file (if any), then the overrides
-/// (a JSON object of TOML sections, e.g. `{"hardware": {"chips": 8}}`)
-/// written over it, parsed by the core's scenario parser.
+/// (a JSON object of scenario sections, e.g. `{"hardware": {"chips": 8}}`)
+/// written over it by the core's `overrides::apply`, as the CLI's flags are.
 fn scenario(path: Option<&str>, overrides: &str) -> PyResult<Scenario> {
-    let (src, name) = match path {
-        Some(p) => (read(p)?, p.to_string()),
-        None => (String::new(), "<arguments>".to_string()),
+    let base = match path {
+        Some(p) => Scenario::parse(&read(p)?, p).map_err(e)?,
+        None => Scenario::default(),
     };
     let over: serde_json::Value = serde_json::from_str(overrides).map_err(e)?;
-    if over.as_object().is_some_and(|o| !o.is_empty()) {
-        let mut base: toml::Table = toml::from_str(&src).map_err(|x| e(format!("{name}: {x}")))?;
-        let over: toml::Table = toml::Table::try_from(over).map_err(e)?;
-        // like the CLI: --chips without --mesh replaces the file's mesh
-        if let Some(toml::Value::Table(h)) = over.get("hardware") {
-            if h.contains_key("chips") && !h.contains_key("mesh") {
-                if let Some(toml::Value::Table(bh)) = base.get_mut("hardware") {
-                    bh.remove("mesh");
-                }
-            }
-        }
-        merge(&mut base, over);
-        let text = toml::to_string(&base).map_err(e)?;
-        Scenario::parse(&text, &name).map_err(e)
-    } else {
-        Scenario::parse(&src, &name).map_err(e)
-    }
+    overrides::apply(&base, &over, &|section, key| format!("{section}.{key}")).map_err(e)
+}
+
+/// Every plot of a report that can be drawn, as (kind, SVG).
+fn every_plot(
+    names: &[&str],
+    draw: impl Fn(&str) -> plot::Result<String>,
+) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|k| draw(k).ok().map(|svg| (k.to_string(), svg)))
+        .collect()
 }
 
 fn catalog() -> &'static Catalog {
@@ -100,15 +84,8 @@ fn model(
     causal: bool,
 ) -> PyResult<String> {
     let spec = catalog().model(name).map_err(e)?;
-    let q = ModelQuery {
-        seq_len: seq_len.unwrap_or(ModelQuery::default().seq_len),
-        kv_dtype: kv_dtype
-            .map(DType::parse)
-            .transpose()
-            .map_err(e)?
-            .unwrap_or(DType::Bf16),
-        causal,
-    };
+    let kv = kv_dtype.map(DType::parse).transpose().map_err(e)?;
+    let q = ModelQuery::resolve(None, seq_len, kv, causal, name).map_err(e)?;
     json(&model_report(spec, &q, &mut NoTrace))
 }
 
@@ -136,15 +113,7 @@ fn train(
         s.profile.as_ref(),
         &mut NoTrace,
     );
-    let mut plots = Vec::new();
-    for (k, svg) in [
-        ("memory", plot::memory_svg(&r)),
-        ("step-time", plot::step_time_svg(&r)),
-    ] {
-        if let Ok(svg) = svg {
-            plots.push((k.to_string(), svg));
-        }
-    }
+    let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&r, Some(k)));
     Ok((json(&r)?, plots))
 }
 
@@ -197,15 +166,7 @@ fn plan_train(
         explain_rank: None,
     };
     let r = core_plan_train(&req, &|_, _| {}).map_err(e)?;
-    let mut plots = Vec::new();
-    for (k, axis) in [
-        ("pareto", plot::ParetoAxis::Memory),
-        ("pareto-cost", plot::ParetoAxis::Cost),
-    ] {
-        if let Ok(svg) = plot::pareto_svg(&r, axis) {
-            plots.push((k.to_string(), svg));
-        }
-    }
+    let plots = every_plot(&kinds::PLAN_TRAIN, |k| kinds::plan_train(&r, Some(k)));
     Ok((json(&r)?, plots))
 }
 

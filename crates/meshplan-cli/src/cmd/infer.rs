@@ -4,15 +4,16 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use meshplan_core::inference::{self, scenario::resolve};
-use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::{NoTrace, Recorder};
+use meshplan_core::trace::Recorder;
 
-use crate::args::{count_flag, TargetArgs};
+use serde::Serialize;
+
+use crate::args::{finite, sections, TargetArgs};
 use crate::io;
 use crate::output::{emit, OutputArgs};
 
-/// The serving workload flags `infer` and `plan infer` share.
-#[derive(clap::Args, Debug, Clone, Default)]
+/// The serving workload flags `infer` and `plan infer` share (`[inference]` keys).
+#[derive(clap::Args, Debug, Clone, Default, Serialize)]
 pub struct ServeArgs {
     /// Weight dtype: bf16, fp8, int8, int4.
     #[arg(long)]
@@ -28,30 +29,6 @@ pub struct ServeArgs {
     pub gen_len: Option<String>,
 }
 
-impl ServeArgs {
-    /// Write the flags into the scenario's `[inference]`.
-    pub fn apply(&self, sc: &mut Scenario) -> Result<()> {
-        let inf = &mut sc.inference;
-        for (dst, src) in [
-            (&mut inf.weights_dtype, &self.weights_dtype),
-            (&mut inf.kv_dtype, &self.kv_dtype),
-        ] {
-            if src.is_some() {
-                dst.clone_from(src);
-            }
-        }
-        for (dst, src, what) in [
-            (&mut inf.prompt_len, &self.prompt_len, "prompt-len"),
-            (&mut inf.gen_len, &self.gen_len, "gen-len"),
-        ] {
-            if let Some(c) = count_flag(src, what)? {
-                *dst = Some(c);
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Arguments of `meshplan infer`.
 #[derive(clap::Args, Debug)]
 pub struct InferArgs {
@@ -61,6 +38,23 @@ pub struct InferArgs {
     /// Dtypes and request lengths.
     #[command(flatten)]
     pub serve: ServeArgs,
+    /// Batch, context, compute dtype, prefill MFU.
+    #[command(flatten)]
+    pub run: InferRunArgs,
+    /// The sharding.
+    #[command(flatten)]
+    pub parallel: InferParallelArgs,
+    /// Output.
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::InferPlotArgs,
+}
+
+/// The `[inference]` flags only `infer` takes.
+#[derive(clap::Args, Debug, Serialize)]
+pub struct InferRunArgs {
     /// Activation / matmul dtype.
     #[arg(long)]
     pub compute_dtype: Option<String>,
@@ -70,6 +64,14 @@ pub struct InferArgs {
     /// Context (KV length) to support.
     #[arg(long)]
     pub context: Option<String>,
+    /// Prefill MFU in (0, 1].
+    #[arg(long)]
+    pub mfu: Option<f64>,
+}
+
+/// `[parallelism]` flags of `infer`.
+#[derive(clap::Args, Debug, Serialize)]
+pub struct InferParallelArgs {
     /// Tensor-parallel degree (default: all chips / ep).
     #[arg(long)]
     pub tp: Option<u64>,
@@ -79,60 +81,21 @@ pub struct InferArgs {
     /// 1d | 2d-ws.
     #[arg(long)]
     pub sharding: Option<String>,
-    /// Prefill MFU in (0, 1].
-    #[arg(long)]
-    pub mfu: Option<f64>,
-    /// Output.
-    #[command(flatten)]
-    pub out: OutputArgs,
-    /// `--plot FILE.svg`.
-    #[command(flatten)]
-    pub plot: crate::plot::InferPlotArgs,
-}
-
-/// Write the flags into the scenario (flags override the file).
-fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
-    a.serve.apply(sc)?;
-    let inf = &mut sc.inference;
-    if a.compute_dtype.is_some() {
-        inf.compute_dtype.clone_from(&a.compute_dtype);
-    }
-    for (dst, src, what) in [
-        (&mut inf.batch, &a.batch, "batch"),
-        (&mut inf.context, &a.context, "context"),
-    ] {
-        if let Some(c) = count_flag(src, what)? {
-            *dst = Some(c);
-        }
-    }
-    if a.mfu.is_some() {
-        inf.mfu = a.mfu;
-    }
-    let p = &mut sc.parallelism;
-    if a.tp.is_some() {
-        p.tp = a.tp;
-    }
-    if a.ep.is_some() {
-        p.ep = a.ep;
-    }
-    if a.sharding.is_some() {
-        p.sharding.clone_from(&a.sharding);
-    }
-    Ok(())
 }
 
 /// Run the command.
 pub fn run(a: InferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
-    let mut sc = a.target.load(&mut cat)?;
-    apply_flags(&a, &mut sc)?;
+    finite("--mfu", a.run.mfu)?;
+    let flags = sections(&[
+        ("inference", serde_json::to_value(&a.serve)?),
+        ("inference", serde_json::to_value(&a.run)?),
+        ("parallelism", serde_json::to_value(&a.parallel)?),
+    ]);
+    let sc = a.target.load(&mut cat, flags)?;
     let s = resolve(&sc, &cat)?;
     let mut rec = Recorder::default();
-    let r = if a.out.explain {
-        inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?
-    } else {
-        inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace)?
-    };
+    let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?;
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     crate::plot::infer(&s, &r, &a.plot)?;
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use meshplan_core::hardware::report::{hw_report, ChipList};
 use meshplan_core::model::report::{model_list, model_report, ModelQuery};
 use meshplan_core::trace::{NoTrace, Recorder};
@@ -86,36 +86,15 @@ pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
             let spec = &meshplan_core::model::bare::resolve(&cat, &name)?;
-            // Flags override the scenario: --seq-len ↔ [training] seq_len or
-            // [inference] context, --kv-dtype ↔ [inference] kv_dtype.
-            let scen_seq = scen
-                .as_ref()
-                .and_then(|s| s.training.seq_len.or(s.inference.context))
-                .map(|c| c.0);
-            if scen_seq == Some(0) {
-                anyhow::bail!("{}: seq_len must be at least 1 token", a.model);
-            }
-            let scen_kv = match scen.as_ref().and_then(|s| s.inference.kv_dtype.as_deref()) {
-                Some(d) => Some(
-                    DType::parse(d)
-                        .with_context(|| format!("{}: [inference] kv_dtype", a.model))?,
-                ),
-                None => None,
-            };
-            let q = ModelQuery {
-                seq_len: a
-                    .seq_len
-                    .or(scen_seq)
-                    .unwrap_or(ModelQuery::default().seq_len),
-                kv_dtype: a.kv_dtype.or(scen_kv).unwrap_or(DType::Bf16),
-                causal: !a.non_causal,
-            };
+            let q = ModelQuery::resolve(
+                scen.as_ref(),
+                a.seq_len,
+                a.kv_dtype,
+                !a.non_causal,
+                &a.model,
+            )?;
             let mut rec = Recorder::default();
-            let r = if a.out.explain {
-                model_report(spec, &q, &mut rec)
-            } else {
-                model_report(spec, &q, &mut NoTrace)
-            };
+            let r = model_report(spec, &q, &mut rec);
             emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
         }
     }
@@ -145,11 +124,7 @@ pub fn run_hw(c: HwCmd) -> Result<ExitCode> {
                 cat.chip(&a.chip)?.clone()
             };
             let mut rec = Recorder::default();
-            let r = if a.out.explain {
-                hw_report(&chip, &mut rec)
-            } else {
-                hw_report(&chip, &mut NoTrace)
-            };
+            let r = hw_report(&chip, &mut rec);
             emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
         }
     }

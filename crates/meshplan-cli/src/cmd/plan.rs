@@ -17,7 +17,7 @@ use meshplan_core::units::{parse_count, parse_seconds};
 
 use super::infer::ServeArgs;
 use super::train::WorkloadArgs;
-use crate::args::TargetArgs;
+use crate::args::{sections, TargetArgs};
 use crate::io;
 use crate::output::{emit, OutputArgs};
 
@@ -70,7 +70,7 @@ pub struct PlanTrainArgs {
     pub search: SearchArgs,
     /// `--plot FILE.svg`.
     #[command(flatten)]
-    pub plot: crate::plot::PlanPlotArgs,
+    pub plot: crate::plot::PlotArgs,
 }
 
 /// Arguments of `meshplan plan infer`.
@@ -127,8 +127,8 @@ fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
 
 fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
-    let mut sc = a.target.load(&mut cat)?;
-    a.workload.apply(&mut sc)?;
+    let flags = sections(&[("training", a.workload.flags()?)]);
+    let sc = a.target.load(&mut cat, flags)?;
     let user = a.workload.profile_file()?;
     let req = PlanTrainRequest {
         workload: resolve_workload(
@@ -161,8 +161,8 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
 
 fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
-    let mut sc = a.target.load(&mut cat)?;
-    a.serve.apply(&mut sc)?;
+    let flags = sections(&[("inference", serde_json::to_value(&a.serve)?)]);
+    let sc = a.target.load(&mut cat, flags)?;
     let spec = sc.model.resolve(&cat)?;
     let chip = sc.hardware.resolve_chip(&cat)?;
     let max = a.max_chips.as_deref().map(parse_count).transpose();

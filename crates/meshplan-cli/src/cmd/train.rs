@@ -9,17 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::{NoTrace, Recorder};
+use meshplan_core::trace::Recorder;
 use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::resolve_with;
 
-use crate::args::{count_flag, TargetArgs};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::args::{finite, sections, TargetArgs};
 use crate::io;
 use crate::output::{emit, OutputArgs};
 
-/// The workload flags `train` and `plan train` share.
-#[derive(clap::Args, Debug, Clone, Default)]
+/// The workload flags `train` and `plan train` share (`[training]` keys).
+#[derive(clap::Args, Debug, Clone, Default, Serialize)]
 pub struct WorkloadArgs {
     /// Global batch B in tokens ("3M", "16Mi").
     #[arg(long)]
@@ -32,9 +34,11 @@ pub struct WorkloadArgs {
     pub optimizer: Option<String>,
     /// Keep an fp32 master copy of the weights.
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub master_weights: bool,
     /// Ignore attention FLOPs (the book's 6·P·T convention, as its exercises do).
     #[arg(long)]
+    #[serde(skip)]
     pub no_attention: bool,
     /// FLOP convention for T_math and MFU: model, hardware, book, nanotron, megatron.
     #[arg(long)]
@@ -48,38 +52,19 @@ pub struct WorkloadArgs {
     pub comm_efficiency: Option<f64>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
     #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
     pub hw_profile: Option<PathBuf>,
 }
 
 impl WorkloadArgs {
-    /// Write the flags into the scenario's `[training]`.
-    pub fn apply(&self, sc: &mut Scenario) -> Result<()> {
-        let t = &mut sc.training;
-        if let Some(b) = count_flag(&self.batch_tokens, "batch-tokens")? {
-            t.batch_tokens = Some(b);
-        }
-        if let Some(x) = count_flag(&self.seq_len, "seq-len")? {
-            t.seq_len = Some(x);
-        }
-        for (dst, src) in [
-            (&mut t.optimizer, &self.optimizer),
-            (&mut t.flops, &self.flops),
-            (&mut t.framework, &self.framework),
-        ] {
-            if src.is_some() {
-                dst.clone_from(src);
-            }
-        }
-        if self.master_weights {
-            t.master_weights = Some(true);
-        }
+    /// The flags as `[training]` keys.
+    pub fn flags(&self) -> Result<Value> {
+        finite("--comm-efficiency", self.comm_efficiency)?;
+        let mut t = serde_json::to_value(self)?;
         if self.no_attention {
-            t.include_attention = Some(false);
+            t["include_attention"] = false.into();
         }
-        if self.comm_efficiency.is_some() {
-            t.comm_efficiency = self.comm_efficiency;
-        }
-        Ok(())
+        Ok(t)
     }
 
     /// The `--hw-profile` file as (text, name).
@@ -100,6 +85,37 @@ pub struct TrainArgs {
     /// Batch, sequence, precision and conventions.
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// Activation checkpointing, MFU, tokens to train on.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The parallelism.
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
+    /// Output.
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// `--plot FILE.svg`.
+    #[command(flatten)]
+    pub plot: crate::plot::PlotArgs,
+}
+
+/// The `[training]` flags only `train` takes.
+#[derive(clap::Args, Debug, Serialize)]
+pub struct RunArgs {
+    /// Activation checkpointing: none, full, after-matmuls, selective.
+    #[arg(long)]
+    pub remat: Option<String>,
+    /// Model-FLOPs utilisation to quote the step time at (0–1).
+    #[arg(long)]
+    pub mfu: Option<f64>,
+    /// Tokens to train on (total time, chip-hours, cost).
+    #[arg(long)]
+    pub train_tokens: Option<String>,
+}
+
+/// `[parallelism]` flags of `train`.
+#[derive(clap::Args, Debug, Serialize)]
+pub struct ParallelArgs {
     /// Data-parallel degree.
     #[arg(long)]
     pub dp: Option<u64>,
@@ -127,72 +143,25 @@ pub struct TrainArgs {
     /// Virtual stages per device (interleaved).
     #[arg(long)]
     pub virtual_stages: Option<u64>,
-    /// Activation checkpointing: none, full, after-matmuls, selective.
-    #[arg(long)]
-    pub remat: Option<String>,
     /// ZeRO stage over dp·cp (0–3).
     #[arg(long)]
     pub zero: Option<u64>,
-    /// Model-FLOPs utilisation to quote the step time at (0–1).
-    #[arg(long)]
-    pub mfu: Option<f64>,
     /// Megatron sequence parallelism with TP.
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sequence_parallel: bool,
-    /// Tokens to train on (total time, chip-hours, cost).
-    #[arg(long)]
-    pub train_tokens: Option<String>,
-    /// Output.
-    #[command(flatten)]
-    pub out: OutputArgs,
-    /// `--plot FILE.svg`.
-    #[command(flatten)]
-    pub plot: crate::plot::TrainPlotArgs,
-}
-
-/// Write the plan flags into the scenario (flags override the file).
-fn apply_plan(a: &TrainArgs, sc: &mut Scenario) -> Result<()> {
-    let t = &mut sc.training;
-    if let Some(x) = count_flag(&a.train_tokens, "train-tokens")? {
-        t.train_tokens = Some(x);
-    }
-    if a.remat.is_some() {
-        t.remat.clone_from(&a.remat);
-    }
-    if a.mfu.is_some() {
-        t.mfu = a.mfu;
-    }
-    let p = &mut sc.parallelism;
-    for (dst, src) in [
-        (&mut p.dp, a.dp),
-        (&mut p.fsdp, a.fsdp),
-        (&mut p.tp, a.tp),
-        (&mut p.pp, a.pp),
-        (&mut p.cp, a.cp),
-        (&mut p.ep, a.ep),
-        (&mut p.zero, a.zero),
-        (&mut p.microbatches, a.microbatches),
-        (&mut p.virtual_stages, a.virtual_stages),
-    ] {
-        if src.is_some() {
-            *dst = src;
-        }
-    }
-    if a.schedule.is_some() {
-        p.schedule.clone_from(&a.schedule);
-    }
-    if a.sequence_parallel {
-        p.sequence_parallel = Some(true);
-    }
-    Ok(())
 }
 
 /// Run the command.
 pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
-    let mut sc = a.target.load(&mut cat)?;
-    a.workload.apply(&mut sc)?;
-    apply_plan(&a, &mut sc)?;
+    finite("--mfu", a.run.mfu)?;
+    let flags = sections(&[
+        ("training", a.workload.flags()?),
+        ("training", serde_json::to_value(&a.run)?),
+        ("parallelism", serde_json::to_value(&a.parallel)?),
+    ]);
+    let sc = a.target.load(&mut cat, flags)?;
     let user = a.workload.profile_file()?;
     let s = resolve_with(
         &sc,
@@ -200,12 +169,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         user.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
     )?;
     let prof = s.profile.as_ref();
+    // one analysis: recording its derivation costs microseconds
     let mut rec = Recorder::default();
-    let r = if a.out.explain {
-        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut rec)
-    } else {
-        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut NoTrace)
-    };
+    let r = analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut rec);
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     crate::plot::train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
