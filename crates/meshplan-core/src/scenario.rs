@@ -34,8 +34,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::catalog::Catalog;
 use crate::error::{from_toml, Error, Result};
 use crate::hardware::{Chip, ChipFile, Profile};
+use crate::model::report::ModelQuery;
 use crate::model::{Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow};
-use crate::units::parse_count;
+use crate::units::{parse_count, DType};
 
 /// A whole count given as an integer or a string like "3M", "128k", "128Ki".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -510,6 +511,40 @@ pub fn load_model_file(
     Ok(())
 }
 
+/// The query `model show` answers: the flags first, then the scenario the
+/// model came from (`[training] seq_len` or `[inference] context`,
+/// `[inference] kv_dtype`), then the defaults. `what` names the file.
+pub fn model_query(
+    scenario: Option<&Scenario>,
+    seq_len: Option<u64>,
+    kv_dtype: Option<DType>,
+    causal: bool,
+    what: &str,
+) -> Result<ModelQuery> {
+    let scen_seq = scenario
+        .and_then(|s| s.training.seq_len.or(s.inference.context))
+        .map(|c| c.0);
+    if scen_seq == Some(0) {
+        return Err(Error::Invalid(format!(
+            "{what}: seq_len must be at least 1 token"
+        )));
+    }
+    let scen_kv = scenario
+        .and_then(|s| s.inference.kv_dtype.as_deref())
+        .map(|d| {
+            DType::parse(d)
+                .map_err(|e| Error::Invalid(format!("{what}: [inference] kv_dtype: {e}")))
+        })
+        .transpose()?;
+    Ok(ModelQuery {
+        seq_len: seq_len
+            .or(scen_seq)
+            .unwrap_or(ModelQuery::default().seq_len),
+        kv_dtype: kv_dtype.or(scen_kv).unwrap_or(DType::Bf16),
+        causal,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,5 +608,22 @@ mod tests {
         .unwrap();
         let e = s.model.resolve(&Catalog::default()).unwrap_err();
         assert!(e.to_string().contains("not divisible"), "{e}");
+    }
+
+    #[test]
+    fn model_query_takes_flags_then_the_scenario_then_defaults() {
+        let sc = Scenario::parse(
+            "[inference]\ncontext = \"8Ki\"\nkv_dtype = \"int8\"\n",
+            "s.toml",
+        )
+        .unwrap();
+        let q = model_query(Some(&sc), None, None, true, "s.toml").unwrap();
+        assert_eq!((q.seq_len, q.kv_dtype), (8192, DType::Int8));
+        let q = model_query(Some(&sc), Some(100), Some(DType::Fp8), false, "s.toml").unwrap();
+        assert_eq!((q.seq_len, q.kv_dtype, q.causal), (100, DType::Fp8, false));
+        let q = model_query(None, None, None, true, "x").unwrap();
+        assert_eq!((q.seq_len, q.kv_dtype), (4096, DType::Bf16));
+        let zero = Scenario::parse("[training]\nseq_len = 0\n", "z.toml").unwrap();
+        assert!(model_query(Some(&zero), None, None, true, "z.toml").is_err());
     }
 }

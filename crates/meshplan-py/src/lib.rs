@@ -11,7 +11,7 @@ use meshplan_core::check::{check as check_claims, parse_claims};
 use meshplan_core::fidelity::report::{load_dataset, validate as validate_runs, Thresholds};
 use meshplan_core::hardware::report::hw_report;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
-use meshplan_core::model::report::{model_report, ModelQuery};
+use meshplan_core::model::report::model_report;
 use meshplan_core::overrides;
 use meshplan_core::planner::{
     plan_infer as core_plan_infer, plan_train as core_plan_train, InferObjective, InferSearch,
@@ -85,7 +85,7 @@ fn model(
 ) -> PyResult<String> {
     let spec = catalog().model(name).map_err(e)?;
     let kv = kv_dtype.map(DType::parse).transpose().map_err(e)?;
-    let q = ModelQuery::resolve(None, seq_len, kv, causal, name).map_err(e)?;
+    let q = meshplan_core::scenario::model_query(None, seq_len, kv, causal, name).map_err(e)?;
     json(&model_report(spec, &q, &mut NoTrace))
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use meshplan_core::hardware::report::{hw_report, ChipList};
-use meshplan_core::model::report::{model_list, model_report, ModelQuery};
+use meshplan_core::model::report::{model_list, model_report};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::units::DType;
 
@@ -86,7 +86,7 @@ pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
             let spec = &meshplan_core::model::bare::resolve(&cat, &name)?;
-            let q = ModelQuery::resolve(
+            let q = meshplan_core::scenario::model_query(
                 scen.as_ref(),
                 a.seq_len,
                 a.kv_dtype,

@@ -5,9 +5,7 @@ one sequence length and KV dtype, optionally with its derivation.
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
 use crate::model::{flops, kv, params, Arch, ModelSpec};
-use crate::scenario::Scenario;
 use crate::trace::{Step, Tracer};
 use crate::units::{fmt_int, fmt_si, sig4};
 use crate::units::{Bytes, DType, Flops};
@@ -31,42 +29,6 @@ impl Default for ModelQuery {
             kv_dtype: DType::Bf16,
             causal: true,
         }
-    }
-}
-
-impl ModelQuery {
-    /// The query `model show` answers: the flags first, then the scenario
-    /// the model came from (`[training] seq_len` or `[inference] context`,
-    /// `[inference] kv_dtype`), then the defaults. `what` names the file.
-    pub fn resolve(
-        scenario: Option<&Scenario>,
-        seq_len: Option<u64>,
-        kv_dtype: Option<DType>,
-        causal: bool,
-        what: &str,
-    ) -> Result<ModelQuery> {
-        let scen_seq = scenario
-            .and_then(|s| s.training.seq_len.or(s.inference.context))
-            .map(|c| c.0);
-        if scen_seq == Some(0) {
-            return Err(Error::Invalid(format!(
-                "{what}: seq_len must be at least 1 token"
-            )));
-        }
-        let scen_kv = scenario
-            .and_then(|s| s.inference.kv_dtype.as_deref())
-            .map(|d| {
-                DType::parse(d)
-                    .map_err(|e| Error::Invalid(format!("{what}: [inference] kv_dtype: {e}")))
-            })
-            .transpose()?;
-        Ok(ModelQuery {
-            seq_len: seq_len
-                .or(scen_seq)
-                .unwrap_or(ModelQuery::default().seq_len),
-            kv_dtype: kv_dtype.or(scen_kv).unwrap_or(DType::Bf16),
-            causal,
-        })
     }
 }
 
