@@ -198,6 +198,18 @@ impl Catalog {
         lookup(&self.models, name, "model", |m| (&m.name, &m.aliases))
     }
 
+    /// Find a model, or read `name` as a bare parameter count ("70B": a
+    /// guessed dense shape, see [`crate::model::bare`]).
+    pub fn model_or_bare(&self, name: &str) -> Result<ModelSpec> {
+        match self.model(name) {
+            Ok(m) => Ok(m.clone()),
+            Err(e) => match crate::model::bare::parse_bare(name) {
+                Some(p) => crate::model::bare::bare_model(p),
+                None => Err(e),
+            },
+        }
+    }
+
     /// Find a chip by name or alias; `NAME@book` selects the book's numbers.
     pub fn chip(&self, name: &str) -> Result<&Chip> {
         lookup(&self.chips, name, "chip", |c| (&c.name, &c.aliases))

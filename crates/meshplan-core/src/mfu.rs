@@ -88,7 +88,7 @@ pub fn evaluate<T: Tracer>(q: &MfuQuery, cat: &Catalog, tr: &mut T) -> Result<Mf
     if q.dims.is_some() {
         return Err(Error::Invalid("mfu takes no --dims".into()));
     }
-    let spec = crate::model::bare::resolve(cat, &q.model)?;
+    let spec = cat.model_or_bare(&q.model)?;
     let chip = chip_of(&q.hw, cat)?;
     let dtype = q
         .dtype

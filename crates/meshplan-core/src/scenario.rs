@@ -293,7 +293,7 @@ impl ModelSection {
             )));
         }
         let mut spec = match &self.name {
-            Some(n) => crate::model::bare::resolve(cat, n)?,
+            Some(n) => cat.model_or_bare(n)?,
             None => {
                 let need = |v: Option<Count>, f: &str| {
                     v.map(|c| c.0).ok_or_else(|| {

@@ -505,10 +505,9 @@ fn anatomy_and_network_levels() {
 /// A bare parameter count is a model with (almost exactly) that many parameters.
 #[test]
 fn bare_parameter_count_models() {
-    use meshplan_core::model::bare::resolve;
-    let m = resolve(Catalog::builtin(), "70B").unwrap();
+    let m = Catalog::builtin().model_or_bare("70B").unwrap();
     let p = meshplan_core::model::params::count(&m.arch, &mut NoTrace).total as f64;
     assert!(rel(p, 70e9) < 1e-5, "{p}");
     assert!(m.notes.contains("guessed shape"));
-    assert!(resolve(Catalog::builtin(), "llama-2-13bb").is_err());
+    assert!(Catalog::builtin().model_or_bare("llama-2-13bb").is_err());
 }

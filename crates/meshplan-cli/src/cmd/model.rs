@@ -85,7 +85,7 @@ pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
         ModelCmd::List(a) => emit(&model_list(cat.models()), None, &a.out)?,
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
-            let spec = &meshplan_core::model::bare::resolve(&cat, &name)?;
+            let spec = &cat.model_or_bare(&name)?;
             let q = meshplan_core::scenario::model_query(
                 scen.as_ref(),
                 a.seq_len,

@@ -11,7 +11,6 @@ remainder, so the total is `P` to within `2·D`. KV-cache sizes and attention FL
 shape; the model's notes say so.
 */
 
-use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::model::params::count;
 use crate::model::{Arch, ModelSpec};
@@ -97,17 +96,6 @@ pub fn bare_model(p: u64) -> Result<ModelSpec> {
         100.0 * (got as f64 - p as f64) / p as f64
     );
     Ok(spec)
-}
-
-/// Look `name` up in the catalog, or read it as a bare parameter count.
-pub fn resolve(cat: &Catalog, name: &str) -> Result<ModelSpec> {
-    match cat.model(name) {
-        Ok(m) => Ok(m.clone()),
-        Err(e) => match parse_bare(name) {
-            Some(p) => bare_model(p),
-            None => Err(e),
-        },
-    }
 }
 
 #[cfg(test)]
