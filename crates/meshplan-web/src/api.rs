@@ -183,6 +183,12 @@ fn parse<T: DeserializeOwned>(
             _ => r.body_text(),
         },
     })?;
+    // serde would also read a struct from an array; the API documents objects
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request(
+            "request body: expected a JSON object like {\"scenario\": {\"model\": {\"name\": …}}}",
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_slice(&body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
