@@ -354,14 +354,58 @@ pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
     answer(&r, None, Vec::new())
 }
 
-/// Run `f` on the blocking pool (a search keeps a core busy for up to a
-/// second; the async workers keep answering); a panic inside is a 500.
-async fn blocking<Q: Send + 'static>(
-    st: Arc<AppState>,
-    q: Q,
-    f: fn(&Catalog, &Q) -> Answer,
+/// One endpoint: its request type, its core call, and whether it is a
+/// search (run one at a time: each keeps every core busy).
+pub trait Endpoint {
+    /// The JSON body.
+    type Request: DeserializeOwned + Send + 'static;
+    /// Whether requests wait for the one search permit.
+    const SEARCH: bool;
+    /// The answer, computed by the core.
+    fn answer(cat: &Catalog, q: &Self::Request) -> Answer;
+}
+
+/// `POST /api/train`.
+pub struct Train;
+/// `POST /api/infer`.
+pub struct Infer;
+/// `POST /api/plan/train`.
+pub struct PlanTrain;
+/// `POST /api/plan/infer`.
+pub struct PlanInfer;
+
+macro_rules! endpoint {
+    ($t:ty, $q:ty, $search:expr, $f:path) => {
+        impl Endpoint for $t {
+            type Request = $q;
+            const SEARCH: bool = $search;
+            fn answer(cat: &Catalog, q: &$q) -> Answer {
+                $f(cat, q)
+            }
+        }
+    };
+}
+endpoint!(Train, EvalRequest, false, eval_train);
+endpoint!(Infer, EvalRequest, false, eval_infer);
+endpoint!(PlanTrain, PlanRequest, true, search_train);
+endpoint!(PlanInfer, PlanRequest, true, search_infer);
+
+/// The handler of every POST endpoint: parse, then compute on the blocking
+/// pool (a search keeps a core busy for up to a second; the async workers
+/// keep answering), where a panic is caught and answered as a 500.
+pub async fn handle<E: Endpoint>(
+    State(st): State<Arc<AppState>>,
+    h: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
 ) -> Answer {
-    tokio::task::spawn_blocking(move || f(&st.catalog, &q))
+    let q: E::Request = parse(&h, body)?;
+    let _permit = if E::SEARCH {
+        Some(st.searches.acquire().await)
+    } else {
+        None
+    };
+    let st2 = st.clone();
+    tokio::task::spawn_blocking(move || E::answer(&st2.catalog, &q))
         .await
         .map_err(|_| ApiError::internal("the computation panicked"))?
 }
@@ -378,44 +422,4 @@ pub async fn catalog(State(st): State<Arc<AppState>>) -> Json<Value> {
         "models": names(c.models().iter().map(|m| (m.name.as_str(), m.display_name.as_str())).collect()),
         "chips": names(c.chips().iter().map(|h| (h.name.as_str(), h.display_name.as_str())).collect()),
     }))
-}
-
-/// `POST /api/train`.
-pub async fn train(
-    State(st): State<Arc<AppState>>,
-    h: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    blocking(st, parse(&h, body)?, eval_train).await
-}
-
-/// `POST /api/infer`.
-pub async fn infer(
-    State(st): State<Arc<AppState>>,
-    h: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    blocking(st, parse(&h, body)?, eval_infer).await
-}
-
-/// `POST /api/plan/train`: one search at a time (each uses every core).
-pub async fn plan_train(
-    State(st): State<Arc<AppState>>,
-    h: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    let q = parse(&h, body)?;
-    let _permit = st.searches.acquire().await;
-    blocking(st.clone(), q, search_train).await
-}
-
-/// `POST /api/plan/infer`: one search at a time.
-pub async fn plan_infer(
-    State(st): State<Arc<AppState>>,
-    h: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    let q = parse(&h, body)?;
-    let _permit = st.searches.acquire().await;
-    blocking(st.clone(), q, search_infer).await
 }

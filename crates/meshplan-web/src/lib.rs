@@ -84,10 +84,10 @@ pub fn router(catalog: Catalog, loopback_only: bool) -> Router {
     });
     let api = Router::new()
         .route("/api/catalog", get(api::catalog))
-        .route("/api/train", post(api::train))
-        .route("/api/infer", post(api::infer))
-        .route("/api/plan/train", post(api::plan_train))
-        .route("/api/plan/infer", post(api::plan_infer))
+        .route("/api/train", post(api::handle::<api::Train>))
+        .route("/api/infer", post(api::handle::<api::Infer>))
+        .route("/api/plan/train", post(api::handle::<api::PlanTrain>))
+        .route("/api/plan/infer", post(api::handle::<api::PlanInfer>))
         .with_state(state);
     assets::routes()
         .merge(api)

@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
+use meshplan_core::training::analyze_with;
 use meshplan_core::Catalog;
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -94,14 +95,8 @@ async fn train_answers_the_reports_of_the_scenario_file() {
     let parsed = Scenario::parse(&text, "file").unwrap();
     let t =
         meshplan_core::training::scenario::resolve_with(&parsed, Catalog::builtin(), None).unwrap();
-    let r = meshplan_core::training::analyze_with(
-        &t.spec,
-        &t.chip,
-        &t.topo,
-        &t.cfg,
-        t.profile.as_ref(),
-        &mut NoTrace,
-    );
+    let p = t.profile.as_ref();
+    let r = analyze_with(&t.spec, &t.chip, &t.topo, &t.cfg, p, &mut NoTrace);
     same(&ans["report"], &serde_json::to_value(&r).unwrap(), "report");
     let doc = meshplan_core::view::Render::doc(&r);
     assert_eq!(ans["text"], meshplan_core::view::render_text(&doc));
