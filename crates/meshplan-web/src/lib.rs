@@ -156,3 +156,20 @@ fn announce(addr: SocketAddr) -> std::io::Result<()> {
     writeln!(out, "meshplan serve: http://{addr}/ (Ctrl-C stops it)")?;
     out.flush()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_loopback_address_needs_allow_remote() {
+        let args = ServeArgs {
+            port: 0,
+            addr: "0.0.0.0".parse().unwrap(),
+            allow_remote: false,
+        };
+        let e = run(&args, Catalog::builtin().clone()).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("--allow-remote"), "{e}");
+    }
+}
