@@ -52,20 +52,22 @@ def py(fn, sc):
     return fn(model=sc["model"]["name"], chip=sc["hardware"]["chip"], mesh=sc["hardware"]["mesh"], **sections)
 
 
+def exe():
+    """The CLI binary: $MESHPLAN_BIN or target/debug/meshplan."""
+    return os.environ.get("MESHPLAN_BIN", str(ROOT / "target" / "debug" / "meshplan"))
+
+
 def cli_text(*args):
     """The CLI's human output (the report's document as text)."""
-    exe = os.environ.get("MESHPLAN_BIN", str(ROOT / "target" / "debug" / "meshplan"))
-    out = subprocess.run([exe, *args], capture_output=True, text=True, cwd=ROOT, check=True)
-    return out.stdout
+    return subprocess.run([exe(), *args], capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
 
 @pytest.fixture(scope="module")
 def server():
     """`meshplan serve --port 0`: its URL (read from its first line)."""
-    exe = os.environ.get("MESHPLAN_BIN", str(ROOT / "target" / "debug" / "meshplan"))
-    if not Path(exe).exists():
-        pytest.skip(f"{exe} not built (cargo build)")
-    p = subprocess.Popen([exe, "serve", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    if not Path(exe()).exists():
+        pytest.skip(f"{exe()} not built (cargo build)")
+    p = subprocess.Popen([exe(), "serve", "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         assert line.startswith("meshplan serve: http://"), line
@@ -96,11 +98,14 @@ def test_cli_python_and_web_api_give_identical_numbers(server):
         # the web answer's text is the CLI's human output, character for character
         assert w["text"] == cli_text(kind, *flags(sc))
     # and the same error message for the same mistake
-    status, w = api(server, "/api/train", {"scenario": {**TRAIN, "model": {"name": "llama-3-8bb"}}})
+    bad = {**TRAIN, "model": {"name": "llama-3-8bb"}}
+    status, w = api(server, "/api/train", {"scenario": bad})
     assert status == 400
     with pytest.raises(meshplan.MeshplanError) as e:
-        py(meshplan.train, {**TRAIN, "model": {"name": "llama-3-8bb"}})
+        py(meshplan.train, bad)
     assert w["error"] == str(e.value)
+    out = subprocess.run([exe(), "train", *flags(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.splitlines()[0] == "error: " + w["error"]
 
 
 # ---- the page in a real browser ----------------------------------------
@@ -216,7 +221,7 @@ def test_page_shows_the_cli_numbers_in_a_real_browser(server, browser):
         e = d.find_element(By.ID, id_)
         e.clear()
         e.send_keys(v)
-    d.find_element(By.ID, "run").click()
+    # typing fires change events that evaluate at once; wait for the last
     d.execute_script("document.body.dataset.state = 'busy'")
     d.find_element(By.ID, "run").click()
     wait_done(d)
@@ -226,7 +231,6 @@ def test_page_shows_the_cli_numbers_in_a_real_browser(server, browser):
     assert cells and all(c in text for c in cells), [c for c in cells if c not in text]
     assert plots.keys() == {"roofline", "serving"} and all(w > 0 for w in plots.values()), plots
     # the URL carries the state: a reload shows the same report
-    d.get(d.current_url)
     d.refresh()
     wait_done(d)
     assert shown(d)[0] == report
@@ -251,9 +255,12 @@ def test_planner_tab_lists_plans_in_a_real_browser(server, browser):
         "hardware": {"chip": "h100", "mesh": "8x8"},
         "training": {"batch_tokens": "4Mi", "seq_len": 4096},
     }
+    # a link opened in the page already showing: the hash changes, the
+    # whole form follows it
+    d.execute_script("document.body.dataset.state = 'busy'")
     d.get(server + page_state("plan-train", sc, top="5"))
-    d.refresh()
     wait_done(d)
+    assert d.find_element(By.ID, "batch").get_attribute("value") == ""
     report, _, plots = shown(d)
     c = cli("plan", "train", *flags(sc), "--top", "5")
     for r in (report, c):

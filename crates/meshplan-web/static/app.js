@@ -76,10 +76,12 @@ function loadState() {
   const h = location.hash.slice(1);
   const p = h ? new URLSearchParams(h) : new URLSearchParams(DEFAULTS);
   setTab(p.get("tab") || "train");
+  // a field the URL does not name is cleared (a link states the whole form),
+  // except the pickers, which keep a model and a chip
   for (const el of inputs()) {
-    if (!p.has(el.id)) continue;
     if (el.type === "checkbox") el.checked = p.get(el.id) === "1";
-    else el.value = p.get(el.id);
+    else if (p.has(el.id)) el.value = p.get(el.id);
+    else if (el.tagName !== "SELECT" && el.id !== "model_config") el.value = "";
   }
 }
 
@@ -234,6 +236,8 @@ async function main() {
   for (const b of document.querySelectorAll("#tabs button")) {
     b.addEventListener("click", () => { setTab(b.dataset.tab); run(); });
   }
+  // a link pasted into an open page (saveState's replaceState fires no event)
+  window.addEventListener("hashchange", () => { loadState(); run(); });
   run();
 }
 
