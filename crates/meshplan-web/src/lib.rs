@@ -34,6 +34,7 @@ mod api;
 mod assets;
 mod error;
 mod guard;
+mod request;
 
 pub use error::ApiError;
 
