@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::request::{parse, secs, target, too_many_chips, top, EvalRequest, PlanRequest};
+use crate::request::{parse, secs, too_many_chips, EvalRequest, PlanRequest};
 use crate::{ApiError, AppState};
 
 type Answer = Result<Json<Value>, ApiError>;
@@ -42,6 +42,7 @@ struct Evaluated<'a, R: Serialize> {
     plots: Vec<(&'static str, String)>,
 }
 
+/// The 200 answer of an evaluation or search (see [`Evaluated`]).
 fn answer<R: Serialize + Render>(
     r: &R,
     steps: Option<&[Step]>,
@@ -68,7 +69,8 @@ fn answer<R: Serialize + Render>(
 
 /// `meshplan train`: memory, collectives, step time; memory and step-time plots.
 pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
-    let (sc, cat) = target(&q.scenario, &q.model_config).resolve_model(cat)?;
+    q.no_slos()?;
+    let (sc, cat) = q.resolve(cat)?;
     let s = resolve_with(&sc, &cat, None)?;
     let prof = s.profile.as_ref();
     let mut rec = Recorder::default();
@@ -86,7 +88,7 @@ pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
 
 /// `meshplan infer`: KV cache, rooflines, latency; roofline and serving plots.
 pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
-    let (sc, cat) = target(&q.scenario, &q.model_config).resolve_model(cat)?;
+    let (sc, cat) = q.resolve(cat)?;
     let s = resolve_infer(&sc, &cat)?;
     let mut rec = Recorder::default();
     let r = if q.explain {
@@ -111,13 +113,13 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
             "max_chips, ttft_slo and tpot_slo are serving-search options (/api/plan/infer)",
         ));
     }
-    let (sc, cat) = target(&q.scenario, &q.model_config).resolve_model(cat)?;
+    let (sc, cat) = q.resolve(cat)?;
     let workload = resolve_workload(&sc, &cat, None)?;
     too_many_chips(workload.chips)?;
     let req = PlanTrainRequest {
         workload,
         objective: TrainObjective::parse(q.objective.as_deref().unwrap_or("time"))?,
-        top: top(q)?,
+        top: q.top()?,
         threads: None,
         explain_rank: None,
     };
@@ -137,14 +139,14 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
 
 /// `meshplan plan infer`: ranked serving plans.
 pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
-    let (sc, cat) = target(&q.scenario, &q.model_config).resolve_model(cat)?;
+    let (sc, cat) = q.resolve(cat)?;
     let spec = sc.model.resolve(&cat)?;
     let chip = sc.hardware.resolve_chip(&cat)?;
     let mut s = InferSearch::from_scenario(&sc, &spec, &chip, q.max_chips.map(|c| c.0))?;
     match s.chips {
         ChipBudget::Exactly(n) | ChipBudget::AtMost(n) => too_many_chips(n)?,
     }
-    let top = top(q)?;
+    let top = q.top()?;
     s.ttft_slo = secs(&q.ttft_slo)?;
     s.tpot_slo = secs(&q.tpot_slo)?;
     s.objective = InferObjective::parse(q.objective.as_deref().unwrap_or("throughput"))?;

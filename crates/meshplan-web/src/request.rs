@@ -15,26 +15,21 @@ use serde::Deserialize;
 
 use crate::{ApiError, MAX_SEARCH_CHIPS, MAX_TOP};
 
-/// The model and scenario every request carries (the same two fields in
-/// each request, not a flattened struct: serde cannot refuse unknown keys
-/// across `flatten`).
-pub struct Target<'a> {
-    /// The scenario: `model`, `hardware`, `training`, `inference`,
-    /// `parallelism` sections as in a scenario TOML file.
-    pub scenario: &'a Scenario,
-    /// A pasted Hugging Face `config.json`: the model (instead of
-    /// `scenario.model.name`), imported as `meshplan --model config.json` does.
-    pub model_config: Option<&'a str>,
-}
+/// A request's scenario resolved for the core: the scenario, and the
+/// catalog it names its model in (the shared one, or a copy holding a
+/// pasted config.json).
+pub(crate) type Resolved<'c> = (Scenario, Cow<'c, Catalog>);
 
 /// `POST /api/train` and `POST /api/infer`.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct EvalRequest {
-    /// The scenario (see [`Target`]).
+    /// The scenario: `model`, `hardware`, `training`, `inference`,
+    /// `parallelism` sections as in a scenario TOML file.
     #[serde(default)]
     pub scenario: Scenario,
-    /// A pasted `config.json` (see [`Target`]).
+    /// A pasted Hugging Face `config.json`: the model, instead of
+    /// `scenario.model.name` (as `meshplan --model config.json`).
     #[serde(default)]
     pub model_config: Option<String>,
     /// Include the derivation in the book's symbols (`--explain`).
@@ -52,10 +47,12 @@ pub struct EvalRequest {
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
-    /// The scenario (see [`Target`]).
+    /// The scenario: `model`, `hardware`, `training`, `inference`,
+    /// `parallelism` sections as in a scenario TOML file.
     #[serde(default)]
     pub scenario: Scenario,
-    /// A pasted `config.json` (see [`Target`]).
+    /// A pasted Hugging Face `config.json`: the model, instead of
+    /// `scenario.model.name` (as `meshplan --model config.json`).
     #[serde(default)]
     pub model_config: Option<String>,
     /// Objective (`--objective`): time | cost | memory-headroom for
@@ -80,7 +77,9 @@ pub struct PlanRequest {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum Duration {
+    /// Seconds.
     Seconds(f64),
+    /// A duration with its unit, parsed by the core as the CLI's flags are.
     Text(String),
 }
 
@@ -96,6 +95,7 @@ impl Duration {
     }
 }
 
+/// An optional SLO in seconds.
 pub(crate) fn secs(d: &Option<Duration>) -> Result<Option<f64>, ApiError> {
     d.as_ref().map(Duration::seconds).transpose()
 }
@@ -149,70 +149,84 @@ pub(crate) fn parse<T: DeserializeOwned>(
     })
 }
 
-impl Target<'_> {
-    /// The scenario and the catalog it resolves against: with a pasted
-    /// config.json, a copy of the catalog holding that model, named as the
-    /// scenario's model. Files are never read: a `[model] file` is refused.
-    pub(crate) fn resolve<'c>(
-        &self,
-        cat: &'c Catalog,
-    ) -> Result<(Scenario, Cow<'c, Catalog>), ApiError> {
-        let mut sc = self.scenario.clone();
-        if let Some(f) = &sc.model.file {
-            return Err(ApiError::bad_request(format!(
-                "scenario.model.file = \"{f}\": the web API reads no files; paste the config.json as model_config"
-            )));
+/// Resolve a request's scenario: with a pasted config.json, a copy of the
+/// catalog holding that model, named as the scenario's model; no model at
+/// all is refused as the CLI refuses it. Files are never read on a
+/// request's behalf, so a `[model] file` is refused too.
+fn resolve<'c>(
+    cat: &'c Catalog,
+    scenario: &Scenario,
+    model_config: Option<&str>,
+) -> Result<Resolved<'c>, ApiError> {
+    let mut sc = scenario.clone();
+    if let Some(f) = &sc.model.file {
+        return Err(ApiError::bad_request(format!(
+            "scenario.model.file = \"{f}\": the web API reads no files; paste the config.json as model_config"
+        )));
+    }
+    let cat = match model_config {
+        None => Cow::Borrowed(cat),
+        Some(text) => {
+            let mut cat = cat.clone();
+            let mut no_files = |p: &str| Err(format!("the web API reads no files ('{p}')"));
+            let (name, _) = meshplan_core::scenario::add_model_file_with(
+                &mut cat,
+                text,
+                "config.json",
+                &mut no_files,
+            )?;
+            sc.model.name = Some(name);
+            Cow::Owned(cat)
         }
-        let Some(text) = self.model_config else {
-            return Ok((sc, Cow::Borrowed(cat)));
-        };
-        let mut cat = cat.clone();
-        let mut no_files = |p: &str| Err(format!("the web API reads no files ('{p}')"));
-        let (name, _) = meshplan_core::scenario::add_model_file_with(
-            &mut cat,
-            text,
-            "config.json",
-            &mut no_files,
-        )?;
-        sc.model.name = Some(name);
-        Ok((sc, Cow::Owned(cat)))
+    };
+    if sc.model.name.is_none() && !sc.model.has_overrides() {
+        return Err(ApiError::bad_request(
+            "no model given: set scenario.model.name (a catalog model) or paste a config.json",
+        ));
+    }
+    Ok((sc, cat))
+}
+
+impl EvalRequest {
+    /// The scenario and catalog to evaluate.
+    pub(crate) fn resolve<'c>(&self, cat: &'c Catalog) -> Result<Resolved<'c>, ApiError> {
+        resolve(cat, &self.scenario, self.model_config.as_deref())
     }
 
-    /// [`Self::resolve`], refusing a scenario without a model as the CLI does.
-    pub(crate) fn resolve_model<'c>(
-        &self,
-        cat: &'c Catalog,
-    ) -> Result<(Scenario, Cow<'c, Catalog>), ApiError> {
-        let (sc, cat) = self.resolve(cat)?;
-        if sc.model.name.is_none() && !sc.model.has_overrides() {
+    /// Refuse the SLOs on `/api/train` (they draw on the serving plot only).
+    pub(crate) fn no_slos(&self) -> Result<(), ApiError> {
+        if self.ttft_slo.is_some() || self.tpot_slo.is_some() {
             return Err(ApiError::bad_request(
-                "no model given: set scenario.model.name (a catalog model) or paste a config.json",
+                "ttft_slo and tpot_slo are serving options (/api/infer, /api/plan/infer)",
             ));
         }
-        Ok((sc, cat))
+        Ok(())
     }
 }
 
-pub(crate) fn target<'a>(scenario: &'a Scenario, model_config: &'a Option<String>) -> Target<'a> {
-    Target {
-        scenario,
-        model_config: model_config.as_deref(),
+impl PlanRequest {
+    /// The scenario and catalog to search.
+    pub(crate) fn resolve<'c>(&self, cat: &'c Catalog) -> Result<Resolved<'c>, ApiError> {
+        resolve(cat, &self.scenario, self.model_config.as_deref())
+    }
+
+    /// Plans to list: `top`, default 10 as in the CLI, at most [`MAX_TOP`]
+    /// (a page does not show more, and each costs a row of JSON).
+    pub(crate) fn top(&self) -> Result<usize, ApiError> {
+        match self.top.unwrap_or(10) {
+            t if t > MAX_TOP => Err(ApiError::bad_request(format!(
+                "top = {t}: the web API lists at most {MAX_TOP} plans (the CLI has no limit)"
+            ))),
+            t => Ok(t),
+        }
     }
 }
 
-pub(crate) fn top(q: &PlanRequest) -> Result<usize, ApiError> {
-    match q.top.unwrap_or(10) {
-        t if t > MAX_TOP => Err(ApiError::bad_request(format!(
-            "top = {t}: the web page lists at most {MAX_TOP} plans (the CLI has no limit)"
-        ))),
-        t => Ok(t),
-    }
-}
-
+/// Refuse a search over more than [`MAX_SEARCH_CHIPS`] chips.
 pub(crate) fn too_many_chips(n: u64) -> Result<(), ApiError> {
     if n > MAX_SEARCH_CHIPS {
         return Err(ApiError::bad_request(format!(
-            "{n} chips: the web page searches at most {MAX_SEARCH_CHIPS} chips (use `meshplan plan` for more)"
+            "{n} chips: the web API searches at most {MAX_SEARCH_CHIPS} chips (use `meshplan plan` for more)"
         )));
     }
     Ok(())

@@ -210,6 +210,12 @@ async fn bad_requests_are_4xx_json_with_the_core_message() {
             "request body",
         ),
         (
+            "/api/train",
+            json!({ "scenario": m("llama-3-8b"), "tpot_slo": "50ms" }),
+            StatusCode::BAD_REQUEST,
+            "serving options",
+        ),
+        (
             "/api/infer",
             json!({ "scenario": m("llama-3-8b"), "tpot_slo": "soon" }),
             StatusCode::BAD_REQUEST,
