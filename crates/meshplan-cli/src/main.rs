@@ -87,6 +87,8 @@ enum Command {
     Shard(cmd::blocks::ShardArgs),
     /// Model FLOPs utilization of a measured run (tokens, time or chip-hours, chips).
     Mfu(cmd::blocks::MfuArgs),
+    /// A local web page and JSON API on 127.0.0.1 (docs/web.md).
+    Serve(meshplan_web::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +108,9 @@ fn main() -> ExitCode {
         Command::Roofline(a) => run(&a, &a.c.out, roofline::evaluate),
         Command::Shard(a) => run(&a, &a.c.out, sharding::evaluate),
         Command::Mfu(a) => run(&a, &a.c.out, mfu::evaluate),
+        Command::Serve(a) => {
+            io::catalog().and_then(|c| Ok(meshplan_web::run(&a, c).map(|()| ExitCode::SUCCESS)?))
+        }
     };
     match r {
         Ok(code) => code,

@@ -1,0 +1,226 @@
+//! The JSON endpoints. Each reads a request (a scenario as the scenario
+//! file's sections in JSON, plus the endpoint's options), resolves it with
+//! the core's scenario code and calls the core function the CLI command
+//! of the same name calls; the answer carries the report exactly as
+//! `--json` prints it, its document (the CLI's human output, as blocks and
+//! as text), the derivation when asked and the plots (docs/web.md).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Json;
+use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
+use meshplan_core::planner::{
+    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, InferObjective,
+    InferSearch, PlanTrainRequest, TrainObjective,
+};
+use meshplan_core::trace::{NoTrace, Recorder, Step};
+use meshplan_core::training::analyze_with;
+use meshplan_core::training::scenario::{resolve_with, resolve_workload};
+use meshplan_core::view::{self, Render};
+use meshplan_core::Catalog;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::request::{parse, secs, too_many_chips, EvalRequest, PlanRequest};
+use crate::{ApiError, AppState};
+
+type Answer = Result<Json<Value>, ApiError>;
+
+/// The answer of every evaluation: the `--json` report, its document, the
+/// CLI's human text, the derivation (text) and the plots by kind.
+#[derive(Serialize)]
+struct Evaluated<'a, R: Serialize> {
+    report: &'a R,
+    doc: view::Doc,
+    text: String,
+    derivation: Option<String>,
+    plots: Vec<(&'static str, String)>,
+}
+
+/// The 200 answer of an evaluation or search (see [`Evaluated`]).
+fn answer<R: Serialize + Render>(
+    r: &R,
+    steps: Option<&[Step]>,
+    plots: Vec<(&'static str, meshplan_plot::Result<String>)>,
+) -> Answer {
+    let doc = r.doc();
+    let text = view::render_text(&doc);
+    let ok = Evaluated {
+        report: r,
+        doc,
+        text,
+        derivation: steps.map(meshplan_core::trace::render_text),
+        // a plot that cannot be drawn (nothing to plot) is left out, as in
+        // the Python package
+        plots: plots
+            .into_iter()
+            .filter_map(|(k, s)| s.ok().map(|s| (k, s)))
+            .collect(),
+    };
+    serde_json::to_value(&ok)
+        .map(Json)
+        .map_err(|e| ApiError::internal(&format!("cannot serialize the report: {e}")))
+}
+
+/// `meshplan train`: memory, collectives, step time; memory and step-time plots.
+pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
+    q.no_slos()?;
+    let (sc, cat) = q.resolve(cat)?;
+    let s = resolve_with(&sc, &cat, None)?;
+    let prof = s.profile.as_ref();
+    let mut rec = Recorder::default();
+    let r = if q.explain {
+        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut rec)
+    } else {
+        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut NoTrace)
+    };
+    let plots = vec![
+        ("memory", meshplan_plot::memory_svg(&r)),
+        ("step-time", meshplan_plot::step_time_svg(&r)),
+    ];
+    answer(&r, q.explain.then(|| rec.steps()), plots)
+}
+
+/// `meshplan infer`: KV cache, rooflines, latency; roofline and serving plots.
+pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
+    let (sc, cat) = q.resolve(cat)?;
+    let s = resolve_infer(&sc, &cat)?;
+    let mut rec = Recorder::default();
+    let r = if q.explain {
+        inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?
+    } else {
+        inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace)?
+    };
+    let plots = vec![
+        ("roofline", meshplan_plot::roofline_svg(&r)),
+        (
+            "serving",
+            meshplan_plot::serving_svg(&s, secs(&q.ttft_slo)?, secs(&q.tpot_slo)?),
+        ),
+    ];
+    answer(&r, q.explain.then(|| rec.steps()), plots)
+}
+
+/// `meshplan plan train`: ranked plans; Pareto plots.
+pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
+    if q.max_chips.is_some() || q.ttft_slo.is_some() || q.tpot_slo.is_some() {
+        return Err(ApiError::bad_request(
+            "max_chips, ttft_slo and tpot_slo are serving-search options (/api/plan/infer)",
+        ));
+    }
+    let (sc, cat) = q.resolve(cat)?;
+    let workload = resolve_workload(&sc, &cat, None)?;
+    too_many_chips(workload.chips)?;
+    let req = PlanTrainRequest {
+        workload,
+        objective: TrainObjective::parse(q.objective.as_deref().unwrap_or("time"))?,
+        top: q.top()?,
+        threads: None,
+        explain_rank: None,
+    };
+    let r = core_plan_train(&req, &|_, _| {})?;
+    let plots = vec![
+        (
+            "pareto",
+            meshplan_plot::pareto_svg(&r, meshplan_plot::ParetoAxis::Memory),
+        ),
+        (
+            "pareto-cost",
+            meshplan_plot::pareto_svg(&r, meshplan_plot::ParetoAxis::Cost),
+        ),
+    ];
+    answer(&r, None, plots)
+}
+
+/// `meshplan plan infer`: ranked serving plans.
+pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
+    let (sc, cat) = q.resolve(cat)?;
+    let spec = sc.model.resolve(&cat)?;
+    let chip = sc.hardware.resolve_chip(&cat)?;
+    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, q.max_chips.map(|c| c.0))?;
+    match s.chips {
+        ChipBudget::Exactly(n) | ChipBudget::AtMost(n) => too_many_chips(n)?,
+    }
+    let top = q.top()?;
+    s.ttft_slo = secs(&q.ttft_slo)?;
+    s.tpot_slo = secs(&q.tpot_slo)?;
+    s.objective = InferObjective::parse(q.objective.as_deref().unwrap_or("throughput"))?;
+    s.top_k = top.max(1);
+    let r = core_plan_infer(&s, top, None)?;
+    answer(&r, None, Vec::new())
+}
+
+/// One endpoint: its request type, its core call, and whether it is a
+/// search (run one at a time: each keeps every core busy).
+pub trait Endpoint {
+    /// The JSON body.
+    type Request: DeserializeOwned + Send + 'static;
+    /// Whether requests wait for the one search permit.
+    const SEARCH: bool;
+    /// The answer, computed by the core.
+    fn answer(cat: &Catalog, q: &Self::Request) -> Answer;
+}
+
+/// `POST /api/train`.
+pub struct Train;
+/// `POST /api/infer`.
+pub struct Infer;
+/// `POST /api/plan/train`.
+pub struct PlanTrain;
+/// `POST /api/plan/infer`.
+pub struct PlanInfer;
+
+macro_rules! endpoint {
+    ($t:ty, $q:ty, $search:expr, $f:path) => {
+        impl Endpoint for $t {
+            type Request = $q;
+            const SEARCH: bool = $search;
+            fn answer(cat: &Catalog, q: &$q) -> Answer {
+                $f(cat, q)
+            }
+        }
+    };
+}
+endpoint!(Train, EvalRequest, false, eval_train);
+endpoint!(Infer, EvalRequest, false, eval_infer);
+endpoint!(PlanTrain, PlanRequest, true, search_train);
+endpoint!(PlanInfer, PlanRequest, true, search_infer);
+
+/// The handler of every POST endpoint: parse, then compute on the blocking
+/// pool (a search keeps a core busy for up to a second; the async workers
+/// keep answering), where a panic is caught and answered as a 500.
+pub async fn handle<E: Endpoint>(
+    State(st): State<Arc<AppState>>,
+    h: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let q: E::Request = parse(&h, body)?;
+    let _permit = if E::SEARCH {
+        Some(st.searches.acquire().await)
+    } else {
+        None
+    };
+    let st2 = st.clone();
+    tokio::task::spawn_blocking(move || E::answer(&st2.catalog, &q))
+        .await
+        .map_err(|_| ApiError::internal("the computation panicked"))?
+}
+
+/// `GET /api/catalog`: the model and chip names for the page's pickers.
+pub async fn catalog(State(st): State<Arc<AppState>>) -> Json<Value> {
+    let names = |v: Vec<(&str, &str)>| -> Vec<Value> {
+        v.into_iter()
+            .map(|(n, d)| serde_json::json!({ "name": n, "display_name": d }))
+            .collect()
+    };
+    let c = &st.catalog;
+    Json(serde_json::json!({
+        "models": names(c.models().iter().map(|m| (m.name.as_str(), m.display_name.as_str())).collect()),
+        "chips": names(c.chips().iter().map(|h| (h.name.as_str(), h.display_name.as_str())).collect()),
+    }))
+}

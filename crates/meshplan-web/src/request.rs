@@ -1,0 +1,233 @@
+//! Requests: the JSON bodies the endpoints take, read strictly (unknown
+//! fields, wrong types and non-objects are 400s naming the field), the
+//! scenario they carry turned into the catalog and scenario the core
+//! resolves, and the web API's limits on searches.
+
+use std::borrow::Cow;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{header, HeaderMap, StatusCode};
+use meshplan_core::scenario::{Count, Scenario};
+use meshplan_core::Catalog;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::{ApiError, MAX_SEARCH_CHIPS, MAX_TOP};
+
+/// A request's scenario resolved for the core: the scenario, and the
+/// catalog it names its model in (the shared one, or a copy holding a
+/// pasted config.json).
+pub(crate) type Resolved<'c> = (Scenario, Cow<'c, Catalog>);
+
+/// `POST /api/train` and `POST /api/infer`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EvalRequest {
+    /// The scenario: `model`, `hardware`, `training`, `inference`,
+    /// `parallelism` sections as in a scenario TOML file.
+    #[serde(default)]
+    pub scenario: Scenario,
+    /// A pasted Hugging Face `config.json`: the model, instead of
+    /// `scenario.model.name` (as `meshplan --model config.json`).
+    #[serde(default)]
+    pub model_config: Option<String>,
+    /// Include the derivation in the book's symbols (`--explain`).
+    #[serde(default)]
+    pub explain: bool,
+    /// Infer only: TTFT SLO line on the serving plot ("500ms" or seconds).
+    #[serde(default)]
+    pub ttft_slo: Option<Duration>,
+    /// Infer only: TPOT SLO line on the serving plot.
+    #[serde(default)]
+    pub tpot_slo: Option<Duration>,
+}
+
+/// `POST /api/plan/train` and `POST /api/plan/infer`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    /// The scenario: `model`, `hardware`, `training`, `inference`,
+    /// `parallelism` sections as in a scenario TOML file.
+    #[serde(default)]
+    pub scenario: Scenario,
+    /// A pasted Hugging Face `config.json`: the model, instead of
+    /// `scenario.model.name` (as `meshplan --model config.json`).
+    #[serde(default)]
+    pub model_config: Option<String>,
+    /// Objective (`--objective`): time | cost | memory-headroom for
+    /// training, throughput | cost | latency for serving.
+    #[serde(default)]
+    pub objective: Option<String>,
+    /// Plans to list (`--top`, default 10, at most [`MAX_TOP`]).
+    #[serde(default)]
+    pub top: Option<usize>,
+    /// Serving only: any slice up to this many chips (`--max-chips`).
+    #[serde(default)]
+    pub max_chips: Option<Count>,
+    /// Serving only: TTFT SLO (`--ttft-slo`).
+    #[serde(default)]
+    pub ttft_slo: Option<Duration>,
+    /// Serving only: TPOT SLO (`--tpot-slo`).
+    #[serde(default)]
+    pub tpot_slo: Option<Duration>,
+}
+
+/// A duration as seconds or as the CLI writes it ("500ms", "1.3 ms").
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum Duration {
+    /// Seconds.
+    Seconds(f64),
+    /// A duration with its unit, parsed by the core as the CLI's flags are.
+    Text(String),
+}
+
+impl Duration {
+    fn seconds(&self) -> Result<f64, ApiError> {
+        match self {
+            Duration::Seconds(s) if s.is_finite() && *s > 0.0 => Ok(*s),
+            Duration::Seconds(s) => Err(ApiError::bad_request(format!(
+                "SLO {s} s: expected a positive number of seconds"
+            ))),
+            Duration::Text(t) => Ok(meshplan_core::units::parse_seconds(t)?.get()),
+        }
+    }
+}
+
+/// An optional SLO in seconds.
+pub(crate) fn secs(d: &Option<Duration>) -> Result<Option<f64>, ApiError> {
+    d.as_ref().map(Duration::seconds).transpose()
+}
+
+/// Parse a JSON body: 415 unless `application/json` (a cross-site form
+/// cannot send that without a preflight), 413 past the body limit, 400
+/// with the field path (`scenario.training.batch_tokens: …`) otherwise.
+pub(crate) fn parse<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !ct
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("application/json")
+    {
+        return Err(ApiError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            message: format!("Content-Type '{ct}': the API takes application/json"),
+        });
+    }
+    let body = body.map_err(|r| ApiError {
+        status: r.status(),
+        message: match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => format!(
+                "request body over {} bytes (a scenario and a config.json are far smaller)",
+                crate::MAX_BODY_BYTES
+            ),
+            _ => r.body_text(),
+        },
+    })?;
+    // serde would also read a struct from an array; the API documents objects
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request(
+            "request body: expected a JSON object like {\"scenario\": {\"model\": {\"name\": …}}}",
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(&body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            ApiError::bad_request(format!("request body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("{path}: {inner}"))
+        }
+    })
+}
+
+/// Resolve a request's scenario: with a pasted config.json, a copy of the
+/// catalog holding that model, named as the scenario's model; no model at
+/// all is refused as the CLI refuses it. Files are never read on a
+/// request's behalf, so a `[model] file` is refused too.
+fn resolve<'c>(
+    cat: &'c Catalog,
+    scenario: &Scenario,
+    model_config: Option<&str>,
+) -> Result<Resolved<'c>, ApiError> {
+    let mut sc = scenario.clone();
+    if let Some(f) = &sc.model.file {
+        return Err(ApiError::bad_request(format!(
+            "scenario.model.file = \"{f}\": the web API reads no files; paste the config.json as model_config"
+        )));
+    }
+    let cat = match model_config {
+        None => Cow::Borrowed(cat),
+        Some(text) => {
+            let mut cat = cat.clone();
+            let mut no_files = |p: &str| Err(format!("the web API reads no files ('{p}')"));
+            let (name, _) = meshplan_core::scenario::add_model_file_with(
+                &mut cat,
+                text,
+                "config.json",
+                &mut no_files,
+            )?;
+            sc.model.name = Some(name);
+            Cow::Owned(cat)
+        }
+    };
+    if sc.model.name.is_none() && !sc.model.has_overrides() {
+        return Err(ApiError::bad_request(
+            "no model given: set scenario.model.name (a catalog model) or paste a config.json",
+        ));
+    }
+    Ok((sc, cat))
+}
+
+impl EvalRequest {
+    /// The scenario and catalog to evaluate.
+    pub(crate) fn resolve<'c>(&self, cat: &'c Catalog) -> Result<Resolved<'c>, ApiError> {
+        resolve(cat, &self.scenario, self.model_config.as_deref())
+    }
+
+    /// Refuse the SLOs on `/api/train` (they draw on the serving plot only).
+    pub(crate) fn no_slos(&self) -> Result<(), ApiError> {
+        if self.ttft_slo.is_some() || self.tpot_slo.is_some() {
+            return Err(ApiError::bad_request(
+                "ttft_slo and tpot_slo are serving options (/api/infer, /api/plan/infer)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PlanRequest {
+    /// The scenario and catalog to search.
+    pub(crate) fn resolve<'c>(&self, cat: &'c Catalog) -> Result<Resolved<'c>, ApiError> {
+        resolve(cat, &self.scenario, self.model_config.as_deref())
+    }
+
+    /// Plans to list: `top`, default 10 as in the CLI, at most [`MAX_TOP`]
+    /// (a page does not show more, and each costs a row of JSON).
+    pub(crate) fn top(&self) -> Result<usize, ApiError> {
+        match self.top.unwrap_or(10) {
+            t if t > MAX_TOP => Err(ApiError::bad_request(format!(
+                "top = {t}: the web API lists at most {MAX_TOP} plans (the CLI has no limit)"
+            ))),
+            t => Ok(t),
+        }
+    }
+}
+
+/// Refuse a search over more than [`MAX_SEARCH_CHIPS`] chips.
+pub(crate) fn too_many_chips(n: u64) -> Result<(), ApiError> {
+    if n > MAX_SEARCH_CHIPS {
+        return Err(ApiError::bad_request(format!(
+            "{n} chips: the web API searches at most {MAX_SEARCH_CHIPS} chips (use `meshplan plan` for more)"
+        )));
+    }
+    Ok(())
+}
