@@ -26,6 +26,9 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long)]
     pub gen_len: Option<String>,
+    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm.
+    #[arg(long)]
+    pub engine: Option<String>,
 }
 
 impl ServeArgs {
@@ -35,6 +38,7 @@ impl ServeArgs {
         for (dst, src) in [
             (&mut inf.weights_dtype, &self.weights_dtype),
             (&mut inf.kv_dtype, &self.kv_dtype),
+            (&mut inf.engine, &self.engine),
         ] {
             if src.is_some() {
                 dst.clone_from(src);
@@ -82,6 +86,9 @@ pub struct InferArgs {
     /// Prefill MFU in (0, 1].
     #[arg(long)]
     pub mfu: Option<f64>,
+    /// static | concurrency=N | rate=R (requests/s): continuous batching.
+    #[arg(long)]
+    pub workload: Option<String>,
     /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -94,8 +101,13 @@ pub struct InferArgs {
 fn apply_flags(a: &InferArgs, sc: &mut Scenario) -> Result<()> {
     a.serve.apply(sc)?;
     let inf = &mut sc.inference;
-    if a.compute_dtype.is_some() {
-        inf.compute_dtype.clone_from(&a.compute_dtype);
+    for (dst, src) in [
+        (&mut inf.compute_dtype, &a.compute_dtype),
+        (&mut inf.workload, &a.workload),
+    ] {
+        if src.is_some() {
+            dst.clone_from(src);
+        }
     }
     for (dst, src, what) in [
         (&mut inf.batch, &a.batch, "batch"),
