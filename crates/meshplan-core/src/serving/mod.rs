@@ -6,6 +6,7 @@ Serving as engines run it and benchmarks measure it.
 * [`workload`]: static batch, continuous batching at a concurrency or a
   request rate.
 * [`queue`]: the distributions behind the TTFT/TPOT percentiles.
+* [`validation`]: predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
   prefill/decode.
 
@@ -16,6 +17,7 @@ module composes them into what a benchmark reports.
 pub mod continuous;
 pub mod engine;
 pub mod queue;
+pub mod validation;
 pub mod workload;
 
 use serde::Serialize;
