@@ -231,3 +231,21 @@ fn bad_engine_and_workload_are_errors() {
         assert!(resolve(&sc, cat).is_err(), "{toml}");
     }
 }
+
+/// `--chips 256` on GB200 NVL72 (72-GPU NVLink domains) splits into
+/// replicas inside a domain: the largest TP ≤ 72 dividing 256 and the 128
+/// heads of Llama-3.1-405B is 64 → 4 replicas; 16 H100 (8-GPU nodes) → TP 8.
+#[test]
+fn chips_over_nvlink_domains_split_into_replicas() {
+    let r = run(r#"
+model = { name = "llama-3.1-405b" }
+hardware = { chip = "gb200-nvl72", chips = 256 }
+"#);
+    assert_eq!((r.tp, r.replicas), (64, 4));
+    assert!(r.warnings.iter().any(|w| w.contains("NVLink domains")));
+    let r = run(r#"
+model = { name = "llama-3.1-70b" }
+hardware = { chip = "h100", chips = 16 }
+"#);
+    assert_eq!((r.tp, r.replicas), (8, 2));
+}

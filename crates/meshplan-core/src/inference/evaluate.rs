@@ -32,7 +32,7 @@ fn bad(msg: String) -> Error {
 }
 
 /// Check the query's lengths, MFU and mesh, and the expert/tensor layout.
-fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
+fn layout(m: &ModelSpec, chip: &Chip, q: &InferQuery) -> Result<Layout> {
     let a = &m.arch;
     if q.batch == 0 || q.context == 0 || q.prompt_len == 0 || q.gen_len == 0 {
         return Err(bad(
@@ -77,7 +77,9 @@ fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
     if chips % ep != 0 {
         return Err(bad(format!("--ep {ep} does not divide the {chips} chips")));
     }
-    let tp = q.tp.unwrap_or(chips / ep).max(1);
+    let tp =
+        q.tp.unwrap_or_else(|| default_tp(m, chip, chips / ep))
+            .max(1);
     // Y·Z: chips per replica (a product above u64::MAX cannot divide the chips)
     let nr = match tp.checked_mul(ep) {
         Some(nr) if chips % nr == 0 => nr,
@@ -110,6 +112,27 @@ fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
         replicas: chips / nr,
         f_tp,
     })
+}
+
+/// Default TP over `n` chips: all of them, unless they span several NVLink
+/// domains (a GB200 NVL72 rack, an 8-GPU node): then the largest TP that
+/// fits in one domain and divides the chips, the query heads and F, so the
+/// slice splits into replicas of whole domains.
+fn default_tp(m: &ModelSpec, chip: &Chip, n: u64) -> u64 {
+    let dom = chip.nvlink.as_ref().map_or(0, |x| x.domain_size);
+    if chip.ici.is_some() || dom == 0 || n <= dom {
+        return n;
+    }
+    let a = &m.arch;
+    let f = if a.dense_layers() > 0 {
+        a.d_ff
+    } else {
+        a.d_ff_expert()
+    };
+    (1..=dom)
+        .rev()
+        .find(|&t| n % t == 0 && a.n_heads % t == 0 && f % t == 0)
+        .unwrap_or(1)
 }
 
 /// Weights, KV cache and the largest batch.
@@ -190,6 +213,16 @@ fn warnings(
         w.push(format!(
             "prompt_len {} exceeds context {}",
             q.prompt_len, q.context
+        ));
+    }
+    let dom = chip.nvlink.as_ref().map_or(0, |x| x.domain_size);
+    if chip.ici.is_none() && dom > 0 && l.chips > dom && l.chips % dom != 0 {
+        w.push(format!(
+            "{} GPUs are {} whole NVLink domains of {dom} and {} more: some TP-{} replicas may straddle two domains (their collectives then leave NVLink)",
+            l.chips,
+            l.chips / dom,
+            l.chips % dom,
+            l.tp
         ));
     }
     if !mp.fits {
@@ -463,7 +496,7 @@ pub fn evaluate<T: Tracer>(
     q: &InferQuery,
     tr: &mut T,
 ) -> Result<InferReport> {
-    let l = layout(m, q)?;
+    let l = layout(m, chip, q)?;
     let mp = memory_part(m, chip, q, &l, tr);
     let warnings = warnings(m, chip, q, &l, &mp);
     let c_bf16 = chip.flops(DType::Bf16);
