@@ -104,6 +104,24 @@ struct Point {
 
 const RHO_MAX: f64 = 0.95;
 
+impl Point {
+    /// The operating point at arrival rate `r` per replica.
+    fn new(c: f64, r: f64, (t_d, s_p, s_1): (f64, f64, f64), saturated: bool) -> Point {
+        let rho = r * s_p;
+        Point {
+            c,
+            r,
+            rho,
+            t_d,
+            s_p,
+            s_1,
+            w_mean: md1_wait_mean(rho, s_p),
+            tpot: t_d / (1.0 - rho),
+            saturated,
+        }
+    }
+}
+
 /// Decode step and per-request prefill cost at concurrency `c`.
 fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
     let q = sm.q;
@@ -138,18 +156,7 @@ fn at_concurrency(sm: &StepModel, c: f64, s_1: f64, saturated: bool) -> Point {
         sat = true;
         r = RHO_MAX / s_p;
     }
-    let rho = r * s_p;
-    Point {
-        c,
-        r,
-        rho,
-        t_d,
-        s_p,
-        s_1,
-        w_mean: md1_wait_mean(rho, s_p),
-        tpot: t_d / (1.0 - rho),
-        saturated: sat,
-    }
+    Point::new(c, r, (t_d, s_p, s_1), sat)
 }
 
 /// Solve one replica at arrival rate `r` (requests/s): the concurrency
@@ -177,18 +184,7 @@ fn at_rate(sm: &StepModel, r: f64, s_1: f64, max_batch: u64) -> Point {
         c = next;
     }
     let (t_d, s_p) = costs(sm, c);
-    let rho = r * s_p;
-    Point {
-        c,
-        r,
-        rho,
-        t_d,
-        s_p,
-        s_1,
-        w_mean: md1_wait_mean(rho, s_p),
-        tpot: t_d / (1.0 - rho),
-        saturated: false,
-    }
+    Point::new(c, r, (t_d, s_p, s_1), false)
 }
 
 fn ttft_percentiles(base: f64, t_res: f64, rho: f64, w_mean: f64) -> Percentiles {
