@@ -249,3 +249,22 @@ hardware = { chip = "h100", chips = 16 }
 "#);
     assert_eq!((r.tp, r.replicas), (8, 2));
 }
+
+/// `plan infer` under an engine keeps only batches its paged KV cache holds
+/// (vLLM: 0.9 of HBM, 16-token blocks); the ideal roofline's max batch is larger.
+#[test]
+fn plan_infer_respects_the_engine_kv_capacity() {
+    use meshplan_core::planner::{ChipBudget, InferSearch};
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3.1-70b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let s = InferSearch::new(spec, chip, ChipBudget::Exactly(8));
+    assert_eq!(s.engine.name, "vllm");
+    let r = s.run();
+    assert!(!r.plans.is_empty());
+    for p in &r.plans {
+        let rep = inference::evaluate(spec, chip, &p.query(&s), &mut NoTrace).unwrap();
+        assert!(p.batch <= rep.serving.engine_max_batch, "{p:?}");
+        assert!(rep.max_batch >= rep.serving.engine_max_batch);
+    }
+}

@@ -429,7 +429,10 @@ impl InferSearch<'_> {
             workload: Default::default(),
         };
         let r = evaluate(self.spec, self.chip, &q, &mut NoTrace).ok()?;
-        Some((point_of(&r, l), r.batch_fits))
+        // an engine holds the batch in its own paged KV cache (memory reserve, blocks)
+        let fits =
+            r.batch_fits && (self.engine.is_ideal() || r.batch <= r.serving.engine_max_batch);
+        Some((point_of(&r, l), fits))
     }
 
     fn meets(&self, p: &InferPoint) -> (bool, bool) {
