@@ -65,7 +65,8 @@ impl fmt::Display for Workload {
         match self {
             Workload::Static => f.write_str("static"),
             Workload::Concurrency(n) => write!(f, "concurrency={n}"),
-            Workload::Rate(r) => write!(f, "rate={r}"),
+            Workload::Rate(r) if (1e-3..1e6).contains(r) => write!(f, "rate={r}"),
+            Workload::Rate(r) => write!(f, "rate={r:e}"),
         }
     }
 }
@@ -81,6 +82,7 @@ mod tests {
             ("concurrency=64", Workload::Concurrency(64)),
             ("c:8", Workload::Concurrency(8)),
             ("rate=2.5", Workload::Rate(2.5)),
+            ("rate=1e308", Workload::Rate(1e308)),
         ] {
             assert_eq!(Workload::parse(s).unwrap(), w);
             assert_eq!(Workload::parse(&w.to_string()).unwrap(), w);
