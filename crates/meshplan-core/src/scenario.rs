@@ -204,6 +204,11 @@ pub struct InferenceSection {
     pub gen_len: Option<Count>,
     /// Prefill MFU in (0, 1] (default 1: the roofline).
     pub mfu: Option<f64>,
+    /// Serving engine: ideal | vllm | sglang | trtllm (default: ideal on
+    /// `@book` chips and TPUs, vllm on GPUs).
+    pub engine: Option<String>,
+    /// static | concurrency=N | rate=R (requests/s).
+    pub workload: Option<String>,
 }
 
 /// `[parallelism]`, shared by training and inference.

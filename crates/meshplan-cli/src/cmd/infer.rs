@@ -27,6 +27,9 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long)]
     pub gen_len: Option<String>,
+    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm.
+    #[arg(long)]
+    pub engine: Option<String>,
 }
 
 /// Arguments of `meshplan infer`.
@@ -67,6 +70,9 @@ pub struct InferRunArgs {
     /// Prefill MFU in (0, 1].
     #[arg(long)]
     pub mfu: Option<f64>,
+    /// static | concurrency=N | rate=R (requests/s): continuous batching.
+    #[arg(long)]
+    pub workload: Option<String>,
 }
 
 /// `[parallelism]` flags of `infer`.

@@ -812,6 +812,15 @@ const INFER_KEYS: &[&str] = &[
     "flops_per_dollar",
     "critical_intensity_hbm_int8",
     "critical_intensity_hbm_fp8",
+    "decode_weight_time_s",
+    "decode_overhead_time_s",
+    "serving.engine",
+    "serving.engine_max_batch",
+    "serving.static_batch.ttft_s",
+    "serving.static_batch.tpot_s",
+    "serving.static_batch.total_time_s",
+    "serving.static_batch.output_tokens_per_s",
+    "serving.static_batch.output_tokens_per_s_per_chip",
 ];
 
 /// Known keys of the reports of the commands implemented now, for the default

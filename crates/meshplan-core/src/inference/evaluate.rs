@@ -3,15 +3,15 @@
 //! communication, throughput and cost, and the book's sharding limits —
 //! each a small function, composed into an [`InferReport`].
 
+use super::step::{Comms, StepModel};
 use super::{
-    axis_placement, ici_bandwidth, latency, memory, roofline, sharding, Bound, Component,
-    InferQuery, InferReport, Placement, Sharding,
+    latency, memory, roofline, sharding, Bound, Component, InferQuery, InferReport, Placement,
 };
-use crate::collectives::{self, AxisPlacement, Collective};
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::model::params::ParamCounts;
 use crate::model::{kv, params, ModelSpec};
+use crate::serving::engine::EngineProfile;
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, Seconds};
 
@@ -32,7 +32,7 @@ fn bad(msg: String) -> Error {
 }
 
 /// Check the query's lengths, MFU and mesh, and the expert/tensor layout.
-fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
+fn layout(m: &ModelSpec, chip: &Chip, q: &InferQuery) -> Result<Layout> {
     let a = &m.arch;
     if q.batch == 0 || q.context == 0 || q.prompt_len == 0 || q.gen_len == 0 {
         return Err(bad(
@@ -77,7 +77,9 @@ fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
     if chips % ep != 0 {
         return Err(bad(format!("--ep {ep} does not divide the {chips} chips")));
     }
-    let tp = q.tp.unwrap_or(chips / ep).max(1);
+    let tp =
+        q.tp.unwrap_or_else(|| default_tp(m, chip, chips / ep))
+            .max(1);
     // Y·Z: chips per replica (a product above u64::MAX cannot divide the chips)
     let nr = match tp.checked_mul(ep) {
         Some(nr) if chips % nr == 0 => nr,
@@ -110,6 +112,27 @@ fn layout(m: &ModelSpec, q: &InferQuery) -> Result<Layout> {
         replicas: chips / nr,
         f_tp,
     })
+}
+
+/// Default TP over `n` chips: all of them, unless they span several NVLink
+/// domains (a GB200 NVL72 rack, an 8-GPU node): then the largest TP that
+/// fits in one domain and divides the chips, the query heads and F, so the
+/// slice splits into replicas of whole domains.
+fn default_tp(m: &ModelSpec, chip: &Chip, n: u64) -> u64 {
+    let dom = chip.nvlink.as_ref().map_or(0, |x| x.domain_size);
+    if chip.ici.is_some() || dom == 0 || n <= dom {
+        return n;
+    }
+    let a = &m.arch;
+    let f = if a.dense_layers() > 0 {
+        a.d_ff
+    } else {
+        a.d_ff_expert()
+    };
+    (1..=dom)
+        .rev()
+        .find(|&t| n % t == 0 && a.n_heads % t == 0 && f % t == 0)
+        .unwrap_or(1)
 }
 
 /// Weights, KV cache and the largest batch.
@@ -192,6 +215,16 @@ fn warnings(
             q.prompt_len, q.context
         ));
     }
+    let dom = chip.nvlink.as_ref().map_or(0, |x| x.domain_size);
+    if chip.ici.is_none() && dom > 0 && l.chips > dom && l.chips % dom != 0 {
+        w.push(format!(
+            "{} GPUs are {} whole NVLink domains of {dom} and {} more: some TP-{} replicas may straddle two domains (their collectives then leave NVLink)",
+            l.chips,
+            l.chips / dom,
+            l.chips % dom,
+            l.tp
+        ));
+    }
     if !mp.fits {
         w.push(format!(
             "does not fit even at batch 1: weights {} per chip + one {}-token sequence ({}) exceed {} chips × {}",
@@ -204,89 +237,6 @@ fn warnings(
         ));
     }
     w
-}
-
-/// The TP and EP collectives of a forward pass over `tokens` tokens.
-struct Comms {
-    sharding: Sharding,
-    tp_axis: AxisPlacement,
-    ep_axis: AxisPlacement,
-    tp: u64,
-    ep: u64,
-    /// Effective bandwidth of the TP axis (2D-WS closed form).
-    w_eff: BytesPerSec,
-    d: f64,
-    f: f64,
-    l: f64,
-    k_top: f64,
-    /// Activation bytes per element.
-    ab: f64,
-}
-
-impl Comms {
-    fn new(m: &ModelSpec, chip: &Chip, q: &InferQuery, lay: &Layout) -> (Comms, BytesPerSec, u64) {
-        let a = &m.arch;
-        let (w_ici, m_y, _wraps) = ici_bandwidth(chip, &q.mesh, lay.tp);
-        let tp_axis = axis_placement(chip, &q.mesh, 1, lay.tp);
-        let w_eff = if lay.tp > 1 {
-            collectives::allgather_bandwidth(&tp_axis)
-        } else {
-            w_ici * m_y as f64
-        };
-        let c = Comms {
-            sharding: q.sharding,
-            ep_axis: axis_placement(chip, &q.mesh, lay.tp, lay.ep),
-            tp_axis,
-            tp: lay.tp,
-            ep: lay.ep,
-            w_eff,
-            d: a.d_model as f64,
-            f: a.d_ff as f64,
-            l: a.n_layers as f64,
-            k_top: a.moe.as_ref().map_or(1, |x| x.top_k) as f64,
-            ab: q.compute_dtype.bytes_per_element(),
-        };
-        (c, w_ici, m_y)
-    }
-
-    /// Seconds for `tokens` tokens through every layer, and whether a TP
-    /// collective is latency-bound.
-    fn time(&self, tokens: f64) -> (Seconds, bool) {
-        let (d, f, ab) = (self.d, self.f, self.ab);
-        let mut t = Seconds::ZERO;
-        let mut lat = false;
-        if self.tp > 1 {
-            t += match self.sharding {
-                // Megatron: AllGather in + ReduceScatter out, for attention and MLP
-                Sharding::OneD => {
-                    let v = Bytes::new(tokens * d * ab);
-                    let ag =
-                        collectives::cost(Collective::AllGather, v, &self.tp_axis, &mut NoTrace);
-                    let rs = collectives::cost(
-                        Collective::ReduceScatter,
-                        v,
-                        &self.tp_axis,
-                        &mut NoTrace,
-                    );
-                    lat |= ag.latency_bound;
-                    (ag.time + rs.time) * 2.0
-                }
-                // ESTI closed form (book ch7 Q7) at the axis bandwidth
-                Sharding::TwoDWs => {
-                    let n = self.tp as f64;
-                    let x = (n * d / (2.0 * f)).sqrt().clamp(1.0, n);
-                    sharding::two_d_ws_comms(tokens, d, f, n, x, self.w_eff) * (ab / 2.0)
-                }
-            };
-        }
-        if self.ep > 1 {
-            // dispatch + combine AllToAll of the k·B·D routed activations (the
-            // global array: every device's buffer)
-            let v = Bytes::new(tokens * self.k_top * d * ab * self.ep as f64);
-            t += collectives::cost(Collective::AllToAll, v, &self.ep_axis, &mut NoTrace).time * 2.0;
-        }
-        (t * self.l, lat)
-    }
 }
 
 /// Decode and prefill: the rooflines with communication.
@@ -303,25 +253,17 @@ struct Phases {
 }
 
 fn phases<T: Tracer>(
-    m: &ModelSpec,
-    chip: &Chip,
+    sm: &StepModel,
     q: &InferQuery,
     l: &Layout,
     mp: &MemoryPart,
-    cm: &Comms,
     tr: &mut T,
 ) -> Phases {
-    let a = &m.arch;
-    let (c, w_hbm) = (chip.flops(q.compute_dtype), chip.hbm_bandwidth);
-    let hw = roofline::Hw {
-        chips: l.nr,
-        replicated_chips: l.tp,
-        c,
-        w_hbm,
-    };
+    let a = &sm.m.arch;
     let wdt = q.weights_dtype;
-    let decode = roofline::decode_components(a, &mp.p, q.batch, q.context, mp.kvs, wdt, &hw, tr);
-    let prefill = roofline::prefill_components(a, &mp.p, q.prompt_len.max(1), mp.kvt, wdt, &hw, tr);
+    let cm = sm.comms;
+    let decode = roofline::decode_components(a, &mp.p, q.batch, q.context, mp.kvs, wdt, &sm.hw, tr);
+    let prefill = sm.prefill_components(q.prompt_len, tr);
     let (t_dec, dec_latency_bound) = cm.time(q.batch as f64);
     tr.record(|| {
         Step::new(
@@ -338,47 +280,18 @@ fn phases<T: Tracer>(
         .result(t_dec.get(), "s")
         .source("How To Scale Your Model, ch3 collectives, ch5 TP, ch7 2D-WS and expert sharding")
     });
-    let active = mp.p.matmul_active as f64;
-    let step = latency::decode_step(q.batch, mp.kvs, active, mp.w_dev, l.nr, c, w_hbm, t_dec, tr);
-    // prefill (one prompt)
-    let pf: f64 = prefill.iter().map(|x| x.flops.get()).sum();
-    let pb: f64 = prefill.iter().map(|x| x.bytes.get()).sum();
-    let t_pm = Seconds::new(pf / (l.nr as f64 * c.get() * q.mfu));
-    let t_pb = Seconds::new(pb / (l.nr as f64 * w_hbm.get()));
-    let t_pc = cm.time(q.prompt_len as f64).0;
-    let t_prefill = t_pm.max(t_pb).max(t_pc);
-    let bound_prefill = if t_prefill == t_pm {
-        Bound::Compute
-    } else if t_prefill == t_pb {
-        Bound::Memory
-    } else {
-        Bound::Comms
-    };
-    tr.record(|| {
-        Step::new(
-            "infer.prefill_time",
-            "Prefill time (TTFT)",
-            "max(FLOPs/(N·C·MFU), bytes/(N·W_hbm), T_comms)",
-        )
-        .bind("FLOPs", pf, "FLOPs")
-        .bind("bytes", pb, "B")
-        .bind("N", l.nr as f64, "chips")
-        .bind("C", c.get(), "FLOP/s")
-        .bind("MFU", q.mfu, "")
-        .bind("T_comms", t_pc.get(), "s")
-        .result(t_prefill.get(), "s")
-        .source("How To Scale Your Model, ch8 (prefill ≈ 2·P·tokens/(N·C·MFU))")
-    });
+    let step = sm.decode(q.batch, q.context, tr);
+    let pt = sm.prefill_from(&prefill, 1, q.prompt_len, tr);
     Phases {
         decode,
         prefill,
         step,
         dec_latency_bound,
-        t_prefill,
-        t_pm,
-        t_pb,
-        t_pc,
-        bound_prefill,
+        t_prefill: pt.total,
+        t_pm: pt.compute,
+        t_pb: pt.memory,
+        t_pc: pt.comms,
+        bound_prefill: pt.bound,
     }
 }
 
@@ -583,7 +496,7 @@ pub fn evaluate<T: Tracer>(
     q: &InferQuery,
     tr: &mut T,
 ) -> Result<InferReport> {
-    let l = layout(m, q)?;
+    let l = layout(m, chip, q)?;
     let mp = memory_part(m, chip, q, &l, tr);
     let warnings = warnings(m, chip, q, &l, &mp);
     let c_bf16 = chip.flops(DType::Bf16);
@@ -597,11 +510,37 @@ pub fn evaluate<T: Tracer>(
         tr,
     );
     let t_load = roofline::weight_load_time(mp.w_dev, chip.hbm_bandwidth, tr);
-    let (cm, w_ici, m_y) = Comms::new(m, chip, q, &l);
-    let ph = phases(m, chip, q, &l, &mp, &cm, tr);
+    let engine = match &q.engine {
+        Some(e) => e.clone(),
+        None => EngineProfile::default_for(chip),
+    };
+    engine.check_chip(chip)?;
+    let (cm, w_ici, m_y) = Comms::new(m, chip, q, (l.tp, l.ep), &engine);
+    let sm = StepModel {
+        engine: &engine,
+        m,
+        p: &mp.p,
+        q,
+        nr: l.nr,
+        hw: roofline::Hw {
+            chips: l.nr,
+            replicated_chips: l.tp,
+            c: chip.flops(q.compute_dtype),
+            w_hbm: chip.hbm_bandwidth,
+        },
+        w_dev: mp.w_dev,
+        routed_dev: Bytes::new(
+            mp.p.experts_routed as f64 * q.weights_dtype.bytes_per_element() / (l.tp * l.ep) as f64,
+        ),
+        vector_ops: super::step::vector_ops(chip),
+        comms: &cm,
+    };
+    let ph = phases(&sm, q, &l, &mp, tr);
     let lim = limits(m, chip, q, &l, &cm, w_ici, m_y, ph.dec_latency_bound, tr);
     let sv = service(chip, q, &l, &mp, &ph, tr);
+    let serving = crate::serving::report(&sm, chip, l.replicas, tr)?;
     let mut r = report(m, chip, q, &l, mp, ph, lim, sv, b_crit, t_load, warnings);
+    r.serving = serving;
     r.aggregates = super::derived::aggregates(&r, chip, tr);
     Ok(r)
 }
@@ -660,6 +599,8 @@ fn report(
         decode_kv_load_time_s: ds.t_kv,
         decode_compute_time_s: ds.t_math,
         decode_comms_time_s: ds.t_comms,
+        decode_weight_time_s: ds.t_weights,
+        decode_overhead_time_s: ds.t_fixed,
         decode_step_time_s: ds.step,
         decode_step_time_roofline_s: sv.t_roof,
         bound_decode: ds.bound,
@@ -688,6 +629,7 @@ fn report(
         decode_components: ph.decode,
         prefill_components: ph.prefill,
         warnings,
+        serving: Default::default(),
         aggregates: Default::default(),
     }
 }

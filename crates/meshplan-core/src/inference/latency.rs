@@ -9,18 +9,51 @@ use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Seconds};
 /// A decode step split into its terms.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct DecodeStep {
-    /// `B·KV_seq/(N·W_hbm)`: attention reads the KV cache (always memory-bound).
+    /// `B·KV_seq/(N·W_hbm·η_kv)`: attention reads the KV cache (always memory-bound).
     pub t_kv: Seconds,
-    /// `P_bytes/(N·W_hbm)`: loading every weight once.
+    /// `w_dev/(W_hbm·η_hbm)`: loading every weight once.
     pub t_weights: Seconds,
-    /// `2·B·P/(N·C)`: matmul FLOPs.
+    /// `2·B·P/(N·C·η_gemm)` (+ dequantisation): matmul FLOPs.
     pub t_math: Seconds,
-    /// Inter-chip communication (overlapped with the MLP term).
+    /// Inter-chip communication (overlapped with the MLP term in the book).
     pub t_comms: Seconds,
-    /// `t_kv + max(t_math, t_weights, t_comms)`.
+    /// Fixed per-step cost: `L·k·t_kernel + t_step` (0 in the book).
+    pub t_fixed: Seconds,
+    /// `t_kv + max(t_math, t_weights, t_comms)` (book), or
+    /// `t_kv + max(t_math, t_weights) + t_comms + t_fixed` (an engine).
     pub step: Seconds,
-    /// The largest of the four terms.
+    /// The largest of the terms.
     pub bound: Bound,
+}
+
+/// How an engine runs the decode roofline: the fractions of peak it reaches
+/// and what it adds. [`StepEfficiency::BOOK`] is the book's roofline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepEfficiency {
+    /// η_hbm: weight streaming.
+    pub hbm: f64,
+    /// η_kv: KV-cache reads.
+    pub kv: f64,
+    /// η_gemm at this step's tokens.
+    pub gemm: f64,
+    /// Dequantisation time added to the matmul term.
+    pub t_dequant: Seconds,
+    /// Fixed per-step cost.
+    pub t_fixed: Seconds,
+    /// Communication overlaps the matmuls (the book) or adds to the step.
+    pub comms_overlap: bool,
+}
+
+impl StepEfficiency {
+    /// The book's roofline: everything at peak, communication overlapped.
+    pub const BOOK: StepEfficiency = StepEfficiency {
+        hbm: 1.0,
+        kv: 1.0,
+        gemm: 1.0,
+        t_dequant: Seconds::ZERO,
+        t_fixed: Seconds::ZERO,
+        comms_overlap: true,
+    };
 }
 
 /// The book's generation step (ch7):
@@ -39,46 +72,85 @@ pub fn decode_step<T: Tracer>(
     t_comms: Seconds,
     tr: &mut T,
 ) -> DecodeStep {
+    let hw = (chips, c, w_hbm);
+    let work = (batch, kv_per_seq, params, w_dev);
+    decode_step_with(work, hw, t_comms, &StepEfficiency::BOOK, tr)
+}
+
+/// The decode step as an engine runs it: the book's terms at the engine's
+/// fractions of peak (`η`), plus its fixed cost; communication adds unless
+/// it overlaps. With [`StepEfficiency::BOOK`] this is [`decode_step`].
+/// `work` = (B, KV per sequence, P, w_dev), `hw` = (N, C, W_hbm).
+pub fn decode_step_with<T: Tracer>(
+    work: (u64, Bytes, f64, Bytes),
+    hw: (u64, FlopsPerSec, BytesPerSec),
+    t_comms: Seconds,
+    e: &StepEfficiency,
+    tr: &mut T,
+) -> DecodeStep {
+    let (batch, kv_per_seq, params, w_dev) = work;
+    let (chips, c, w_hbm) = hw;
     let n = chips as f64;
     let b = batch as f64;
-    let t_kv = Bytes::new(b * kv_per_seq.get()) / (w_hbm * n);
-    let t_weights = w_dev / w_hbm;
-    let t_math = Seconds::new(2.0 * b * params / (n * c.get()));
-    let step = t_kv + t_math.max(t_weights).max(t_comms);
+    let t_kv = Bytes::new(b * kv_per_seq.get()) / (w_hbm * (n * e.kv));
+    let t_weights = w_dev / (w_hbm * e.hbm);
+    let t_math = Seconds::new(2.0 * b * params / (n * c.get() * e.gemm)) + e.t_dequant;
+    let step = if e.comms_overlap {
+        t_kv + t_math.max(t_weights).max(t_comms) + e.t_fixed
+    } else {
+        t_kv + t_math.max(t_weights) + t_comms + e.t_fixed
+    };
     let mut bound = Bound::KvLoad;
     let mut best = t_kv;
     for (t, k) in [
         (t_weights, Bound::WeightLoad),
         (t_math, Bound::Compute),
         (t_comms, Bound::Comms),
+        (e.t_fixed, Bound::Overhead),
     ] {
         if t > best {
             best = t;
             bound = k;
         }
     }
+    let book = *e == StepEfficiency::BOOK;
     tr.record(|| {
-        Step::new(
-            "infer.decode_step_time",
-            "Decode step time",
-            "B·KV/(N·W_hbm) + max(2·B·P/(N·C), w_dev/W_hbm, T_comms)",
-        )
-        .bind("B", b, "sequences")
-        .bind("KV", kv_per_seq.get(), "B")
-        .bind("P", params, "params")
-        .bind("w_dev", w_dev.get(), "B")
-        .bind("N", n, "chips")
-        .bind("C", c.get(), "FLOP/s")
-        .bind("W_hbm", w_hbm.get(), "B/s")
-        .bind("T_comms", t_comms.get(), "s")
-        .result(step.get(), "s")
-        .source("How To Scale Your Model, ch7 (general step time)")
+        let s = if book {
+            Step::new(
+                "infer.decode_step_time",
+                "Decode step time",
+                "B·KV/(N·W_hbm) + max(2·B·P/(N·C), w_dev/W_hbm, T_comms)",
+            )
+            .source("How To Scale Your Model, ch7 (general step time)")
+        } else {
+            Step::new(
+                "infer.decode_step_time",
+                "Decode step time (engine)",
+                "B·KV/(N·W_hbm·η_kv) + max(2·B·P/(N·C·η_gemm) + T_deq, w_dev/(W_hbm·η_hbm)) + T_comms + T_fixed",
+            )
+            .bind("η_kv", e.kv, "")
+            .bind("η_hbm", e.hbm, "")
+            .bind("η_gemm", e.gemm, "")
+            .bind("T_deq", e.t_dequant.get(), "s")
+            .bind("T_fixed", e.t_fixed.get(), "s")
+            .source("How To Scale Your Model ch7 step time at the engine profile's efficiencies (data/engines)")
+        };
+        s.bind("B", b, "sequences")
+            .bind("KV", kv_per_seq.get(), "B")
+            .bind("P", params, "params")
+            .bind("w_dev", w_dev.get(), "B")
+            .bind("N", n, "chips")
+            .bind("C", c.get(), "FLOP/s")
+            .bind("W_hbm", w_hbm.get(), "B/s")
+            .bind("T_comms", t_comms.get(), "s")
+            .result(step.get(), "s")
     });
     DecodeStep {
         t_kv,
         t_weights,
         t_math,
         t_comms,
+        t_fixed: e.t_fixed,
         step,
         bound,
     }

@@ -20,12 +20,14 @@ mod render;
 pub mod roofline;
 pub mod scenario;
 pub mod sharding;
+pub(crate) mod step;
 
 use serde::Serialize;
 
 use crate::collectives::AxisPlacement;
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip};
+use crate::serving::{EngineProfile, ServingReport, Workload};
 use crate::units::{Bytes, BytesPerSec, DType, Seconds};
 
 pub use memory::Placement;
@@ -96,6 +98,10 @@ pub struct InferQuery {
     pub sharding: Sharding,
     /// Prefill MFU (fraction of peak; default 1, the roofline).
     pub mfu: f64,
+    /// Serving engine (None: [`EngineProfile::default_for`] the chip).
+    pub engine: Option<EngineProfile>,
+    /// Static batch or continuous batching.
+    pub workload: Workload,
 }
 
 impl Default for InferQuery {
@@ -113,6 +119,8 @@ impl Default for InferQuery {
             ep: None,
             sharding: Sharding::OneD,
             mfu: 1.0,
+            engine: None,
+            workload: Workload::Static,
         }
     }
 }
@@ -232,6 +240,11 @@ pub struct InferReport {
     pub decode_compute_time_s: Seconds,
     /// Decode: comms per step.
     pub decode_comms_time_s: Seconds,
+    /// Decode: the weights the step reads / (W_hbm·η_hbm) (MoE: the experts
+    /// the batch routes to, under an engine); = weight_load_time_s in the book.
+    pub decode_weight_time_s: Seconds,
+    /// Decode: fixed per-step cost (kernels, scheduling, sampling); 0 in the book.
+    pub decode_overhead_time_s: Seconds,
     /// Decode step time.
     pub decode_step_time_s: Seconds,
     /// The book's decode roofline without communication:
@@ -292,6 +305,9 @@ pub struct InferReport {
     pub prefill_components: Vec<Component>,
     /// Warnings (context over the model's maximum, batch does not fit, …).
     pub warnings: Vec<String>,
+    /// Serving as the engine runs it: static batch, continuous batching,
+    /// disaggregated prefill/decode.
+    pub serving: ServingReport,
     /// Derived aggregates (slice HBM, batch KV, requests/s, FLOPs per dollar…).
     #[serde(flatten)]
     pub aggregates: derived::Aggregates,

@@ -74,7 +74,7 @@ impl InferReport {
                     self.batch,
                     self.bound_decode.name(),
                     t(self.decode_kv_load_time_s.get()),
-                    t(self.weight_load_time_s.get()),
+                    t(self.decode_weight_time_s.get()),
                     t(self.decode_compute_time_s.get()),
                     t(self.decode_comms_time_s.get())
                 ),
@@ -161,7 +161,82 @@ impl Render for InferReport {
         d.fields(self.time_fields());
         d.fields(self.sharding_fields());
         d.fields(self.aggregate_fields());
+        d.fields(self.serving_fields());
         d
+    }
+}
+
+fn pct(p: &crate::serving::Percentiles) -> String {
+    let t = |v: f64| fmt_si(v, "s");
+    format!(
+        "mean {}, p50 {}, p90 {}, p99 {}",
+        t(p.mean),
+        t(p.p50),
+        t(p.p90),
+        t(p.p99)
+    )
+}
+
+impl InferReport {
+    fn serving_fields(&self) -> Vec<(String, String)> {
+        let s = &self.serving;
+        let t = |v: f64| fmt_si(v, "s");
+        let sb = &s.static_batch;
+        let mut rows = vec![
+            field(
+                "engine",
+                format!(
+                    "{} (largest batch in its KV cache: {})",
+                    s.engine, s.engine_max_batch
+                ),
+            ),
+            field(
+                "static batch",
+                format!(
+                    "TTFT {}, TPOT {}, total {}: {:.1} output tokens/s ({:.2} per chip)",
+                    t(sb.ttft_s),
+                    t(sb.tpot_s),
+                    t(sb.total_time_s),
+                    sb.output_tokens_per_s,
+                    sb.output_tokens_per_s_per_chip
+                ),
+            ),
+        ];
+        if let Some(c) = &s.continuous {
+            rows.push(field(
+                "continuous",
+                format!(
+                    "{}: {:.1} in flight per replica, {:.3} requests/s, {:.1} output tokens/s ({:.2} per chip), prefill {:.0}% of the time{}",
+                    c.workload,
+                    c.concurrency,
+                    c.requests_per_s,
+                    c.output_tokens_per_s,
+                    c.output_tokens_per_s_per_chip,
+                    100.0 * c.prefill_utilisation,
+                    if c.saturated { " (SATURATED: at capacity)" } else { "" }
+                ),
+            ));
+            rows.push(field("  TTFT", pct(&c.ttft_s)));
+            rows.push(field("  TPOT", pct(&c.tpot_s)));
+        }
+        if let Some(d) = &s.disaggregated {
+            rows.push(field(
+                "disaggregated",
+                format!(
+                    "{} prefill + {} decode replicas: {:.3} requests/s, {:.1} output tokens/s ({:.2} per chip), KV hand-off {}{}",
+                    d.prefill_replicas,
+                    d.decode_replicas,
+                    d.requests_per_s,
+                    d.output_tokens_per_s,
+                    d.output_tokens_per_s_per_chip,
+                    t(d.kv_transfer_s),
+                    if d.saturated { " (SATURATED: at capacity)" } else { "" }
+                ),
+            ));
+            rows.push(field("  TTFT", pct(&d.ttft_s)));
+            rows.push(field("  TPOT", pct(&d.tpot_s)));
+        }
+        rows
     }
 }
 

@@ -25,6 +25,8 @@ pub enum Bound {
     Memory,
     /// Inter-chip communication.
     Comms,
+    /// Fixed per-step costs (launches, scheduling, sampling).
+    Overhead,
 }
 
 impl Bound {
@@ -36,6 +38,7 @@ impl Bound {
             Bound::KvLoad => "kv-load",
             Bound::Memory => "memory",
             Bound::Comms => "comms",
+            Bound::Overhead => "overhead",
         }
     }
 }

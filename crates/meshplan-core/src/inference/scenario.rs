@@ -9,6 +9,7 @@ use crate::hardware::{parse_shape, Chip};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
+use crate::serving::{EngineProfile, Workload};
 use crate::training::scenario::{check_mfu, topology_for_chips};
 use crate::units::DType;
 
@@ -35,8 +36,11 @@ fn dtype(s: Option<&str>, default: DType) -> Result<DType> {
 /// Resolve a scenario (with any flags already written into it) the way
 /// `meshplan infer` does: the mesh is `[hardware] mesh`, else `chips`; the
 /// slice must be one the chip offers; weights bf16, KV in the weight dtype,
-/// compute bf16, batch 1, context 4096, prompt min(context, 2048), 512
-/// generated tokens, 1D sharding, MFU 1.
+/// batch 1, prompt min(context, 2048) (2048 without a context), 512
+/// generated tokens, context prompt + generated tokens, 1D sharding, MFU 1;
+/// the engine is the ideal roofline on `@book` chips and TPUs, vLLM on GPUs;
+/// compute bf16, or the weight dtype when the engine runs low-precision
+/// GEMMs and the chip has a peak for it (fp8/int8/fp4 W8A8, W4A4).
 pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     if sc.model.name.is_none() && !sc.model.has_overrides() {
         return Err(Error::Invalid(
@@ -66,16 +70,37 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     check_mesh(&chip, &mesh)?;
     let wdt = dtype(inf.weights_dtype.as_deref(), DType::Bf16)?;
     let kvdt = dtype(inf.kv_dtype.as_deref(), wdt)?;
-    let cdt = dtype(inf.compute_dtype.as_deref(), DType::Bf16)?;
-    let context = inf.context.map(|c| c.0).unwrap_or(4096);
+    let engine = match inf.engine.as_deref() {
+        Some(e) => EngineProfile::builtin(e)?,
+        None => EngineProfile::default_for(&chip),
+    };
+    engine.check_chip(&chip)?;
+    let cdt = dtype(
+        inf.compute_dtype.as_deref(),
+        engine.native_compute(&chip, wdt).unwrap_or(DType::Bf16),
+    )?;
+    let gen_len = inf.gen_len.map(|c| c.0).unwrap_or(512);
+    let prompt_len = match (inf.prompt_len, inf.context) {
+        (Some(p), _) => p.0,
+        (None, Some(c)) => c.0.min(2048),
+        (None, None) => 2048,
+    };
+    let context = match inf.context {
+        Some(c) => c.0,
+        None => prompt_len.saturating_add(gen_len),
+    };
+    let workload = match inf.workload.as_deref() {
+        Some(w) => Workload::parse(w)?,
+        None => Workload::Static,
+    };
     let query = InferQuery {
         weights_dtype: wdt,
         kv_dtype: kvdt,
         compute_dtype: cdt,
         batch: inf.batch.map(|c| c.0).unwrap_or(1),
-        prompt_len: inf.prompt_len.map(|c| c.0).unwrap_or(context.min(2048)),
+        prompt_len,
         context,
-        gen_len: inf.gen_len.map(|c| c.0).unwrap_or(512),
+        gen_len,
         mesh,
         tp: sc.parallelism.tp,
         ep: sc.parallelism.ep,
@@ -84,6 +109,8 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
             None => Sharding::OneD,
         },
         mfu: inf.mfu.map(check_mfu).transpose()?.unwrap_or(1.0),
+        engine: Some(engine),
+        workload,
     };
     Ok(InferSetup { model, chip, query })
 }

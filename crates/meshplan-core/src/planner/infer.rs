@@ -13,6 +13,7 @@ use super::space::divisors;
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::{evaluate, InferQuery, InferReport, Sharding};
 use crate::model::ModelSpec;
+use crate::serving::EngineProfile;
 use crate::trace::NoTrace;
 use crate::units::DType;
 
@@ -151,6 +152,9 @@ pub struct InferSearch<'a> {
     pub max_batch: u64,
     /// Threads (None = all cores).
     pub threads: Option<usize>,
+    /// Serving engine (low-precision weights run on the chip's matching
+    /// tensor cores where the engine does so).
+    pub engine: EngineProfile,
 }
 
 /// One costed serving point.
@@ -194,7 +198,7 @@ impl InferPoint {
         InferQuery {
             weights_dtype: self.weights_dtype,
             kv_dtype: self.kv_dtype,
-            compute_dtype: s.compute_dtype,
+            compute_dtype: s.compute_for(self.weights_dtype),
             batch: self.batch,
             prompt_len: s.prompt_len,
             context: s.prompt_len + s.gen_len,
@@ -204,6 +208,8 @@ impl InferPoint {
             ep: Some(self.ep),
             sharding: self.sharding,
             mfu: s.mfu,
+            engine: Some(s.engine.clone()),
+            workload: Default::default(),
         }
     }
 }
@@ -267,7 +273,15 @@ impl InferSearch<'_> {
             mfu: 1.0,
             max_batch: 1 << 14,
             threads: None,
+            engine: EngineProfile::default_for(chip),
         }
+    }
+
+    /// The compute dtype of weights in `wdt` under the engine.
+    fn compute_for(&self, wdt: DType) -> DType {
+        self.engine
+            .native_compute(self.chip, wdt)
+            .unwrap_or(self.compute_dtype)
     }
 
     /// Slice shapes to try, and why there are none.
@@ -401,7 +415,7 @@ impl InferSearch<'_> {
         let q = InferQuery {
             weights_dtype: l.wdt,
             kv_dtype: l.kdt,
-            compute_dtype: self.compute_dtype,
+            compute_dtype: self.compute_for(l.wdt),
             batch,
             prompt_len: self.prompt_len,
             context: self.prompt_len + self.gen_len,
@@ -411,9 +425,14 @@ impl InferSearch<'_> {
             ep: Some(l.ep),
             sharding: l.sharding,
             mfu: self.mfu,
+            engine: Some(self.engine.clone()),
+            workload: Default::default(),
         };
         let r = evaluate(self.spec, self.chip, &q, &mut NoTrace).ok()?;
-        Some((point_of(&r, l), r.batch_fits))
+        // an engine holds the batch in its own paged KV cache (memory reserve, blocks)
+        let fits =
+            r.batch_fits && (self.engine.is_ideal() || r.batch <= r.serving.engine_max_batch);
+        Some((point_of(&r, l), fits))
     }
 
     fn meets(&self, p: &InferPoint) -> (bool, bool) {
@@ -624,6 +643,10 @@ impl<'a> InferSearch<'a> {
             s.kv_dtypes = vec![DType::parse(d)?];
         }
         s.mfu = inf.mfu.unwrap_or(1.0);
+        if let Some(e) = &inf.engine {
+            s.engine = EngineProfile::builtin(e)?;
+            s.engine.check_chip(chip)?;
+        }
         Ok(s)
     }
 }

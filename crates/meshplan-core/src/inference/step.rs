@@ -1,0 +1,361 @@
+//! One forward step as an engine runs it: the decode step of B sequences at
+//! KV length S and the prefill of b prompts of T tokens, each from the book's
+//! roofline terms at the engine profile's efficiencies
+//! ([`crate::serving::engine`]), with the tensor-parallel collectives at the
+//! engine's small-message latency. Under the `ideal` engine every formula
+//! reduces to the book's (ch7, ch8). Every serving number (the report's
+//! step times, the static and continuous workloads) comes from here.
+
+use crate::collectives::{self, AxisPlacement, Collective};
+use crate::hardware::Chip;
+use crate::model::params::ParamCounts;
+use crate::model::{kv, ModelSpec};
+use crate::serving::engine::EngineProfile;
+use crate::trace::{NoTrace, Step, Tracer};
+use crate::units::{Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
+
+use super::latency::{self, DecodeStep, StepEfficiency};
+use super::roofline::{self, Bound, Component};
+use super::{axis_placement, ici_bandwidth, sharding, InferQuery, Sharding};
+
+/// The TP and EP collectives of a forward pass over `tokens` tokens.
+pub(crate) struct Comms {
+    sharding: Sharding,
+    tp_axis: AxisPlacement,
+    ep_axis: AxisPlacement,
+    tp: u64,
+    ep: u64,
+    /// Effective bandwidth of the TP axis (2D-WS closed form).
+    pub(crate) w_eff: BytesPerSec,
+    pub(crate) d: f64,
+    f: f64,
+    pub(crate) l: f64,
+    k_top: f64,
+    /// Activation bytes per element.
+    pub(crate) ab: f64,
+    engine: EngineProfile,
+}
+
+impl Comms {
+    pub(crate) fn new(
+        m: &ModelSpec,
+        chip: &Chip,
+        q: &InferQuery,
+        (tp, ep): (u64, u64),
+        engine: &EngineProfile,
+    ) -> (Comms, BytesPerSec, u64) {
+        let a = &m.arch;
+        let (w_ici, m_y, _wraps) = ici_bandwidth(chip, &q.mesh, tp);
+        let tp_axis = axis_placement(chip, &q.mesh, 1, tp);
+        let w_eff = if tp > 1 {
+            collectives::allgather_bandwidth(&tp_axis)
+        } else {
+            w_ici * m_y as f64
+        };
+        // activations stay in 16 bits in the collectives of a low-precision engine
+        let ab = if engine.is_ideal() {
+            q.compute_dtype.bytes_per_element()
+        } else {
+            q.compute_dtype.bytes_per_element().max(2.0)
+        };
+        let c = Comms {
+            sharding: q.sharding,
+            ep_axis: axis_placement(chip, &q.mesh, tp, ep),
+            tp_axis,
+            tp,
+            ep,
+            w_eff,
+            d: a.d_model as f64,
+            f: a.d_ff as f64,
+            l: a.n_layers as f64,
+            k_top: a.moe.as_ref().map_or(1, |x| x.top_k) as f64,
+            ab,
+            engine: engine.clone(),
+        };
+        (c, w_ici, m_y)
+    }
+
+    /// One TP all-reduce of `v` bytes: the book's ReduceScatter + AllGather
+    /// ring; an engine takes the faster of its small-message kernel
+    /// `α + v/W_small` and the NCCL ring `α + (RS + AG)/η_nccl`.
+    fn allreduce(&self, v: Bytes) -> (Seconds, bool) {
+        let ag = collectives::cost(Collective::AllGather, v, &self.tp_axis, &mut NoTrace);
+        let rs = collectives::cost(Collective::ReduceScatter, v, &self.tp_axis, &mut NoTrace);
+        let ring = ag.time + rs.time;
+        let e = &self.engine;
+        if e.comms_overlap {
+            return (ring, ag.latency_bound);
+        }
+        let alpha = Seconds::new(e.allreduce_latency_s);
+        let nccl = alpha + ring / e.nccl_efficiency;
+        if e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
+            let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
+            if small < nccl {
+                return (small, true);
+            }
+        }
+        (nccl, ag.latency_bound)
+    }
+
+    /// Seconds for `tokens` tokens through every layer, and whether a TP
+    /// collective is latency-bound.
+    pub(crate) fn time(&self, tokens: f64) -> (Seconds, bool) {
+        let (d, f, ab) = (self.d, self.f, self.ab);
+        let mut t = Seconds::ZERO;
+        let mut lat = false;
+        if self.tp > 1 {
+            t += match self.sharding {
+                // Megatron: one all-reduce (RS + AG) after attention and one after the MLP
+                Sharding::OneD => {
+                    let (ar, l) = self.allreduce(Bytes::new(tokens * d * ab));
+                    lat |= l;
+                    ar * 2.0
+                }
+                // ESTI closed form (book ch7 Q7) at the axis bandwidth
+                Sharding::TwoDWs => {
+                    let n = self.tp as f64;
+                    let x = (n * d / (2.0 * f)).sqrt().clamp(1.0, n);
+                    sharding::two_d_ws_comms(tokens, d, f, n, x, self.w_eff) * (ab / 2.0)
+                }
+            };
+        }
+        if self.ep > 1 {
+            // dispatch + combine AllToAll of the k·B·D routed activations (the
+            // global array: every device's buffer)
+            let v = Bytes::new(tokens * self.k_top * d * ab * self.ep as f64);
+            t += collectives::cost(Collective::AllToAll, v, &self.ep_axis, &mut NoTrace).time * 2.0;
+        }
+        (t * self.l, lat)
+    }
+}
+
+/// The prefill of `b` prompts split into its terms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PrefillTime {
+    /// FLOPs / (N·C·η) (matmuls at the GEMM efficiency of the chunk's tokens, attention at η_attn).
+    pub compute: Seconds,
+    /// (chunks·weights + KV written) / (N·W_hbm·η).
+    pub memory: Seconds,
+    /// TP/EP collectives.
+    pub comms: Seconds,
+    /// chunks · (L·k·t_kernel + t_step).
+    pub fixed: Seconds,
+    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed.
+    pub total: Seconds,
+    /// What dominates.
+    pub bound: Bound,
+    /// Chunks the prompts are prefilled in.
+    pub chunks: u64,
+}
+
+/// Everything a forward step needs, for one replica (N = Y·Z chips).
+pub(crate) struct StepModel<'a> {
+    pub(crate) engine: &'a EngineProfile,
+    pub(crate) m: &'a ModelSpec,
+    pub(crate) p: &'a ParamCounts,
+    pub(crate) q: &'a InferQuery,
+    pub(crate) nr: u64,
+    pub(crate) hw: roofline::Hw,
+    /// Weight bytes the most loaded chip holds.
+    pub(crate) w_dev: Bytes,
+    /// Of which routed experts.
+    pub(crate) routed_dev: Bytes,
+    /// Vector ALU ops/s for dequantisation.
+    pub(crate) vector_ops: f64,
+    pub(crate) comms: &'a Comms,
+}
+
+impl StepModel<'_> {
+    /// Fraction of the routed experts a step over `tokens` tokens reads:
+    /// `1 − (1 − k/E)^B` (each token picks k of E uniformly; the expected
+    /// number of distinct experts is `E·(1 − (1 − k/E)^B)`). 1 for dense
+    /// models and for the book's roofline.
+    pub(crate) fn experts_read(&self, tokens: f64) -> f64 {
+        match &self.m.arch.moe {
+            Some(x) if self.engine.moe_expected_experts && x.n_experts > 0 => {
+                let (e, k) = (x.n_experts as f64, x.top_k as f64);
+                1.0 - (1.0 - (k / e).min(1.0)).powf(tokens)
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// Weight bytes per chip a step over `tokens` tokens reads.
+    pub(crate) fn weights_read(&self, tokens: f64) -> Bytes {
+        self.w_dev - self.routed_dev * (1.0 - self.experts_read(tokens))
+    }
+
+    /// Dequantisation of `bytes` of weights per chip: elements·ops/ALU rate,
+    /// when the weights are narrower than the compute dtype (weight-only
+    /// quantisation); 0 for the book.
+    fn dequant(&self, bytes: Bytes) -> Seconds {
+        let (w, c) = (self.q.weights_dtype, self.q.compute_dtype);
+        if self.engine.is_ideal() || w.bits() >= c.bits() || self.vector_ops <= 0.0 {
+            return Seconds::ZERO;
+        }
+        let elems = bytes.get() / w.bytes_per_element();
+        Seconds::new(elems * self.engine.dequant_ops_per_weight / self.vector_ops)
+    }
+
+    /// Fixed cost of one forward step: `L·k·t_kernel + t_step`.
+    pub(crate) fn fixed(&self) -> Seconds {
+        let e = self.engine;
+        Seconds::new(
+            self.comms.l * e.small_kernels_per_layer * e.kernel_latency_s + e.step_overhead_s,
+        )
+    }
+
+    /// The decode step of `batch` sequences at KV length `context`.
+    pub(crate) fn decode<T: Tracer>(&self, batch: u64, context: u64, tr: &mut T) -> DecodeStep {
+        let b = batch as f64;
+        let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace);
+        let w = self.weights_read(b);
+        let e = self.engine;
+        let eff = StepEfficiency {
+            hbm: e.hbm_efficiency,
+            kv: e.kv_hbm_efficiency,
+            gemm: e.gemm_efficiency_at(b),
+            t_dequant: self.dequant(w),
+            t_fixed: self.fixed(),
+            comms_overlap: e.comms_overlap,
+        };
+        let (t_comms, _) = self.comms.time(b);
+        let work = (batch, kvs, self.p.matmul_active as f64, w);
+        latency::decode_step_with(work, (self.nr, self.hw.c, self.hw.w_hbm), t_comms, &eff, tr)
+    }
+
+    /// The prefill of `prompts` prompts of `len` tokens (one batched
+    /// forward, in chunks of the engine's `max_prefill_tokens`).
+    pub(crate) fn prefill<T: Tracer>(&self, prompts: u64, len: u64, tr: &mut T) -> PrefillTime {
+        let comps = self.prefill_components(len, &mut NoTrace);
+        self.prefill_from(&comps, prompts, len, tr)
+    }
+
+    /// The book's prefill components of one prompt of `len` tokens.
+    pub(crate) fn prefill_components<T: Tracer>(&self, len: u64, tr: &mut T) -> Vec<Component> {
+        let kvt = kv::bytes_per_token(&self.m.arch, self.q.kv_dtype, &mut NoTrace);
+        let a = &self.m.arch;
+        let wdt = self.q.weights_dtype;
+        roofline::prefill_components(a, self.p, len.max(1), kvt, wdt, &self.hw, tr)
+    }
+
+    /// [`Self::prefill`] from one prompt's components.
+    pub(crate) fn prefill_from<T: Tracer>(
+        &self,
+        comps: &[Component],
+        prompts: u64,
+        len: u64,
+        tr: &mut T,
+    ) -> PrefillTime {
+        let e = self.engine;
+        let b = prompts.max(1) as f64;
+        let tokens = b * len.max(1) as f64;
+        let chunks = match e.max_prefill_tokens {
+            0 => 1,
+            c => (tokens / c as f64).ceil().max(1.0) as u64,
+        };
+        let ch = chunks as f64;
+        let per_chunk = tokens / ch;
+        let (mut f_mm, mut f_att, mut w_bytes, mut kv_bytes) = (0.0, 0.0, 0.0, 0.0);
+        for c in comps {
+            if c.name == "attention" {
+                f_att += c.flops.get() * b;
+                kv_bytes += c.bytes.get() * b;
+            } else {
+                f_mm += c.flops.get() * b;
+                w_bytes += c.bytes.get();
+            }
+        }
+        let (n, cc, w) = (self.nr as f64, self.hw.c.get(), self.hw.w_hbm.get());
+        let mfu = self.q.mfu;
+        let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
+        let compute = Seconds::new(
+            f_mm / (n * cc * e.gemm_efficiency_at(per_chunk) * mfu)
+                + f_att / (n * cc * e.attention_efficiency * mfu),
+        ) + self.dequant(w_dev_read) * ch;
+        let memory = Seconds::new(
+            (ch * w_bytes / e.hbm_efficiency + kv_bytes / e.kv_hbm_efficiency) / (n * w),
+        );
+        let comms = self.comms.time(per_chunk).0 * ch;
+        let fixed = self.fixed() * ch;
+        let total = if e.comms_overlap {
+            compute.max(memory).max(comms) + fixed
+        } else {
+            compute.max(memory) + comms + fixed
+        };
+        let bound = [
+            (memory, Bound::Memory),
+            (comms, Bound::Comms),
+            (fixed, Bound::Overhead),
+        ]
+        .iter()
+        .fold((compute, Bound::Compute), |best, &(t, k)| {
+            if t > best.0 {
+                (t, k)
+            } else {
+                best
+            }
+        })
+        .1;
+        record_prefill(
+            e,
+            (b, len, chunks),
+            (f_mm + f_att, w_bytes, kv_bytes),
+            self.nr,
+            total,
+            tr,
+        );
+        PrefillTime {
+            compute,
+            memory,
+            comms,
+            fixed,
+            total,
+            bound,
+            chunks,
+        }
+    }
+}
+
+fn record_prefill<T: Tracer>(
+    e: &EngineProfile,
+    (b, len, chunks): (f64, u64, u64),
+    (flops, w_bytes, kv_bytes): (f64, f64, f64),
+    n: u64,
+    total: Seconds,
+    tr: &mut T,
+) {
+    tr.record(|| {
+        let s = if e.is_ideal() {
+            Step::new(
+                "infer.prefill_time",
+                "Prefill time (TTFT)",
+                "max(FLOPs/(N·C·MFU), bytes/(N·W_hbm), T_comms)",
+            )
+            .source("How To Scale Your Model, ch8 (prefill ≈ 2·P·tokens/(N·C·MFU))")
+        } else {
+            Step::new(
+                "infer.prefill_time",
+                "Prefill time (engine)",
+                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_comms + chunks·T_fixed",
+            )
+            .bind("chunks", chunks as f64, "")
+            .source("How To Scale Your Model ch8 prefill at the engine profile's efficiencies (data/engines)")
+        };
+        s.bind("prompts", b, "")
+            .bind("T", len as f64, "tokens")
+            .bind("FLOPs", flops, "FLOPs")
+            .bind("W", w_bytes, "B")
+            .bind("KV", kv_bytes, "B")
+            .bind("N", n as f64, "chips")
+            .result(total.get(), "s")
+    });
+}
+
+/// Dequantisation ALU rate of a chip: its vector (fp32) peak with an FMA
+/// counted as two operations.
+pub(crate) fn vector_ops(chip: &Chip) -> f64 {
+    chip.peak
+        .get(DType::Fp32)
+        .map_or(0.0, |c: FlopsPerSec| c.get() / 2.0)
+}

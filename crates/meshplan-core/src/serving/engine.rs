@@ -1,0 +1,292 @@
+//! Engine profiles: how a serving engine runs the book's rooflines — the
+//! fraction of peak HBM bandwidth and FLOPs its kernels reach, the fixed
+//! per-step and per-layer costs, its tensor-parallel all-reduce at small
+//! messages, its paged KV cache and memory reserve. Each profile is a file
+//! `data/engines/NAME.toml` whose `[sources]` table names where every number
+//! comes from; [`EngineProfile::validate`] refuses a profile with a missing
+//! source or a value outside its physical range.
+//!
+//! `ideal` is the book's roofline exactly (every efficiency 1, every
+//! overhead 0, communication overlapped): the default for `@book` chips and
+//! TPUs, so chapter 7/8 numbers are unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::hardware::{Chip, ChipKind, Profile};
+use crate::units::DType;
+
+const FILES: &[(&str, &str)] = &[
+    ("ideal", include_str!("../../../../data/engines/ideal.toml")),
+    ("vllm", include_str!("../../../../data/engines/vllm.toml")),
+    (
+        "sglang",
+        include_str!("../../../../data/engines/sglang.toml"),
+    ),
+    (
+        "trtllm",
+        include_str!("../../../../data/engines/trtllm.toml"),
+    ),
+];
+
+/// One serving engine's choices and efficiencies (SI units).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineProfile {
+    /// "ideal" | "vllm" | "sglang" | "trtllm".
+    pub name: String,
+    /// One line.
+    pub description: String,
+    /// Fraction of peak HBM bandwidth weight streaming reaches.
+    pub hbm_efficiency: f64,
+    /// Fraction of peak HBM bandwidth the (paged) KV-cache reads reach.
+    pub kv_hbm_efficiency: f64,
+    /// Fraction of peak FLOPs a large GEMM reaches.
+    pub gemm_efficiency: f64,
+    /// M½: GEMM efficiency is `gemm_efficiency·M/(M + M½)` at M tokens per step.
+    pub gemm_half_tokens: f64,
+    /// Fraction of peak FLOPs prefill (flash) attention reaches.
+    pub attention_efficiency: f64,
+    /// Kernels per layer outside the GEMMs, attention and all-reduce
+    /// (norms, RoPE, KV write, activation), each costing `kernel_latency_s`.
+    pub small_kernels_per_layer: f64,
+    /// Time of one short kernel including its launch (CUDA graphs), s.
+    pub kernel_latency_s: f64,
+    /// Fixed host cost per forward step (scheduling, inputs, sampling), s.
+    pub step_overhead_s: f64,
+    /// α of the TP all-reduce at small messages, s.
+    pub allreduce_latency_s: f64,
+    /// Bandwidth of the small-message (one-shot) all-reduce, B/s (0: none).
+    pub allreduce_small_bandwidth: f64,
+    /// Largest message the small-message all-reduce takes, bytes.
+    pub allreduce_small_max_bytes: f64,
+    /// Fraction of the link bandwidth the NCCL ring reaches (bus bandwidth).
+    pub nccl_efficiency: f64,
+    /// Whether communication overlaps the matmuls (the book's max) or adds.
+    pub comms_overlap: bool,
+    /// Paged-KV block size, tokens (a sequence holds whole blocks).
+    pub kv_block_tokens: u64,
+    /// Fraction of HBM the engine may use for weights + KV.
+    pub memory_utilization: f64,
+    /// Whether `memory_utilization` is of the memory left after the weights.
+    pub memory_of_free: bool,
+    /// Prefill chunk, tokens (0: the whole batch in one step).
+    pub max_prefill_tokens: u64,
+    /// ALU ops per weight to dequantise a weight-only quantised matrix.
+    pub dequant_ops_per_weight: f64,
+    /// Whether fp8/int8/fp4 weights run on the chip's matching tensor cores.
+    pub low_precision_compute: bool,
+    /// Whether MoE decode loads only the experts the batch routes to.
+    pub moe_expected_experts: bool,
+    /// Where each number comes from (`all` covers every field).
+    pub sources: BTreeMap<String, String>,
+}
+
+/// Fields that need a `[sources]` entry.
+const SOURCED: &[&str] = &[
+    "hbm_efficiency",
+    "kv_hbm_efficiency",
+    "gemm_efficiency",
+    "gemm_half_tokens",
+    "attention_efficiency",
+    "small_kernels_per_layer",
+    "kernel_latency_s",
+    "step_overhead_s",
+    "allreduce_latency_s",
+    "allreduce_small_bandwidth",
+    "allreduce_small_max_bytes",
+    "nccl_efficiency",
+    "comms_overlap",
+    "kv_block_tokens",
+    "memory_utilization",
+    "max_prefill_tokens",
+    "dequant_ops_per_weight",
+    "low_precision_compute",
+    "moe_expected_experts",
+];
+
+impl EngineProfile {
+    /// Parse and validate one profile file.
+    pub fn from_toml(text: &str, origin: &str) -> Result<EngineProfile> {
+        let p: EngineProfile = toml::from_str(text)
+            .map_err(|e| Error::Invalid(format!("{origin}: {}", e.message())))?;
+        p.validate()
+            .map_err(|e| Error::Invalid(format!("{origin}: {e}")))?;
+        Ok(p)
+    }
+
+    /// Every fraction in (0, 1], every time and count ≥ 0 and finite, and a
+    /// source for every number.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for (k, v) in [
+            ("hbm_efficiency", self.hbm_efficiency),
+            ("kv_hbm_efficiency", self.kv_hbm_efficiency),
+            ("gemm_efficiency", self.gemm_efficiency),
+            ("attention_efficiency", self.attention_efficiency),
+            ("nccl_efficiency", self.nccl_efficiency),
+            ("memory_utilization", self.memory_utilization),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("{k} = {v} must be in (0, 1]"));
+            }
+        }
+        for (k, v) in [
+            ("gemm_half_tokens", self.gemm_half_tokens),
+            ("small_kernels_per_layer", self.small_kernels_per_layer),
+            ("kernel_latency_s", self.kernel_latency_s),
+            ("step_overhead_s", self.step_overhead_s),
+            ("allreduce_latency_s", self.allreduce_latency_s),
+            ("allreduce_small_bandwidth", self.allreduce_small_bandwidth),
+            ("allreduce_small_max_bytes", self.allreduce_small_max_bytes),
+            ("dequant_ops_per_weight", self.dequant_ops_per_weight),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{k} = {v} must be finite and ≥ 0"));
+            }
+        }
+        if self.kv_block_tokens == 0 {
+            return Err("kv_block_tokens must be at least 1".into());
+        }
+        if !self.sources.contains_key("all") {
+            if let Some(k) = SOURCED.iter().find(|k| !self.sources.contains_key(**k)) {
+                return Err(format!("no [sources] entry for {k}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The built-in profile `name` ("ideal", "vllm", "sglang", "trtllm";
+    /// "tensorrt-llm", "trt-llm" accepted).
+    pub fn builtin(name: &str) -> Result<EngineProfile> {
+        let key = normalise(name);
+        match FILES.iter().find(|(n, _)| *n == key) {
+            Some((n, text)) => EngineProfile::from_toml(text, &format!("data/engines/{n}.toml")),
+            None => Err(Error::BadValue {
+                what: "engine".into(),
+                input: name.into(),
+                expected: format!(
+                    "one of {}",
+                    FILES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+        }
+    }
+
+    /// The names of the built-in profiles.
+    pub fn names() -> Vec<&'static str> {
+        FILES.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// The default engine for a chip: the ideal roofline on `@book` chips
+    /// and TPUs (the book's numbers), vLLM on vendor-figure GPUs.
+    pub fn default_for(chip: &Chip) -> EngineProfile {
+        let name = if chip.profile == Profile::Book || chip.kind == ChipKind::Tpu {
+            "ideal"
+        } else {
+            "vllm"
+        };
+        EngineProfile::builtin(name).expect("built-in engine profiles are valid")
+    }
+
+    /// Whether this is the book's ideal roofline.
+    pub fn is_ideal(&self) -> bool {
+        self.name == "ideal"
+    }
+
+    /// GEMM efficiency at `m` tokens per step: `η·M/(M + M½)`.
+    pub fn gemm_efficiency_at(&self, m: f64) -> f64 {
+        let m = m.max(1.0);
+        self.gemm_efficiency * m / (m + self.gemm_half_tokens)
+    }
+
+    /// The compute dtype low-precision weights run at: the weight dtype when
+    /// the engine runs low-precision GEMMs and the chip has a peak for it
+    /// (fp8/int8 W8A8, fp4 W4A4), else None (bf16 activations, the weights
+    /// dequantised on the fly).
+    pub fn native_compute(&self, chip: &Chip, weights: DType) -> Option<DType> {
+        (self.low_precision_compute && weights.bits() < 16 && chip.peak.get(weights).is_some())
+            .then_some(weights)
+    }
+
+    /// Check the engine can model `chip`: GPU engines need a GPU.
+    pub fn check_chip(&self, chip: &Chip) -> Result<()> {
+        if !self.is_ideal() && chip.kind == ChipKind::Tpu {
+            return Err(Error::Invalid(format!(
+                "engine {} is calibrated on NVIDIA GPU kernels; use --engine ideal on {}",
+                self.name, chip.display_name
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn normalise(name: &str) -> String {
+    let n = name.trim().to_ascii_lowercase().replace('_', "-");
+    match n.as_str() {
+        "tensorrt-llm" | "trt-llm" | "tensorrt" | "trt" => "trtllm".into(),
+        "roofline" | "book" => "ideal".into(),
+        _ => n,
+    }
+}
+
+impl FromStr for EngineProfile {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<EngineProfile> {
+        EngineProfile::builtin(s)
+    }
+}
+
+impl fmt::Display for EngineProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_is_valid_and_sourced() {
+        for n in EngineProfile::names() {
+            let p = EngineProfile::builtin(n).unwrap();
+            assert_eq!(p.name, n);
+            assert!(p.validate().is_ok());
+        }
+    }
+
+    #[test]
+    fn ideal_is_the_roofline() {
+        let p = EngineProfile::builtin("book").unwrap();
+        assert!(p.is_ideal());
+        assert_eq!(p.gemm_efficiency_at(1.0), 1.0);
+        assert_eq!(p.step_overhead_s, 0.0);
+        assert!(p.comms_overlap);
+    }
+
+    #[test]
+    fn gemm_efficiency_halves_at_m_half() {
+        let p = EngineProfile::builtin("vllm").unwrap();
+        let half = p.gemm_efficiency_at(p.gemm_half_tokens);
+        assert!((half - p.gemm_efficiency / 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_profiles_are_refused() {
+        let text = include_str!("../../../../data/engines/vllm.toml");
+        let bad = text.replace("hbm_efficiency = 0.84", "hbm_efficiency = 1.5");
+        assert!(EngineProfile::from_toml(&bad, "x").is_err());
+        let unsourced = text.replace("kernel_latency_s = \"", "kernel_latency = \"");
+        let e = EngineProfile::from_toml(&unsourced, "x").unwrap_err();
+        assert!(e.to_string().contains("kernel_latency_s"), "{e}");
+        assert!("nope".parse::<EngineProfile>().is_err());
+        assert_eq!(
+            "TensorRT-LLM".parse::<EngineProfile>().unwrap().name,
+            "trtllm"
+        );
+    }
+}

@@ -1,0 +1,181 @@
+/*!
+Serving as engines run it and benchmarks measure it.
+
+* [`engine`]: engine profiles (`ideal` = the book's roofline, `vllm`,
+  `sglang`, `trtllm`), each number with its source (`data/engines/`).
+* [`workload`]: static batch, continuous batching at a concurrency or a
+  request rate.
+* [`queue`]: the distributions behind the TTFT/TPOT percentiles.
+* [`validation`]: predicted vs published serving measurements (`data/serving/`).
+* [`continuous`]: steady-state continuous batching and disaggregated
+  prefill/decode.
+
+The step times themselves come from [`crate::inference`] (one place); this
+module composes them into what a benchmark reports.
+*/
+
+pub mod continuous;
+pub mod engine;
+pub mod queue;
+pub mod validation;
+pub mod workload;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::hardware::Chip;
+use crate::inference::step::StepModel;
+use crate::model::kv;
+use crate::trace::{NoTrace, Step, Tracer};
+use crate::units::Bytes;
+
+pub use continuous::{Continuous, Disaggregated, Percentiles};
+pub use engine::EngineProfile;
+pub use workload::Workload;
+
+/// A static batch: prefill every prompt, then decode them together.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StaticBatch {
+    /// B: prompts per replica.
+    pub batch: u64,
+    /// Time to first token: the batched prefill of all B prompts, s.
+    pub ttft_s: f64,
+    /// Time per output token: the decode step at the mean KV length
+    /// `prompt + gen/2`, s.
+    pub tpot_s: f64,
+    /// TTFT + (gen − 1)·TPOT, s.
+    pub total_time_s: f64,
+    /// replicas·B·gen / total, output tokens/s of the slice.
+    pub output_tokens_per_s: f64,
+    /// The same per chip.
+    pub output_tokens_per_s_per_chip: f64,
+    /// Chunks the prefill runs in (the engine's `max_prefill_tokens`).
+    pub prefill_chunks: u64,
+}
+
+/// What `infer` reports about serving under an engine profile.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServingReport {
+    /// The engine profile.
+    pub engine: String,
+    /// Largest batch the engine's paged KV cache holds at the context
+    /// (memory reserve and block rounding applied).
+    pub engine_max_batch: u64,
+    /// The static-batch benchmark at `batch`.
+    pub static_batch: StaticBatch,
+    /// Steady-state continuous batching (with a concurrency or rate workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continuous: Option<Continuous>,
+    /// The same slice split into prefill and decode replicas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregated: Option<Disaggregated>,
+}
+
+/// Largest batch the engine's KV cache holds at `context` tokens: usable
+/// HBM (`u·HBM − w`, or `u·(HBM − w)` when the fraction is of the free
+/// memory) over the KV of a sequence rounded up to whole blocks.
+pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut T) -> u64 {
+    let e = sm.engine;
+    let hbm = chip.hbm_capacity.get();
+    let w = sm.w_dev.get();
+    let usable = if e.memory_of_free {
+        e.memory_utilization * (hbm - w)
+    } else {
+        e.memory_utilization * hbm - w
+    };
+    let blk = e.kv_block_tokens.max(1);
+    let ctx = sm.q.context.div_ceil(blk) * blk;
+    let kvs = kv::bytes_per_sequence(&sm.m.arch, ctx, sm.q.kv_dtype, &mut NoTrace);
+    let n = sm.nr as f64;
+    let b = if kvs.get() > 0.0 && usable > 0.0 {
+        (n * usable / kvs.get()).floor()
+    } else {
+        0.0
+    };
+    tr.record(|| {
+        Step::new(
+            "serving.engine_max_batch",
+            "Largest batch of the engine's paged KV cache",
+            "⌊N·(u·HBM − w_dev)/KV(⌈S/blk⌉·blk)⌋",
+        )
+        .bind("N", n, "chips")
+        .bind("u", e.memory_utilization, "")
+        .bind("HBM", hbm, "B")
+        .bind("w_dev", w, "B")
+        .bind("blk", blk as f64, "tokens")
+        .bind("KV", kvs.get(), "B")
+        .result(b, "sequences")
+        .source("engine profile (data/engines): memory_utilization, kv_block_tokens")
+    });
+    b.min(u64::MAX as f64 / 4.0) as u64
+}
+
+/// The static batch of `sm.q`: TTFT = prefill of B prompts; TPOT = decode
+/// step at the mean KV length `T_in + T_out/2` (the KV term is linear in
+/// the length, so the mean step is the step at the mean length).
+pub(crate) fn static_batch<T: Tracer>(sm: &StepModel, replicas: u64, tr: &mut T) -> StaticBatch {
+    let q = sm.q;
+    let pf = sm.prefill(q.batch, q.prompt_len, &mut NoTrace);
+    let mean_ctx = q.prompt_len.saturating_add(q.gen_len / 2);
+    let tpot = sm.decode(q.batch, mean_ctx, &mut NoTrace).step;
+    let total = pf.total + tpot * (q.gen_len.saturating_sub(1)) as f64;
+    // in f64: a hostile batch (1e18) must not overflow the product
+    let tokens = replicas as f64 * q.batch as f64 * q.gen_len as f64;
+    let tps = tokens / total.get();
+    tr.record(|| {
+        Step::new(
+            "serving.static_batch",
+            "Static batch: output tokens/s including its prefill",
+            "replicas·B·T_out / (TTFT(B·T_in) + (T_out − 1)·T_step(B, T_in + T_out/2))",
+        )
+        .bind("B", q.batch as f64, "sequences")
+        .bind("T_in", q.prompt_len as f64, "tokens")
+        .bind("T_out", q.gen_len as f64, "tokens")
+        .bind("TTFT", pf.total.get(), "s")
+        .bind("T_step", tpot.get(), "s")
+        .bind("replicas", replicas as f64, "")
+        .result(tps, "tokens/s")
+        .source("static-batch benchmark (prefill all prompts, then decode); step times from the engine profile")
+    });
+    StaticBatch {
+        batch: q.batch,
+        ttft_s: pf.total.get(),
+        tpot_s: tpot.get(),
+        total_time_s: total.get(),
+        output_tokens_per_s: tps,
+        output_tokens_per_s_per_chip: tps / (replicas * sm.nr) as f64,
+        prefill_chunks: pf.chunks,
+    }
+}
+
+/// Everything serving adds to the `infer` report.
+pub(crate) fn report<T: Tracer>(
+    sm: &StepModel,
+    chip: &Chip,
+    replicas: u64,
+    tr: &mut T,
+) -> Result<ServingReport> {
+    let engine_max_batch = engine_max_batch(sm, chip, tr);
+    let static_batch = static_batch(sm, replicas, tr);
+    let (continuous, disaggregated) = match sm.q.workload {
+        Workload::Static => (None, None),
+        w => {
+            let c = continuous::steady_state(sm, w, replicas, engine_max_batch, tr)?;
+            let d = continuous::disaggregated(sm, chip, w, replicas, engine_max_batch, tr)?;
+            (Some(c), d)
+        }
+    };
+    Ok(ServingReport {
+        engine: sm.engine.name.clone(),
+        engine_max_batch,
+        static_batch,
+        continuous,
+        disaggregated,
+    })
+}
+
+/// Bytes of KV one prompt of `len` tokens leaves (what disaggregated
+/// serving moves from the prefill to the decode replica).
+pub(crate) fn prompt_kv_bytes(sm: &StepModel, len: u64) -> Bytes {
+    kv::bytes_per_sequence(&sm.m.arch, len, sm.q.kv_dtype, &mut NoTrace)
+}

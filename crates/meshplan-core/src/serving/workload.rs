@@ -1,0 +1,94 @@
+//! Workloads as serving benchmarks define them: a static batch (prefill every
+//! prompt, then decode them together) and continuous batching in steady
+//! state under a fixed concurrency or a request rate.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// What the serving benchmark does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// `batch` prompts prefilled together, then decoded together to the end.
+    #[default]
+    Static,
+    /// Continuous batching with this many requests in flight per replica.
+    Concurrency(u64),
+    /// Continuous batching under Poisson arrivals at this many requests/s
+    /// (the whole slice).
+    Rate(f64),
+}
+
+impl Workload {
+    /// Parse `static`, `concurrency=N` (or `c=N`, `concurrency:N`) or
+    /// `rate=R` (requests/s; `qps=R`).
+    pub fn parse(s: &str) -> Result<Workload> {
+        let t = s.trim().to_ascii_lowercase();
+        let bad = || Error::BadValue {
+            what: "workload".into(),
+            input: s.into(),
+            expected:
+                "static, concurrency=N (requests in flight per replica) or rate=R (requests/s)"
+                    .into(),
+        };
+        if t == "static" {
+            return Ok(Workload::Static);
+        }
+        let (k, v) = t.split_once(['=', ':']).ok_or_else(bad)?;
+        match k.trim() {
+            "concurrency" | "c" => match v.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => Ok(Workload::Concurrency(n)),
+                _ => Err(bad()),
+            },
+            "rate" | "qps" | "r" => match v.trim().parse::<f64>() {
+                Ok(r) if r.is_finite() && r > 0.0 => Ok(Workload::Rate(r)),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl FromStr for Workload {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Workload> {
+        Workload::parse(s)
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Workload::Static => f.write_str("static"),
+            Workload::Concurrency(n) => write!(f, "concurrency={n}"),
+            Workload::Rate(r) if (1e-3..1e6).contains(r) => write!(f, "rate={r}"),
+            Workload::Rate(r) => write!(f, "rate={r:e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_round_trips() {
+        for (s, w) in [
+            ("static", Workload::Static),
+            ("concurrency=64", Workload::Concurrency(64)),
+            ("c:8", Workload::Concurrency(8)),
+            ("rate=2.5", Workload::Rate(2.5)),
+            ("rate=1e308", Workload::Rate(1e308)),
+        ] {
+            assert_eq!(Workload::parse(s).unwrap(), w);
+            assert_eq!(Workload::parse(&w.to_string()).unwrap(), w);
+        }
+        for s in ["", "concurrency=0", "rate=-1", "rate=nan", "burst=3"] {
+            assert!(Workload::parse(s).is_err(), "{s}");
+        }
+    }
+}
