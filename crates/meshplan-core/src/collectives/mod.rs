@@ -165,45 +165,38 @@ impl AxisPlacement {
         let Some(ici) = &chip.ici else {
             return AxisPlacement::Trivial;
         };
-        let mut axes = [TorusAxis {
-            size: 1,
-            wraparound: false,
-        }; MAX_TORUS_AXES];
-        let mut n = 0;
-        for (i, &s) in axis_sizes.iter().enumerate() {
-            if s <= 1 || n == MAX_TORUS_AXES {
-                continue;
-            }
-            // The physical axis this part spans: its size in the slice decides
-            // wraparound; a logical axis wraps only if it covers the whole
-            // physical axis.
-            let phys = slice_shape.get(i).copied().unwrap_or(s);
-            let wraps = s == phys && ici.wraparound.axis_wraps(phys, slice_shape);
-            axes[n] = TorusAxis {
-                size: s,
-                wraparound: wraps,
-            };
-            n += 1;
-        }
-        if n == 0 {
-            return AxisPlacement::Trivial;
-        }
-        AxisPlacement::Torus {
-            axes,
-            n_axes: n,
-            link: ici.link,
-            hop_latency: ici.hop_latency,
-        }
+        // The physical axis each spanned part lies on: its size in the slice
+        // decides wraparound; a logical axis wraps only if it covers the whole
+        // physical axis.
+        let parts = axis_sizes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s > 1)
+            .map(|(i, &s)| {
+                let phys = slice_shape.get(i).copied().unwrap_or(s);
+                (s, s == phys && ici.wraparound.axis_wraps(phys, slice_shape))
+            });
+        Self::torus_parts(ici.link, ici.hop_latency, parts)
     }
 
     /// A torus axis given explicitly: `(size, wraparound)` per physical axis.
     pub fn torus(link: LinkBandwidth, hop_latency: Seconds, parts: &[(u64, bool)]) -> Self {
+        Self::torus_parts(link, hop_latency, parts.iter().copied())
+    }
+
+    /// The torus of the first [`MAX_TORUS_AXES`] parts longer than one chip
+    /// (`Trivial` when there are none).
+    fn torus_parts(
+        link: LinkBandwidth,
+        hop_latency: Seconds,
+        parts: impl Iterator<Item = (u64, bool)>,
+    ) -> Self {
         let mut axes = [TorusAxis {
             size: 1,
             wraparound: false,
         }; MAX_TORUS_AXES];
         let mut n = 0;
-        for &(size, wraparound) in parts.iter().filter(|p| p.0 > 1).take(MAX_TORUS_AXES) {
+        for (size, wraparound) in parts.filter(|p| p.0 > 1).take(MAX_TORUS_AXES) {
             axes[n] = TorusAxis { size, wraparound };
             n += 1;
         }
