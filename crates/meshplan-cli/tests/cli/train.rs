@@ -10,6 +10,16 @@ use crate::harness::{
 
 const Q3C: &str = "examples/train/ch5-q3-fsdp-tp.toml";
 
+/// The parts of `memory_per_device` that add up to its `total_bytes`.
+const MEMORY_PARTS: [&str; 6] = [
+    "params_bytes",
+    "grads_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "logits_bytes",
+    "reserve_bytes",
+];
+
 /// LLaMA-2 13B on 64 H100s, TP 8 × DP 8, ZeRO-1 (an H100 has an efficiency
 /// profile, so the report carries a prediction), training on 1T tokens, with
 /// `extra` flags.
@@ -47,15 +57,7 @@ fn h100(extra: &[&str]) -> Value {
 #[test]
 fn json_has_required_keys_and_the_book_step_time() {
     let v = json(&["train", Q3C, "--json"]);
-    for k in [
-        "params_bytes",
-        "grads_bytes",
-        "optimizer_bytes",
-        "activations_bytes",
-        "logits_bytes",
-        "reserve_bytes",
-        "total_bytes",
-    ] {
+    for k in MEMORY_PARTS.iter().chain(&["total_bytes"]) {
         assert!(v["memory_per_device"][k].is_number(), "{k}");
     }
     for k in [
@@ -240,17 +242,7 @@ fn megatron_accounting_by_default_on_gpus() {
     assert!(m(&meg, "logits_bytes") > 0.0 && m(&meg, "reserve_bytes") > 0.0);
     assert_eq!(m(&book, "logits_bytes"), 0.0);
     assert_eq!(m(&book, "reserve_bytes"), 0.0);
-    let sum: f64 = [
-        "params_bytes",
-        "grads_bytes",
-        "optimizer_bytes",
-        "activations_bytes",
-        "logits_bytes",
-        "reserve_bytes",
-    ]
-    .iter()
-    .map(|k| m(&meg, k))
-    .sum();
+    let sum: f64 = MEMORY_PARTS.iter().map(|k| m(&meg, k)).sum();
     assert_close(m(&meg, "total_bytes"), sum, 1e-12, "total = sum of parts");
     h100_text_contains(&[
         "memory per device (megatron accounting)",
