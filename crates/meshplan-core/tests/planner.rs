@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cube, llama13, q3_workload, v5p};
+use common::{cube, l13b_h100_4m, llama13, q3_workload, v5p};
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
 use meshplan_core::parallelism::{FlopConvention, Framework};
@@ -290,14 +290,7 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
 
 #[test]
 fn single_thread_equals_parallel() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-13b").unwrap();
-    let chip = cat.chip("h100").unwrap();
-    let base = TrainConfig {
-        batch_tokens: 4 << 20,
-        seq_len: 4096,
-        ..TrainConfig::default()
-    };
+    let (spec, chip, base) = l13b_h100_4m();
     let mut s = TrainSearch::new(spec, chip, Topology::gpus(64, 8), base);
     let a = s.run();
     s.threads = Some(1);
@@ -425,15 +418,12 @@ fn infer_search_pareto_and_slo() {
 #[test]
 fn prediction_mapping_and_fallbacks() {
     let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-13b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip, base) = l13b_h100_4m();
     let cfg = |dp, fsdp, tp, pp, cp, zero, m| TrainConfig {
-        batch_tokens: 4 << 20,
-        seq_len: 4096,
         degrees: Degrees::from_factors([dp, fsdp, tp, pp, cp]),
         zero,
         microbatches: m,
-        ..TrainConfig::default()
+        ..base
     };
     // 1024 sequences: fsdp 16 × dp 2 = 32 replicas of 32 sequences, 4 micro-batches of 8
     let rs = run_spec(spec, &cfg(2, 16, 2, 1, 1, 3, 4)).unwrap();

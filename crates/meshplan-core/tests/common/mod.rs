@@ -1,7 +1,11 @@
-//! The book's ch5 Q3 setup, shared by the test binaries and the `train`
-//! benchmark that start from it: LLaMA-2 13B (the book's numbers) on the
-//! 16x16x16 TPU v5p slice, 3M tokens of 32k-token sequences. Each binary
-//! adds its own plan choices on top.
+//! Setups that several test binaries (and the `train` benchmark) start
+//! from, each binary adding its own plan choices on top: the book's ch5 Q3
+//! (LLaMA-2 13B with the book's numbers on the 16x16x16 TPU v5p slice, 3M
+//! tokens of 32k-token sequences) and LLaMA-2 13B on H100s with 4Mi-token
+//! batches of 4k sequences.
+
+// Each binary uses the part it needs.
+#![allow(dead_code)]
 
 use meshplan_core::hardware::Chip;
 use meshplan_core::mesh::Topology;
@@ -34,4 +38,20 @@ pub fn q3_workload() -> TrainConfig {
         seq_len: 32768,
         ..TrainConfig::default()
     }
+}
+
+/// LLaMA-2 13B (the published model) on H100s with 4Mi-token batches of 4k
+/// sequences, everything else default.
+pub fn l13b_h100_4m() -> (&'static ModelSpec, &'static Chip, TrainConfig) {
+    let cat = Catalog::builtin();
+    let cfg = TrainConfig {
+        batch_tokens: 4 << 20,
+        seq_len: 4096,
+        ..TrainConfig::default()
+    };
+    (
+        cat.model("llama-2-13b").unwrap(),
+        cat.chip("h100").unwrap(),
+        cfg,
+    )
 }
