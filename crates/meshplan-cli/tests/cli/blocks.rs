@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::harness::{assert_contains, f, run, Scratch};
+use crate::harness::{assert_contains, cmd, f, run, Scratch};
 
 /// Run with `--json`, require success and a quiet stderr, parse the object.
 fn json(args: &[&str]) -> Value {
@@ -152,27 +152,14 @@ fn hw_show_inventory_and_levels() {
 fn bare_counts_and_tpu_chips() {
     let m = json(&["model", "show", "70B"]);
     assert!(rel(f(&m, "params_total"), 70e9) < 1e-5);
-    let i = json(&[
-        "infer",
-        "--model",
-        "llama-3.1-70b",
-        "--hw",
-        "tpu-v5e@book",
-        "--chips",
-        "16",
-        "--weights-dtype",
-        "int8",
-    ]);
+    // LLaMA-3.1 70B on v5e chips: 16 is a slice (4x4), 12 is not
+    let on_v5e = ["infer", "--model", "llama-3.1-70b", "--hw", "tpu-v5e@book"];
+    let i = json(&cmd(&[
+        &on_v5e,
+        &["--chips", "16", "--weights-dtype", "int8"],
+    ]));
     assert_eq!(i["mesh"], "4x4");
-    let (c, _, err) = run(&[
-        "infer",
-        "--model",
-        "llama-3.1-70b",
-        "--hw",
-        "tpu-v5e@book",
-        "--chips",
-        "12",
-    ]);
+    let (c, _, err) = run(&cmd(&[&on_v5e, &["--chips", "12"]]));
     assert_eq!(c, 2);
     assert_contains(&err, &["does not offer a 12 slice", "4x4"]);
 }
