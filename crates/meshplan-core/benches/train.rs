@@ -1,10 +1,13 @@
 //! Benchmark of one full `train` evaluation (LLaMA-2 13B, v5p 16x16x16,
 //! FSDP 1024 × TP 4) with tracing off.
 
-use meshplan_core::mesh::{Degrees, Topology};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{cube, llama13, q3_workload, v5p};
+use meshplan_core::mesh::Degrees;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::{analyze, Remat, TrainConfig};
-use meshplan_core::Catalog;
 
 fn main() {
     divan::main();
@@ -12,16 +15,8 @@ fn main() {
 
 #[divan::bench]
 fn train_eval_fsdp_tp(b: divan::Bencher) {
-    let cat = Catalog::builtin();
-    let spec = cat.model("book-ch5-llama-2-13b").unwrap();
-    let chip = cat.chip("tpu-v5p@book").unwrap();
-    let topo = Topology::Torus {
-        slices: 1,
-        shape: vec![16, 16, 16],
-    };
+    let (spec, chip, topo) = (llama13(), v5p(), cube());
     let cfg = TrainConfig {
-        batch_tokens: 3_000_000,
-        seq_len: 32768,
         remat: Remat::AfterMatmuls,
         mfu: Some(0.4),
         degrees: Degrees {
@@ -29,7 +24,7 @@ fn train_eval_fsdp_tp(b: divan::Bencher) {
             tp: 4,
             ..Degrees::default()
         },
-        ..TrainConfig::default()
+        ..q3_workload()
     };
     b.bench(|| {
         analyze(

@@ -234,50 +234,17 @@ impl Mesh {
         let chips = topo.chips();
         let mut reasons = Vec::new();
         let mut notes = Vec::new();
-        let axes = Vec::new();
         for a in LogicalAxis::ORDER {
             if deg.get(a) == 0 {
                 reasons.push(format!("{} degree must be at least 1", a.name()));
             }
         }
-        if !reasons.is_empty() {
-            return Mesh {
-                topology: topo.clone(),
-                chips,
-                degrees: deg,
-                axes,
-                reasons,
-                notes,
-            };
-        }
-        if deg.product() != chips {
-            reasons.push(format!(
-                "dp·fsdp·tp·pp·cp = {}·{}·{}·{}·{} = {} but the mesh {} has {} chips",
-                deg.dp,
-                deg.fsdp,
-                deg.tp,
-                deg.pp,
-                deg.cp,
-                deg.product(),
-                topo.describe(),
-                chips
-            ));
-        }
-        let data = deg.data().saturating_mul(deg.cp);
-        if deg.ep > 1 && data % deg.ep != 0 {
-            reasons.push(format!(
-                "ep = {} must divide dp·fsdp·cp = {data} (experts are spread over the data-like axes)",
-                deg.ep,
-            ));
-        }
-        let axes = match topo {
-            Topology::Torus { slices, shape } => {
-                place_torus(chip, slices, shape, deg, chips, &mut reasons, &mut notes)
-            }
-            Topology::Gpu {
-                nodes,
-                gpus_per_node,
-            } => place_gpus(chip, nodes, gpus_per_node, deg, chips, &mut reasons),
+        // A zero degree makes the product and placement checks meaningless:
+        // it is reported alone, with no axes.
+        let axes = if reasons.is_empty() {
+            place(chip, topo, deg, chips, &mut reasons, &mut notes)
+        } else {
+            Vec::new()
         };
         Mesh {
             topology: topo.clone(),
@@ -287,6 +254,47 @@ impl Mesh {
             reasons,
             notes,
         }
+    }
+}
+
+/// Place positive degrees `deg` on `topo` (`chips` chips): the axes, with
+/// reasons and notes appended.
+fn place(
+    chip: &Chip,
+    topo: &Topology,
+    deg: Degrees,
+    chips: u64,
+    reasons: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<MeshAxis> {
+    if deg.product() != chips {
+        reasons.push(format!(
+            "dp·fsdp·tp·pp·cp = {}·{}·{}·{}·{} = {} but the mesh {} has {} chips",
+            deg.dp,
+            deg.fsdp,
+            deg.tp,
+            deg.pp,
+            deg.cp,
+            deg.product(),
+            topo.describe(),
+            chips
+        ));
+    }
+    let data = deg.data().saturating_mul(deg.cp);
+    if deg.ep > 1 && data % deg.ep != 0 {
+        reasons.push(format!(
+            "ep = {} must divide dp·fsdp·cp = {data} (experts are spread over the data-like axes)",
+            deg.ep,
+        ));
+    }
+    match topo {
+        Topology::Torus { slices, shape } => {
+            place_torus(chip, slices, shape, deg, chips, reasons, notes)
+        }
+        Topology::Gpu {
+            nodes,
+            gpus_per_node,
+        } => place_gpus(chip, nodes, gpus_per_node, deg, chips, reasons),
     }
 }
 

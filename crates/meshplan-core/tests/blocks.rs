@@ -14,7 +14,14 @@ fn rel(a: f64, b: f64) -> f64 {
     ((a - b) / b).abs()
 }
 
-fn coll(op: &str, array: &str, dims: &str, mesh: &str, hw: &str) -> cq::CollectiveReport {
+/// `meshplan collective OP ARRAY --dims … --mesh … --hw …`.
+fn coll_query(
+    op: &str,
+    array: &str,
+    dims: &str,
+    mesh: &str,
+    hw: &str,
+) -> meshplan_core::Result<cq::CollectiveReport> {
     let q = CollectiveQuery {
         op: op.into(),
         array: array.into(),
@@ -23,19 +30,15 @@ fn coll(op: &str, array: &str, dims: &str, mesh: &str, hw: &str) -> cq::Collecti
         hw: Some(hw.into()),
         ..Default::default()
     };
-    cq::evaluate(&q, Catalog::builtin(), &mut NoTrace).unwrap()
+    cq::evaluate(&q, Catalog::builtin(), &mut NoTrace)
+}
+
+fn coll(op: &str, array: &str, dims: &str, mesh: &str, hw: &str) -> cq::CollectiveReport {
+    coll_query(op, array, dims, mesh, hw).unwrap()
 }
 
 fn coll_err(op: &str, array: &str, dims: &str, mesh: &str, hw: &str) -> Error {
-    let q = CollectiveQuery {
-        op: op.into(),
-        array: array.into(),
-        dims: Some(dims.into()),
-        mesh: Some(mesh.into()),
-        hw: Some(hw.into()),
-        ..Default::default()
-    };
-    cq::evaluate(&q, Catalog::builtin(), &mut NoTrace).unwrap_err()
+    coll_query(op, array, dims, mesh, hw).unwrap_err()
 }
 
 /// ch3 pop quiz 2: AllGather_Y([E_Y, F]) on a v5e {'X': 8, 'Y': 4}, E = 2048,

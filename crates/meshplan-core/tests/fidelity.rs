@@ -8,7 +8,7 @@
 use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::stats::{compare, summarize};
-use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile};
+use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile, Prediction};
 use meshplan_core::model::params::count;
 use meshplan_core::model::Arch;
 use meshplan_core::parallelism::pipeline::{stage_extremes, stages};
@@ -338,6 +338,13 @@ fn bad_profile_errors_point_at_line_and_field() {
     );
 }
 
+/// The prediction on DGX H100 nodes on InfiniBand, the network the hand
+/// derivations below assume.
+fn predict_ib(spec: &RunSpec) -> Prediction {
+    let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
+    predict(spec, chip, &prof("h100").for_network("infiniband"))
+}
+
 /// A run of a catalog model with the counts filled in.
 fn with_model(name: &str, base: RunSpec) -> RunSpec {
     let arch = meshplan_core::Catalog::builtin()
@@ -390,14 +397,12 @@ fn llama7b_spec() -> RunSpec {
 /// the first layer's gather, 7/8 · P · 2 B / 369 GB/s / 32 = 0.9987 ms.
 #[test]
 fn fsdp_prefetch_hides_all_but_the_first_gather() {
-    let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    let p = prof("h100").for_network("infiniband");
     let z1 = llama7b_spec();
     let z3 = RunSpec {
         zero: 3,
         ..z1.clone()
     };
-    let (a, b) = (predict(&z1, chip, &p), predict(&z3, chip, &p));
+    let (a, b) = (predict_ib(&z1), predict_ib(&z3));
     assert!(
         b.time.matmul > 0.5,
         "compute must dominate: {}",
@@ -429,8 +434,6 @@ fn fsdp_prefetch_hides_all_but_the_first_gather() {
 /// only the first hop shows: 32 layers × 184.87 µs = 5.916 ms.
 #[test]
 fn ring_attention_hidden_but_for_one_hop() {
-    let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    let p = prof("h100").for_network("infiniband");
     let cp = RunSpec {
         n_gpus: 2,
         dp: 1,
@@ -440,7 +443,7 @@ fn ring_attention_hidden_but_for_one_hop() {
         seq_len: 8192,
         ..llama7b_spec()
     };
-    let r = predict(&cp, chip, &p);
+    let r = predict_ib(&cp);
     let want = 32.0 * (67_108_864.0 / 369e9 + 3e-6);
     assert!(
         ((r.time.cp_comm - want) / want).abs() < 2e-3,
@@ -454,7 +457,7 @@ fn ring_attention_hidden_but_for_one_hop() {
         cp: 1,
         ..cp.clone()
     };
-    let full = predict(&one, chip, &p);
+    let full = predict_ib(&one);
     let ratio = r.time.attention / full.time.attention;
     assert!((ratio - 0.5).abs() < 1e-9, "attention ratio {ratio}");
 }
@@ -544,10 +547,6 @@ fn moe_shape_counts() {
 /// routed-expert parameters a GPU holds drop 8× with ep = 8.
 #[test]
 fn expert_parallel_all_to_all() {
-    let cat = meshplan_core::Catalog::builtin();
-    let chip = cat.chip("h100").unwrap();
-    let p = prof("h100").for_network("infiniband");
-    let _ = cat;
     let spec = with_model(
         "mixtral-8x7b",
         RunSpec {
@@ -557,21 +556,17 @@ fn expert_parallel_all_to_all() {
             ..llama7b_spec()
         },
     );
-    let r = predict(&spec, chip, &p);
+    let r = predict_ib(&spec);
     let want = 32.0 * 4.0 * (58_720_256.0 / 369e9 + 7.0 * 3e-6);
     assert!(
         ((r.time.ep_comm - want) / want).abs() < 2e-3,
         "ep {}",
         r.time.ep_comm
     );
-    let no_ep = predict(
-        &RunSpec {
-            ep: 1,
-            ..spec.clone()
-        },
-        chip,
-        &p,
-    );
+    let no_ep = predict_ib(&RunSpec {
+        ep: 1,
+        ..spec.clone()
+    });
     assert_eq!(no_ep.time.ep_comm, 0.0);
     // bf16 weights: non-expert 1,605,636,096 + experts 45,097,156,608 / ep
     let want_w = |ep: f64| 2.0 * (46_702_792_704.0 - 45_097_156_608.0 * (1.0 - 1.0 / ep));
@@ -589,8 +584,6 @@ fn expert_parallel_all_to_all() {
 /// 1/2 · 842,301,952 · 4 B / 40 GB/s = 42.12 ms, 90 % overlapped → 4.212 ms.
 #[test]
 fn hybrid_sharding_splits_gathers_and_replica_reduction() {
-    let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    let p = prof("h100").for_network("infiniband");
     let spec = RunSpec {
         n_gpus: 16,
         dp: 16,
@@ -598,7 +591,7 @@ fn hybrid_sharding_splits_gathers_and_replica_reduction() {
         zero: 1,
         ..llama7b_spec()
     };
-    let r = predict(&spec, chip, &p);
+    let r = predict_ib(&spec);
     let want = 4.212e-3 + 0.9987e-3;
     assert!(
         ((r.time.dp_comm - want) / want).abs() < 2e-3,

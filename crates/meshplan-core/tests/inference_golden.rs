@@ -267,33 +267,23 @@ fn q4_sharding_and_step() {
         C_INT8,
     );
     close(s.step.get(), 0.0193, 0.01, "q4 step");
+    // F = 16384, M_Y = 2 wrapped axes, W_ici bidirectional; C and the bytes
+    // per activation vary
+    let limit = |c: f64, bytes_a: f64| {
+        sharding::tp_prefill_limit(
+            16384,
+            2,
+            FlopsPerSec::new(c),
+            BytesPerSec::new(W_ICI_BIDI),
+            bytes_a,
+            &mut NoTrace,
+        )
+    };
     // the seed's bound: the rule with int8 C but bf16 activation bytes
-    let seed_y = sharding::tp_prefill_limit(
-        16384,
-        2,
-        FlopsPerSec::new(C_INT8),
-        BytesPerSec::new(W_ICI_BIDI),
-        2.0,
-        &mut NoTrace,
-    );
-    close(seed_y, 7.49, 0.01, "seed's bound");
-    let y = sharding::tp_prefill_limit(
-        16384,
-        2,
-        FlopsPerSec::new(C_INT8),
-        BytesPerSec::new(W_ICI_BIDI),
-        1.0,
-        &mut NoTrace,
-    );
+    close(limit(C_INT8, 2.0), 7.49, 0.01, "seed's bound");
+    let y = limit(C_INT8, 1.0);
     close(y, 14.97, 0.01, "dtype-consistent bound");
-    let y16 = sharding::tp_prefill_limit(
-        16384,
-        2,
-        FlopsPerSec::new(C_BF16),
-        BytesPerSec::new(W_ICI_BIDI),
-        2.0,
-        &mut NoTrace,
-    );
+    let y16 = limit(C_BF16, 2.0);
     close(y16, y, 1e-12, "independent of dtype");
     // generation: seed Y < 2048/7 = 292 with β = 8; exact β = 9.11 → 257
     close(

@@ -4,6 +4,9 @@
 //! With an efficiency profile (H100) the objective is the calibrated
 //! predicted step time, in the search and in the brute-force reference alike.
 
+mod common;
+
+use common::{cube, l13b_h100_4m, llama13, q3_workload, v5p};
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
 use meshplan_core::parallelism::{FlopConvention, Framework};
@@ -107,12 +110,8 @@ fn planner_evaluation_equals_analyze() {
             };
             for ep in eps {
                 let deg = Degrees {
-                    dp: f[0],
-                    fsdp: f[1],
-                    tp: f[2],
-                    pp: f[3],
-                    cp: f[4],
                     ep,
+                    ..Degrees::from_factors(f)
                 };
                 inner_choices(&space, &base, spec.arch.n_layers, &deg, &mut buf);
                 let problem = degree_problems(&spec.arch, base.seq_len, &deg).next();
@@ -169,14 +168,7 @@ fn brute_best(
     let mut best: Option<(f64, f64, f64)> = None;
     let mut buf = Vec::new();
     for f in factorizations(topo.chips()) {
-        let deg = Degrees {
-            dp: f[0],
-            fsdp: f[1],
-            tp: f[2],
-            pp: f[3],
-            cp: f[4],
-            ep: 1,
-        };
+        let deg = Degrees::from_factors(f);
         inner_choices(&space, base, spec.arch.n_layers, &deg, &mut buf);
         // without a pipeline the search accumulates gradients only as needed
         let mut fitted = None;
@@ -298,14 +290,7 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
 
 #[test]
 fn single_thread_equals_parallel() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-13b").unwrap();
-    let chip = cat.chip("h100").unwrap();
-    let base = TrainConfig {
-        batch_tokens: 4 << 20,
-        seq_len: 4096,
-        ..TrainConfig::default()
-    };
+    let (spec, chip, base) = l13b_h100_4m();
     let mut s = TrainSearch::new(spec, chip, Topology::gpus(64, 8), base);
     let a = s.run();
     s.threads = Some(1);
@@ -321,18 +306,10 @@ fn single_thread_equals_parallel() {
 /// book's plan as feasible with the time the search assigns it.
 #[test]
 fn book_ch5_q3() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("book-ch5-llama-2-13b").unwrap();
-    let chip = cat.chip("tpu-v5p@book").unwrap();
-    let topo = Topology::Torus {
-        slices: 1,
-        shape: vec![16, 16, 16],
-    };
+    let (spec, chip, topo) = (llama13(), v5p(), cube());
     let base = TrainConfig {
-        batch_tokens: 3_000_000,
-        seq_len: 32768,
         flops: FlopConvention::Book,
-        ..TrainConfig::default()
+        ..q3_workload()
     };
     let s = TrainSearch::new(spec, chip, topo.clone(), base);
     let r = s.run();
@@ -441,22 +418,12 @@ fn infer_search_pareto_and_slo() {
 #[test]
 fn prediction_mapping_and_fallbacks() {
     let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-13b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip, base) = l13b_h100_4m();
     let cfg = |dp, fsdp, tp, pp, cp, zero, m| TrainConfig {
-        batch_tokens: 4 << 20,
-        seq_len: 4096,
-        degrees: Degrees {
-            dp,
-            fsdp,
-            tp,
-            pp,
-            cp,
-            ep: 1,
-        },
+        degrees: Degrees::from_factors([dp, fsdp, tp, pp, cp]),
         zero,
         microbatches: m,
-        ..TrainConfig::default()
+        ..base
     };
     // 1024 sequences: fsdp 16 × dp 2 = 32 replicas of 32 sequences, 4 micro-batches of 8
     let rs = run_spec(spec, &cfg(2, 16, 2, 1, 1, 3, 4)).unwrap();
@@ -609,14 +576,7 @@ fn predicted_step_never_below_the_roofline_lower_bound() {
         };
         let mut buf = Vec::new();
         for (k, f) in factorizations(topo.chips()).into_iter().enumerate() {
-            let deg = Degrees {
-                dp: f[0],
-                fsdp: f[1],
-                tp: f[2],
-                pp: f[3],
-                cp: f[4],
-                ep: 1,
-            };
+            let deg = Degrees::from_factors(f);
             inner_choices(&space, &base, spec.arch.n_layers, &deg, &mut buf);
             for (i, c) in buf.iter().enumerate() {
                 if (i + k) % 11 != 0 {

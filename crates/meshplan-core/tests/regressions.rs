@@ -1,6 +1,9 @@
 //! Regression tests named after their issue (`r<issue>_…`), each with the
 //! expected value derived by hand in a comment.
 
+mod common;
+
+use common::l13b_h100_4m;
 use meshplan_core::fidelity::peak_memory;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::mesh::{Degrees, Topology};
@@ -130,12 +133,8 @@ fn r11_megatron_keeps_only_the_fp32_gradient_buffer() {
 /// old figure was 16× that (214.7 GB).
 #[test]
 fn r11_gradient_accumulation_holds_one_microbatch() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-13b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip, base) = l13b_h100_4m();
     let cfg = TrainConfig {
-        batch_tokens: 4 << 20,
-        seq_len: 4096,
         remat: Remat::Full,
         microbatches: 16,
         framework: Framework::Book,
@@ -144,7 +143,7 @@ fn r11_gradient_accumulation_holds_one_microbatch() {
             tp: 8,
             ..Degrees::default()
         },
-        ..TrainConfig::default()
+        ..base
     };
     let r = analyze(spec, chip, &Topology::gpus(64, 8), &cfg, &mut NoTrace);
     assert!(r.feasible, "{:?}", r.reasons);

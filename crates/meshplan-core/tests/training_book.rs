@@ -3,7 +3,10 @@
 //! reproduced, slips shown with meshplan's value) and the seed-003 playbook
 //! points. Each test quotes the book's answer and states its tolerance.
 
-use meshplan_core::hardware::Chip;
+mod common;
+
+use common::{cube, llama13, q3_workload, v5p};
+use meshplan_core::memory::MemoryBreakdown;
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::ModelSpec;
 use meshplan_core::trace::{NoTrace, Recorder};
@@ -19,29 +22,37 @@ fn close(got: f64, want: f64, tol: f64, what: &str) {
     );
 }
 
-fn llama13() -> &'static ModelSpec {
-    Catalog::builtin().model("book-ch5-llama-2-13b").unwrap()
-}
-fn v5p() -> &'static Chip {
-    Catalog::builtin().chip("tpu-v5p@book").unwrap()
-}
-fn cube() -> Topology {
-    Topology::Torus {
-        slices: 1,
-        shape: vec![16, 16, 16],
-    }
-}
+/// ch5 Q3 on the book's terms: remat after the big matmuls, 6·P·T FLOPs at
+/// 40% MFU, sequence parallelism.
 fn q3_cfg(deg: Degrees) -> TrainConfig {
     TrainConfig {
-        batch_tokens: 3_000_000,
-        seq_len: 32768,
         remat: Remat::AfterMatmuls,
         flops: FlopConvention::Book,
         mfu: Some(0.4),
         degrees: deg,
         sequence_parallel: true,
-        ..TrainConfig::default()
+        ..q3_workload()
     }
+}
+
+/// FSDP over `x` chips, tensor parallelism over `y`.
+fn fsdp_tp(x: u64, y: u64) -> Degrees {
+    Degrees {
+        fsdp: x,
+        tp: y,
+        ..Degrees::default()
+    }
+}
+
+/// ch5 Q3's LLaMA-2 13B on the 16³ v5p cube with `deg`, analysed.
+fn q3(deg: Degrees) -> TrainReport {
+    analyze(llama13(), v5p(), &cube(), &q3_cfg(deg), &mut NoTrace)
+}
+
+/// Parameters + optimizer state per device: the book's "10 B/param" part
+/// (it leaves the gradients out).
+fn params_opt(m: &MemoryBreakdown) -> f64 {
+    m.params_bytes.get() + m.optimizer_bytes.get()
 }
 
 /// The 8,960-chip v5p pod (16x20x28), `slices` of them over DCN.
@@ -55,10 +66,7 @@ fn pods(slices: u64) -> Topology {
 /// The book's rules (as `analyze` reports them) for `cfg` with pure FSDP
 /// over all of `topo`.
 fn fsdp_rules(spec: &ModelSpec, topo: &Topology, cfg: TrainConfig) -> Rules {
-    let degrees = Degrees {
-        fsdp: topo.chips(),
-        ..Degrees::default()
-    };
+    let degrees = fsdp_tp(topo.chips(), 1);
     analyze(
         spec,
         v5p(),
@@ -80,16 +88,7 @@ fn batch(batch_tokens: u64) -> TrainConfig {
 /// ch5-q1: "total ≈ 13.0e9" (rel_tol 0.02); exact 13,015,449,600.
 #[test]
 fn ch5_q1_params() {
-    let r = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 4096,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let r = q3(fsdp_tp(4096, 1));
     assert_eq!(r.params, 13_015_449_600);
     close(r.params as f64, 13e9, 0.02, "params");
 }
@@ -111,12 +110,7 @@ fn ch5_q2_memory() {
     };
     let r = analyze(llama13(), chip, &topo, &cfg, &mut NoTrace);
     let m = r.memory_per_device;
-    close(
-        m.params_bytes.get() + m.optimizer_bytes.get(),
-        130e9,
-        0.02,
-        "params+opt",
-    );
+    close(params_opt(&m), 130e9, 0.02, "params+opt");
     close(m.activations_bytes.get(), 42e12, 0.02, "activations");
     // exactly the book's 2·L·B·(D+2F) with L = 40, D = 5120, F = 13824
     close(
@@ -131,16 +125,10 @@ fn ch5_q2_memory() {
 /// ch5-q3a: "no: ~130GB of params+optimizer per chip exceeds 96GB HBM".
 #[test]
 fn ch5_q3a_pure_dp() {
-    let r = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            dp: 4096,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let r = q3(Degrees {
+        dp: 4096,
+        ..Degrees::default()
+    });
     assert!(!r.fits);
     assert!(!r.rules.pure_dp.ok);
     assert!(
@@ -148,28 +136,14 @@ fn ch5_q3a_pure_dp() {
         "{}",
         r.rules.pure_dp.reason
     );
-    close(
-        r.memory_per_device.params_bytes.get() + r.memory_per_device.optimizer_bytes.get(),
-        130e9,
-        0.02,
-        "per chip",
-    );
+    close(params_opt(&r.memory_per_device), 130e9, 0.02, "per chip");
 }
 
 /// ch5-q3b: total ≈ 8 TB (tol 3%), slice HBM 393 TB (tol 1%), FSDP needs
 /// B > 3.48M tokens (tol 1%), verdict "no: comms-bound (3M < 3.48M)".
 #[test]
 fn ch5_q3b_pure_fsdp() {
-    let r = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 4096,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let r = q3(fsdp_tp(4096, 1));
     // the book's total is activations + params + optimizer; meshplan's adds
     // the bf16 gradients (26 GB, 0.3%)
     close(
@@ -194,17 +168,7 @@ fn ch5_q3b_pure_fsdp() {
 /// step ≈ 0.3 s (tol 5%; exact 310 ms with C = 4.6e14, 311.5 ms with 4.59e14).
 #[test]
 fn ch5_q3c_fsdp_tp() {
-    let r = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 1024,
-            tp: 4,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let r = q3(fsdp_tp(1024, 4));
     close(r.rules.fsdp_tp_min_batch_per_chip, 235.0, 0.01, "min batch");
     close(r.rules.x_opt, 1333.0, 0.01, "X_opt");
     assert_eq!((r.rules.x_chosen, r.rules.y_chosen), (1024, 4));
@@ -326,17 +290,7 @@ fn ch5_ex7_dcn() {
         0.03,
         "book C",
     );
-    let r = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 1024,
-            tp: 4,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let r = q3(fsdp_tp(1024, 4));
     close(
         r.rules.dcn_min_batch_per_slice.unwrap(),
         71360.0,
@@ -371,16 +325,7 @@ fn ch5_ex8_llama3_70b_2m() {
 /// Seed 000 (handwritten ch5 Q3) — correct numbers reproduced, slips documented.
 #[test]
 fn seed000_q3_walkthrough() {
-    let fsdp = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 4096,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let fsdp = q3(fsdp_tp(4096, 1));
     // ✓ Q1: 13,015,449,600 params.
     assert_eq!(fsdp.params, 13_015_449_600);
     // ✓ Q2: 26 GB params, 104 GB optimizer, ≈42 TB activations (checked in ch5_q2_memory).
@@ -394,8 +339,7 @@ fn seed000_q3_walkthrough() {
     let act = fsdp.memory_per_device.activations_bytes.get();
     close(act, 1.920e9, 0.001, "activations/device");
     assert!(((act - 1.96e9) / 1.96e9).abs() > 0.02, "1.96 GB is a slip");
-    let p_opt =
-        fsdp.memory_per_device.params_bytes.get() + fsdp.memory_per_device.optimizer_bytes.get();
+    let p_opt = params_opt(&fsdp.memory_per_device);
     close(p_opt, 31.78e6, 0.001, "params+opt/device");
     // ✗ SLIP: "in our slice |X| = 4046": 16³ = 4096.
     assert_eq!(fsdp.chips, 4096);
@@ -404,17 +348,7 @@ fn seed000_q3_walkthrough() {
     assert!(fsdp.rules.fsdp_max_chips < fsdp.chips as f64);
     assert!(!fsdp.rules.pure_fsdp.ok);
 
-    let mixed = analyze(
-        llama13(),
-        v5p(),
-        &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 1024,
-            tp: 4,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
+    let mixed = q3(fsdp_tp(1024, 4));
     // ✓ X_opt ≈ 1333, X = 1024, Y = 4; B/N ≈ 733 > 235 → compute-bound.
     close(mixed.rules.x_opt, 1333.3, 0.001, "X_opt");
     close(mixed.rules.batch_per_chip, 732.4, 0.001, "B/N");
@@ -424,14 +358,9 @@ fn seed000_q3_walkthrough() {
     //   (31.8 MB) + activations (1.920 GB) = 1.952 GB without gradients,
     //   1.958 GB with bf16 gradients.
     let m = mixed.memory_per_device;
+    close(params_opt(&m), 31.78e6, 0.001, "FSDP+TP params+opt");
     close(
-        m.params_bytes.get() + m.optimizer_bytes.get(),
-        31.78e6,
-        0.001,
-        "FSDP+TP params+opt",
-    );
-    close(
-        m.params_bytes.get() + m.optimizer_bytes.get() + m.activations_bytes.get(),
+        params_opt(&m) + m.activations_bytes.get(),
         1.952e9,
         0.001,
         "book total",
@@ -487,30 +416,15 @@ fn seed003_optimizer_per_matrix() {
 /// 24h² (= 8h² + 16h²).
 #[test]
 fn seed003_gated_layer_flops() {
-    use meshplan_core::model::{Arch, MlpKind, NormKind};
+    use meshplan_core::model::Arch;
     let h = 1024u64;
+    // one gated-MLP (the default), MHA layer; a one-token tied vocabulary
+    // and no norms keep the count to the layer's matmuls
     let arch = |f: u64| Arch {
-        n_layers: 1,
-        d_model: h,
-        d_ff: f,
-        n_heads: 8,
-        n_kv_heads: 8,
-        d_head: h / 8,
-        vocab: 1,
         tied_embeddings: true,
-        mlp: MlpKind::Gated,
-        norm: NormKind::Rms,
         norms_per_layer: 0,
         final_norm: false,
-        qk_norm: false,
-        qkv_bias: false,
-        attn_out_bias: false,
-        mlp_bias: false,
-        learned_pos_emb: 0,
-        lm_head_bias: false,
-        moe: None,
-        mla: None,
-        sliding_window: None,
+        ..Arch::dense(1, h, f, 8, 8, h / 8, 1)
     };
     let spec = ModelSpec::custom("gated", arch(4 * h));
     let chip = Catalog::builtin().chip("h100@book").unwrap();
@@ -602,103 +516,67 @@ fn seed003_pp_activation_memory() {
 
 #[test]
 fn infeasible_configs_are_values() {
-    let spec = llama13();
-    let cfg = |d: Degrees| TrainConfig {
-        degrees: d,
-        microbatches: 2,
-        ..q3_cfg(d)
-    };
-    let r = analyze(
-        spec,
-        v5p(),
-        &cube(),
-        &cfg(Degrees {
-            tp: 3,
-            fsdp: 1365,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
+    let (cube, big) = (
+        cube(),
+        Topology::Torus {
+            slices: 1,
+            shape: vec![32, 32, 32],
+        },
     );
-    assert!(!r.feasible);
-    assert!(
-        r.reasons.iter().any(|x| x.contains("4096 chips")),
-        "{:?}",
-        r.reasons
-    );
-    assert!(
-        r.reasons.iter().any(|x| x.contains("query heads")),
-        "{:?}",
-        r.reasons
-    );
-    let r = analyze(
-        spec,
-        v5p(),
-        &cube(),
-        &cfg(Degrees {
-            pp: 8,
-            fsdp: 512,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
-    assert!(
-        r.reasons.iter().any(|x| x.contains("microbatches")),
-        "{:?}",
-        r.reasons
-    );
-    let r = analyze(
-        spec,
-        v5p(),
-        &cube(),
-        // 64 stages for 40 layers: some stage would be empty (an uneven
-        // split such as pp = 16 is costed, not refused)
-        &cfg(Degrees {
-            pp: 64,
-            fsdp: 64,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
-    assert!(
-        r.reasons.iter().any(|x| x.contains("layers")),
-        "{:?}",
-        r.reasons
-    );
-    let big = Topology::Torus {
-        slices: 1,
-        shape: vec![32, 32, 32],
-    };
-    let r = analyze(
-        spec,
-        v5p(),
-        &big,
-        &cfg(Degrees {
-            fsdp: 32768,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
-    assert!(
-        r.reasons.iter().any(|x| x.contains("largest")),
-        "{:?}",
-        r.reasons
-    );
-    let r = analyze(
-        spec,
-        v5p(),
-        &cube(),
-        &cfg(Degrees {
-            ep: 2,
-            fsdp: 4096,
-            ..Degrees::default()
-        }),
-        &mut NoTrace,
-    );
-    assert!(
-        r.reasons.iter().any(|x| x.contains("no experts")),
-        "{:?}",
-        r.reasons
-    );
+    // (mesh, degrees, what the reasons must mention)
+    let cases: [(&Topology, Degrees, &[&str]); 5] = [
+        (
+            &cube,
+            Degrees {
+                tp: 3,
+                ..fsdp_tp(1365, 1)
+            },
+            &["4096 chips", "query heads"],
+        ),
+        (
+            &cube,
+            Degrees {
+                pp: 8,
+                ..fsdp_tp(512, 1)
+            },
+            &["microbatches"],
+        ),
+        // 64 stages for 40 layers: some stage would be empty (an uneven split
+        // such as pp = 16 is costed, not refused)
+        (
+            &cube,
+            Degrees {
+                pp: 64,
+                ..fsdp_tp(64, 1)
+            },
+            &["layers"],
+        ),
+        (&big, fsdp_tp(32768, 1), &["largest"]),
+        (
+            &cube,
+            Degrees {
+                ep: 2,
+                ..fsdp_tp(4096, 1)
+            },
+            &["no experts"],
+        ),
+    ];
+    for (topo, d, needles) in cases {
+        let cfg = TrainConfig {
+            degrees: d,
+            microbatches: 2,
+            ..q3_cfg(d)
+        };
+        let r = analyze(llama13(), v5p(), topo, &cfg, &mut NoTrace);
+        assert!(!r.feasible, "{d}");
+        for n in needles {
+            assert!(
+                r.reasons.iter().any(|x| x.contains(n)),
+                "{d}: no reason mentions {n:?}: {:?}",
+                r.reasons
+            );
+        }
+    }
 }
 
 #[test]
@@ -708,11 +586,7 @@ fn explain_is_recorded() {
         llama13(),
         v5p(),
         &cube(),
-        &q3_cfg(Degrees {
-            fsdp: 1024,
-            tp: 4,
-            ..Degrees::default()
-        }),
+        &q3_cfg(fsdp_tp(1024, 4)),
         &mut rec,
     );
     for id in [

@@ -24,7 +24,7 @@ use meshplan_core::inference::{self, scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::TrainReport;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 
 /// Width and height of every plot, pixels.
@@ -80,6 +80,24 @@ where
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+/// The series legend of every plot: at `pos`, on a translucent white box
+/// with a black border, in plotters' default font or `font_size`.
+fn legend<'a, CT: CoordTranslate>(
+    ch: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    pos: SeriesLabelPosition,
+    font_size: Option<u32>,
+) -> Result<()> {
+    let mut labels = ch.configure_series_labels();
+    labels
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK);
+    if let Some(size) = font_size {
+        labels.label_font(("sans-serif", size));
+    }
+    labels.draw().map_err(err)
 }
 
 /// 1.23 GB / 45.6 MB … (decimal prefixes, like the CLI).
@@ -163,12 +181,7 @@ pub fn memory_svg(r: &TrainReport) -> Result<String> {
             ("sans-serif", 15),
         )))
         .map_err(err)?;
-        ch.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        legend(&mut ch, SeriesLabelPosition::UpperRight, None)
     })
 }
 
@@ -208,24 +221,18 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], lc));
             Ok(())
         };
-        let mut x = 0.0;
-        seg(
-            x,
+        // the no-overlap row: compute, the bubble, then every collective, end to end
+        let mut row = vec![(
             t_math * k,
-            1.5,
             color(0).filled(),
             format!("T_math {:.3} {unit}", t_math * k),
-        )?;
-        x += t_math * k;
+        )];
         if t_bubble > 0.0 {
-            seg(
-                x,
+            row.push((
                 t_bubble * k,
-                1.5,
                 color(7).filled(),
                 format!("bubble {:.3} {unit}", t_bubble * k),
-            )?;
-            x += t_bubble * k;
+            ));
         }
         for (i, c) in r.comms.iter().enumerate() {
             let w = c.seconds.get() * k;
@@ -233,23 +240,16 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
                 continue;
             }
             let base = color(i + 1);
-            let style = if c.overlappable {
-                base.mix(0.55).filled()
+            let (style, how) = if c.overlappable {
+                (base.mix(0.55).filled(), "overlappable")
             } else {
-                base.filled()
+                (base.filled(), "exposed")
             };
-            let how = if c.overlappable {
-                "overlappable"
-            } else {
-                "exposed"
-            };
-            seg(
-                x,
-                w,
-                1.5,
-                style,
-                format!("{} ({how}) {w:.3} {unit}", c.what),
-            )?;
+            row.push((w, style, format!("{} ({how}) {w:.3} {unit}", c.what)));
+        }
+        let mut x = 0.0;
+        for (w, style, name) in row {
+            seg(x, w, 1.5, style, name)?;
             x += w;
         }
         let busy = (t_math + t_bubble) * k;
@@ -281,13 +281,7 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
             )))
             .map_err(err)?;
         }
-        ch.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 11))
-            .draw()
-            .map_err(err)
+        legend(&mut ch, SeriesLabelPosition::UpperRight, Some(11))
     })
 }
 
@@ -359,12 +353,7 @@ pub fn roofline_svg(r: &InferReport) -> Result<String> {
                 ))
                 .legend(move |(x, y)| Circle::new((x + 5, y), 5, col.filled()));
         }
-        ch.configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        legend(&mut ch, SeriesLabelPosition::LowerRight, None)
     })
 }
 
@@ -498,12 +487,7 @@ pub fn serving_svg(
             .label(format!("{name} {y:.3} {unit}"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c));
         }
-        a.configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut a, SeriesLabelPosition::UpperLeft, None)?;
         let mut b = ChartBuilder::on(&right)
             .margin(10)
             .x_label_area_size(40)
@@ -531,12 +515,7 @@ pub fn serving_svg(
             Circle::new((p.batch as f64, p.tokens_per_s), 3, st)
         }))
         .map_err(err)?;
-        b.configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        legend(&mut b, SeriesLabelPosition::UpperLeft, None)
     })
 }
 
@@ -670,11 +649,6 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
             .label(format!("rank 1: {label}"))
             .legend(|(x, y)| Circle::new((x + 5, y), 6, RED.stroke_width(2)));
         }
-        ch.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        legend(&mut ch, SeriesLabelPosition::UpperRight, None)
     })
 }

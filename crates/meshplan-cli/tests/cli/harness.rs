@@ -14,6 +14,43 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// LLaMA-2 7B on H100s (the chip count, mesh or degrees to follow).
+pub const L7B_H100: [&str; 4] = ["--model", "llama-2-7b", "--hw", "h100"];
+
+/// [`L7B_H100`] on one 8-GPU node: the quick run that `train`, `infer`,
+/// `plan train` and `plan infer` tests share.
+pub const L7B_H100X8: [&str; 6] = ["--model", "llama-2-7b", "--hw", "h100", "--chips", "8"];
+
+/// 1M-token batches of 4k sequences (what `plan train` needs besides a
+/// model and chips).
+pub const WORKLOAD_1M: [&str; 4] = ["--batch-tokens", "1M", "--seq-len", "4096"];
+
+/// The validation subset of the Ultra-Scale Playbook's measured runs.
+pub const SUBSET: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv";
+
+/// A quick `calibrate` of [`SUBSET`]'s H100 runs: 5 iterations (the
+/// bootstrap count to follow).
+pub const CALIBRATE_QUICK: [&str; 6] = ["calibrate", SUBSET, "--chip", "h100", "--iters", "5"];
+
+/// 64 H100s, 4M-token batches of 4k sequences: the H100 run of the `train`
+/// and `plan train` tests (an H100 has an efficiency profile), after a model.
+pub const H100X64_4M: [&str; 8] = [
+    "--hw",
+    "h100",
+    "--chips",
+    "64",
+    "--batch-tokens",
+    "4M",
+    "--seq-len",
+    "4096",
+];
+
+/// A command line joined from its pieces: `cmd(&[&["infer"], &L7B_H100X8,
+/// &["--json"]])`.
+pub fn cmd<'a>(parts: &[&[&'a str]]) -> Vec<&'a str> {
+    parts.concat()
+}
+
 /// `meshplan` ready to run from the repository root, stdin closed (nothing
 /// may wait for input).
 pub fn meshplan() -> Command {

@@ -2,94 +2,32 @@
 //! (where the command has a derivation) one object with the derivation
 //! under "derivation" (issue 12).
 
-use crate::harness::{json, rejects};
-
-const SUBSET: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv";
+use crate::harness::{cmd, json, rejects, CALIBRATE_QUICK, L7B_H100X8, SUBSET, WORKLOAD_1M};
 
 /// Every command with the arguments of a quick run, and whether it has a
 /// derivation that `--explain` adds.
-const COMMANDS: &[(&[&str], bool)] = &[
-    (&["model", "list"], false),
-    (&["hw", "list"], false),
-    (&["model", "show", "llama-2-7b"], true),
-    (&["hw", "show", "h100"], true),
-    (
-        &[
-            "train",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-        ],
-        true,
-    ),
-    (&["train", "examples/llama-2-13b-v5p.toml"], true),
-    (
-        &[
-            "infer",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-        ],
-        true,
-    ),
-    (&["infer", "examples/infer/ch7-q2.toml"], true),
-    (
-        &[
-            "plan",
-            "train",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-            "--batch-tokens",
-            "1M",
-            "--seq-len",
-            "4096",
-        ],
-        true,
-    ),
-    (
-        &[
-            "plan",
-            "infer",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-        ],
-        true,
-    ),
-    (&["check", "examples/book/ch5.toml"], false),
-    (&["validate", SUBSET], false),
-    (
-        &[
-            "calibrate",
-            SUBSET,
-            "--chip",
-            "h100",
-            "--iters",
-            "5",
-            "--bootstrap",
-            "2",
-        ],
-        false,
-    ),
-];
+fn commands() -> Vec<(Vec<&'static str>, bool)> {
+    vec![
+        (vec!["model", "list"], false),
+        (vec!["hw", "list"], false),
+        (vec!["model", "show", "llama-2-7b"], true),
+        (vec!["hw", "show", "h100"], true),
+        (cmd(&[&["train"], &L7B_H100X8]), true),
+        (vec!["train", "examples/llama-2-13b-v5p.toml"], true),
+        (cmd(&[&["infer"], &L7B_H100X8]), true),
+        (vec!["infer", "examples/infer/ch7-q2.toml"], true),
+        (cmd(&[&["plan", "train"], &L7B_H100X8, &WORKLOAD_1M]), true),
+        (cmd(&[&["plan", "infer"], &L7B_H100X8]), true),
+        (vec!["check", "examples/book/ch5.toml"], false),
+        (vec!["validate", SUBSET], false),
+        (cmd(&[&CALIBRATE_QUICK, &["--bootstrap", "2"]]), false),
+    ]
+}
 
 #[test]
 fn every_command_prints_one_json_object() {
-    for (args, derivation) in COMMANDS {
-        let mut a = args.to_vec();
+    for (args, derivation) in commands() {
+        let mut a = args.clone();
         a.push("--json");
         let v = json(&a);
         assert!(v.is_object(), "{a:?}: not an object");
@@ -107,7 +45,7 @@ fn every_command_prints_one_json_object() {
                 a.push("--explain");
                 let v = json(&a);
                 assert!(v.is_object(), "{a:?}: not an object");
-                if *d {
+                if d {
                     let s = v
                         .get("derivation")
                         .unwrap_or_else(|| panic!("{a:?}: no derivation"));

@@ -5,7 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{assert_no_panic, meshplan, Scratch};
+use crate::harness::{
+    assert_no_panic, cmd, meshplan, Scratch, CALIBRATE_QUICK, L7B_H100, L7B_H100X8, SUBSET,
+    WORKLOAD_1M,
+};
 
 /// Wall-time limit of one reproducer. The issue asks for < 2 s of a release
 /// build; a debug build under a parallel test run gets more slack.
@@ -90,54 +93,24 @@ fn refused(args: &[&str], needles: &[&str]) {
     }
 }
 
-const TRAIN: [&str; 9] = [
-    "train",
-    "--model",
-    "llama-2-7b",
-    "--hw",
-    "h100",
-    "--batch-tokens",
-    "1M",
-    "--seq-len",
-    "4096",
-];
-
-fn train(extra: &[&str]) -> Vec<String> {
-    TRAIN.iter().chain(extra).map(|s| s.to_string()).collect()
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
+/// `train` of LLaMA-2 7B on H100s, 1M-token batches, with `extra` flags.
+fn train<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    cmd(&[&["train"], &L7B_H100, &WORKLOAD_1M, extra])
 }
 
 #[test]
 fn plan_train_with_a_chip_count_whose_products_overflow() {
-    let mut a = vec!["plan".to_string()];
+    let mut a = vec!["plan"];
     a.extend(train(&["--chips", "2305843009213693952"]));
-    tame(&strs(&a));
-    a.push("--json".into());
-    tame(&strs(&a));
+    tame(&a);
+    a.push("--json");
+    tame(&a);
 }
 
 #[test]
 fn plan_train_with_absurd_thread_counts_is_capped() {
-    let a = [
-        "plan",
-        "train",
-        "--model",
-        "llama-2-7b",
-        "--hw",
-        "h100",
-        "--chips",
-        "8",
-        "--batch-tokens",
-        "1M",
-        "--seq-len",
-        "4096",
-        "--threads",
-        "10000",
-        "--json",
-    ];
+    let threads = ["--threads", "10000", "--json"];
+    let a = cmd(&[&["plan", "train"], &L7B_H100X8, &WORKLOAD_1M, &threads]);
     let (code, _, _) = tame(&a);
     assert_eq!(code, 0);
 }
@@ -145,40 +118,22 @@ fn plan_train_with_absurd_thread_counts_is_capped() {
 #[test]
 fn huge_chip_counts_in_train_and_infer() {
     for chips in ["1e19", "2305843009213693952", "18446744073709551615"] {
-        tame(&strs(&train(&["--chips", chips])));
-        tame(&strs(&train(&["--chips", chips, "--json"])));
-        tame(&[
-            "infer",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            chips,
-        ]);
+        tame(&train(&["--chips", chips]));
+        tame(&train(&["--chips", chips, "--json"]));
+        tame(&cmd(&[&["infer"], &L7B_H100, &["--chips", chips]]));
     }
 }
 
 #[test]
 fn degree_products_that_wrap_are_refused() {
     refused(
-        &strs(&train(&[
-            "--chips",
-            "8",
-            "--tp",
-            "4294967296",
-            "--pp",
-            "4294967296",
-        ])),
+        &train(&["--chips", "8", "--tp", "4294967296", "--pp", "4294967296"]),
         &["--tp", "4294967296"],
     );
     // An absurd tensor parallelism is refused, not printed as "0.4336 nB".
+    refused(&train(&["--chips", "8", "--tp", "4294967296"]), &["--tp"]);
     refused(
-        &strs(&train(&["--chips", "8", "--tp", "4294967296"])),
-        &["--tp"],
-    );
-    refused(
-        &strs(&train(&["--chips", "8", "--tp", "65536", "--pp", "65536"])),
+        &train(&["--chips", "8", "--tp", "65536", "--pp", "65536"]),
         &["overflows"],
     );
 }
@@ -187,37 +142,15 @@ fn degree_products_that_wrap_are_refused() {
 fn denormal_and_out_of_range_mfu() {
     for mfu in ["5e-324", "1e-300", "0", "-1", "1.5", "NaN", "inf"] {
         let flag = format!("--mfu={mfu}");
-        refused(&strs(&train(&["--chips", "8", &flag])), &["mfu"]);
-        refused(
-            &[
-                "infer",
-                "--model",
-                "llama-2-7b",
-                "--hw",
-                "h100",
-                "--chips",
-                "8",
-                &flag,
-            ],
-            &["mfu"],
-        );
+        refused(&train(&["--chips", "8", &flag]), &["mfu"]);
+        refused(&cmd(&[&["infer"], &L7B_H100X8, &[&flag]]), &["mfu"]);
     }
 }
 
 #[test]
 fn calibrate_with_no_or_one_bootstrap_sample_prints_no_nan() {
-    const SUBSET: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv";
     for b in ["0", "1"] {
-        tame(&[
-            "calibrate",
-            SUBSET,
-            "--chip",
-            "h100",
-            "--iters",
-            "5",
-            "--bootstrap",
-            b,
-        ]);
+        tame(&cmd(&[&CALIBRATE_QUICK, &["--bootstrap", b]]));
     }
 }
 
@@ -246,27 +179,12 @@ fn endless_streams_as_input_files_are_refused() {
         vec!["infer", z],
         vec!["plan", "train", z],
         vec!["plan", "infer", z],
-        vec![
-            "train",
-            "--model",
-            "llama-2-7b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-            "--hw-profile",
-            z,
-        ],
+        cmd(&[&["train"], &L7B_H100X8, &["--hw-profile", z]]),
         vec!["check", z],
         vec!["explain", z],
         vec!["validate", z],
         vec!["calibrate", z, "--chip", "h100"],
-        vec![
-            "validate",
-            "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv",
-            "--hw-profile",
-            z,
-        ],
+        vec!["validate", SUBSET, "--hw-profile", z],
     ];
     for a in cases {
         refused(&a, &["not a regular file"]);

@@ -1,6 +1,7 @@
 //! The CLI tests: one integration-test binary that runs the `meshplan`
 //! executable the way a user does. `harness` holds the only helpers.
 
+mod blocks;
 mod check;
 mod harness;
 mod hostile;

@@ -3,29 +3,18 @@
 
 use serde_json::Value;
 
-use crate::harness::{assert_contains, f, json, root, run, u, Scratch};
+use crate::harness::{assert_contains, cmd, f, json, root, run, u, Scratch, H100X64_4M};
 
 const CH5_Q3: &str = "examples/plan/book-ch5-q3.toml";
 
-/// `plan train` of LLaMA-2 13B on 64 H100s, 4M-token batches of 4k sequences.
-fn h100_args(top: &'static str) -> Vec<&'static str> {
-    vec![
-        "plan",
-        "train",
-        "--model",
-        "llama-2-13b",
-        "--hw",
-        "h100",
-        "--chips",
-        "64",
-        "--batch-tokens",
-        "4M",
-        "--seq-len",
-        "4096",
-        "--top",
-        top,
-        "--json",
-    ]
+/// `plan train` of LLaMA-2 13B on 64 H100s, 4M-token batches of 4k
+/// sequences, keeping the `top` best plans.
+fn h100_args(top: &str) -> Vec<&str> {
+    cmd(&[
+        &["plan", "train", "--model", "llama-2-13b"],
+        &H100X64_4M,
+        &["--top", top, "--json"],
+    ])
 }
 
 #[test]

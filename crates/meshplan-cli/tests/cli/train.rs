@@ -4,54 +4,60 @@
 
 use serde_json::Value;
 
-use crate::harness::{assert_close, assert_contains, assert_no_panic, f, json, run, u, Scratch};
+use crate::harness::{
+    assert_close, assert_contains, assert_no_panic, cmd, f, json, run, u, Scratch, H100X64_4M,
+};
 
 const Q3C: &str = "examples/train/ch5-q3-fsdp-tp.toml";
 
-/// LLaMA-2 13B on 64 H100s, TP 8 × DP 8, ZeRO-1 (an H100 has an efficiency
-/// profile, so the report carries a prediction).
-const H100: [&str; 19] = [
-    "train",
-    "--model",
-    "llama-2-13b",
-    "--hw",
-    "h100",
-    "--chips",
-    "64",
-    "--batch-tokens",
-    "4M",
-    "--seq-len",
-    "4096",
-    "--tp",
-    "8",
-    "--dp",
-    "8",
-    "--zero",
-    "1",
-    "--train-tokens",
-    "1T",
+/// The parts of `memory_per_device` that add up to its `total_bytes`.
+const MEMORY_PARTS: [&str; 6] = [
+    "params_bytes",
+    "grads_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "logits_bytes",
+    "reserve_bytes",
 ];
+
+/// LLaMA-2 13B on 64 H100s, TP 8 × DP 8, ZeRO-1 (an H100 has an efficiency
+/// profile, so the report carries a prediction), training on 1T tokens, with
+/// `extra` flags.
+fn h100_run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let plan = [
+        "--tp",
+        "8",
+        "--dp",
+        "8",
+        "--zero",
+        "1",
+        "--train-tokens",
+        "1T",
+    ];
+    cmd(&[
+        &["train", "--model", "llama-2-13b"],
+        &H100X64_4M,
+        &plan,
+        extra,
+    ])
+}
+
+/// The H100 run's text report succeeds and holds every needle.
+fn h100_text_contains(needles: &[&str]) {
+    let (code, out, err) = run(&h100_run(&[]));
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, needles);
+}
 
 /// The H100 run with `extra` flags, as JSON.
 fn h100(extra: &[&str]) -> Value {
-    let mut a = H100.to_vec();
-    a.extend_from_slice(extra);
-    a.push("--json");
-    json(&a)
+    json(&cmd(&[&h100_run(extra), &["--json"]]))
 }
 
 #[test]
 fn json_has_required_keys_and_the_book_step_time() {
     let v = json(&["train", Q3C, "--json"]);
-    for k in [
-        "params_bytes",
-        "grads_bytes",
-        "optimizer_bytes",
-        "activations_bytes",
-        "logits_bytes",
-        "reserve_bytes",
-        "total_bytes",
-    ] {
+    for k in MEMORY_PARTS.iter().chain(&["total_bytes"]) {
         assert!(v["memory_per_device"][k].is_number(), "{k}");
     }
     for k in [
@@ -113,30 +119,19 @@ fn comms_entries_say_the_transfer_and_the_bytes_each_device_sends() {
     }
 }
 
+/// Mixtral 8x7B on 64 H100s, expert parallelism 8 inside dp 64, with
+/// `extra` flags, as JSON.
+fn mixtral_ep8(extra: &[&str]) -> Value {
+    let model = ["train", "--model", "mixtral-8x7b"];
+    let ep = ["--ep", "8", "--dp", "64"];
+    json(&cmd(&[&model, &H100X64_4M, &ep, extra, &["--json"]]))
+}
+
 /// Expert parallelism: the all-to-all's V is the global array, ep × each
 /// device's buffer (issue 11).
 #[test]
 fn expert_all_to_all_is_costed_on_the_global_array() {
-    let v = json(&[
-        "train",
-        "--model",
-        "mixtral-8x7b",
-        "--hw",
-        "h100",
-        "--chips",
-        "64",
-        "--batch-tokens",
-        "4M",
-        "--seq-len",
-        "4096",
-        "--ep",
-        "8",
-        "--dp",
-        "64",
-        "--zero",
-        "1",
-        "--json",
-    ]);
+    let v = mixtral_ep8(&["--zero", "1"]);
     let a2a: Vec<&Value> = v["comms"]
         .as_array()
         .unwrap()
@@ -163,24 +158,7 @@ fn expert_all_to_all_is_costed_on_the_global_array() {
 /// --batch-tokens 4M --seq-len 4096 --ep 8 --dp 64 --zero 1 --json`.
 #[test]
 fn expert_all_to_all_bytes_sent_per_device() {
-    let v = json(&[
-        "train",
-        "--model",
-        "mixtral-8x7b",
-        "--hw",
-        "h100",
-        "--chips",
-        "64",
-        "--batch-tokens",
-        "4M",
-        "--seq-len",
-        "4096",
-        "--ep",
-        "8",
-        "--dp",
-        "64",
-        "--json",
-    ]);
+    let v = mixtral_ep8(&[]);
     for c in v["comms"].as_array().unwrap() {
         if c["kind"] == "all-to-all" {
             // each device keeps 1/8 of its 1.024e9 B buffer and sends 7/8
@@ -264,28 +242,13 @@ fn megatron_accounting_by_default_on_gpus() {
     assert!(m(&meg, "logits_bytes") > 0.0 && m(&meg, "reserve_bytes") > 0.0);
     assert_eq!(m(&book, "logits_bytes"), 0.0);
     assert_eq!(m(&book, "reserve_bytes"), 0.0);
-    let sum: f64 = [
-        "params_bytes",
-        "grads_bytes",
-        "optimizer_bytes",
-        "activations_bytes",
-        "logits_bytes",
-        "reserve_bytes",
-    ]
-    .iter()
-    .map(|k| m(&meg, k))
-    .sum();
+    let sum: f64 = MEMORY_PARTS.iter().map(|k| m(&meg, k)).sum();
     assert_close(m(&meg, "total_bytes"), sum, 1e-12, "total = sum of parts");
-    let (code, out, _) = run(&H100);
-    assert_eq!(code, 0);
-    assert_contains(
-        &out,
-        &[
-            "memory per device (megatron accounting)",
-            "logits",
-            "runtime reserve",
-        ],
-    );
+    h100_text_contains(&[
+        "memory per device (megatron accounting)",
+        "logits",
+        "runtime reserve",
+    ]);
 }
 
 /// Issue 11: named FLOP conventions. `model` (the default) is 6·P_matmul·T
@@ -380,17 +343,12 @@ fn predicted_section_with_an_efficiency_profile() {
     // the roofline fields stay, and the prediction is not below the compute bound
     assert!(f(p, "step_time_s") > 0.5 * f(&v, "step_time_lower_s"));
     assert!(f(p, "mfu") < f(&v, "mfu_at_lower_bound"));
-    let (code, h, _) = run(&H100);
-    assert_eq!(code, 0);
-    assert_contains(
-        &h,
-        &[
-            "step time predicted",
-            "MFU predicted",
-            "roofline step time, comms overlapped",
-            "roofline step time, nothing overlapped",
-        ],
-    );
+    h100_text_contains(&[
+        "step time predicted",
+        "MFU predicted",
+        "roofline step time, comms overlapped",
+        "roofline step time, nothing overlapped",
+    ]);
 }
 
 /// `--hw-profile FILE` is used as written (its own EFA network: measured
@@ -411,26 +369,12 @@ fn hw_profile_file_is_used_as_written() {
 /// Context parallelism is predicted (ring attention), its K/V exchange reported.
 #[test]
 fn context_parallelism_is_predicted() {
-    let v = json(&[
-        "train",
-        "--model",
-        "llama-2-13b",
-        "--hw",
-        "h100",
-        "--chips",
-        "64",
-        "--batch-tokens",
-        "4M",
-        "--seq-len",
-        "4096",
-        "--tp",
-        "8",
-        "--dp",
-        "4",
-        "--cp",
-        "2",
-        "--json",
-    ]);
+    let cp = ["--tp", "8", "--dp", "4", "--cp", "2", "--json"];
+    let v = json(&cmd(&[
+        &["train", "--model", "llama-2-13b"],
+        &H100X64_4M,
+        &cp,
+    ]));
     assert!(f(&v, "predicted.time_breakdown_s.cp_comm") > 0.0, "{v}");
     assert!(
         v["comms"]

@@ -5,9 +5,10 @@
 use std::io::Read;
 use std::process::Stdio;
 
-use crate::harness::{assert_contains, assert_no_panic, f, json, meshplan, parse, run, u, Scratch};
+use crate::harness::{
+    assert_contains, assert_no_panic, f, json, meshplan, parse, run, u, Scratch, SUBSET,
+};
 
-const SUBSET: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_subset.csv";
 const FULL: &str = "crates/meshplan-core/tests/fixtures/validation/playbook_h100_runs.csv";
 const PUBLISHED: &str = "crates/meshplan-core/tests/fixtures/validation/published_runs.json";
 

@@ -107,6 +107,24 @@ pub struct TorusAxis {
     pub wraparound: bool,
 }
 
+/// A logical axis over GPUs: NVLink inside each node, the scale-out network
+/// across nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct GpuAxis {
+    /// N: GPUs on the axis.
+    pub size: u64,
+    /// n: GPUs of this axis inside one NVLink domain.
+    pub per_node: u64,
+    /// W_gpu: NVLink egress per GPU.
+    pub nvlink: LinkBandwidth,
+    /// W_nic: scale-out per GPU (zero if the chip has none).
+    pub scale_out: LinkBandwidth,
+    /// NVLink hop latency.
+    pub nvlink_latency: Seconds,
+    /// Scale-out hop latency.
+    pub scale_out_latency: Seconds,
+}
+
 /// Most physical axes one logical axis can span.
 pub const MAX_TORUS_AXES: usize = 4;
 
@@ -128,20 +146,7 @@ pub enum AxisPlacement {
         hop_latency: Seconds,
     },
     /// GPUs: NVLink domain plus scale-out network.
-    Gpu {
-        /// N: GPUs on the axis.
-        size: u64,
-        /// n: GPUs of this axis inside one NVLink domain.
-        per_node: u64,
-        /// W_gpu: NVLink egress per GPU.
-        nvlink: LinkBandwidth,
-        /// W_nic: scale-out per GPU (zero if the chip has none).
-        scale_out: LinkBandwidth,
-        /// NVLink hop latency.
-        nvlink_latency: Seconds,
-        /// Scale-out hop latency.
-        scale_out_latency: Seconds,
-    },
+    Gpu(GpuAxis),
     /// Between TPU slices over the data-centre network.
     Dcn {
         /// S: slices.
@@ -165,45 +170,38 @@ impl AxisPlacement {
         let Some(ici) = &chip.ici else {
             return AxisPlacement::Trivial;
         };
-        let mut axes = [TorusAxis {
-            size: 1,
-            wraparound: false,
-        }; MAX_TORUS_AXES];
-        let mut n = 0;
-        for (i, &s) in axis_sizes.iter().enumerate() {
-            if s <= 1 || n == MAX_TORUS_AXES {
-                continue;
-            }
-            // The physical axis this part spans: its size in the slice decides
-            // wraparound; a logical axis wraps only if it covers the whole
-            // physical axis.
-            let phys = slice_shape.get(i).copied().unwrap_or(s);
-            let wraps = s == phys && ici.wraparound.axis_wraps(phys, slice_shape);
-            axes[n] = TorusAxis {
-                size: s,
-                wraparound: wraps,
-            };
-            n += 1;
-        }
-        if n == 0 {
-            return AxisPlacement::Trivial;
-        }
-        AxisPlacement::Torus {
-            axes,
-            n_axes: n,
-            link: ici.link,
-            hop_latency: ici.hop_latency,
-        }
+        // The physical axis each spanned part lies on: its size in the slice
+        // decides wraparound; a logical axis wraps only if it covers the whole
+        // physical axis.
+        let parts = axis_sizes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s > 1)
+            .map(|(i, &s)| {
+                let phys = slice_shape.get(i).copied().unwrap_or(s);
+                (s, s == phys && ici.wraparound.axis_wraps(phys, slice_shape))
+            });
+        Self::torus_parts(ici.link, ici.hop_latency, parts)
     }
 
     /// A torus axis given explicitly: `(size, wraparound)` per physical axis.
     pub fn torus(link: LinkBandwidth, hop_latency: Seconds, parts: &[(u64, bool)]) -> Self {
+        Self::torus_parts(link, hop_latency, parts.iter().copied())
+    }
+
+    /// The torus of the first [`MAX_TORUS_AXES`] parts longer than one chip
+    /// (`Trivial` when there are none).
+    fn torus_parts(
+        link: LinkBandwidth,
+        hop_latency: Seconds,
+        parts: impl Iterator<Item = (u64, bool)>,
+    ) -> Self {
         let mut axes = [TorusAxis {
             size: 1,
             wraparound: false,
         }; MAX_TORUS_AXES];
         let mut n = 0;
-        for &(size, wraparound) in parts.iter().filter(|p| p.0 > 1).take(MAX_TORUS_AXES) {
+        for (size, wraparound) in parts.filter(|p| p.0 > 1).take(MAX_TORUS_AXES) {
             axes[n] = TorusAxis { size, wraparound };
             n += 1;
         }
@@ -233,14 +231,14 @@ impl AxisPlacement {
             Some(s) => (s.per_chip, s.latency),
             None => (LinkBandwidth::default(), Seconds::new(5e-6)),
         };
-        AxisPlacement::Gpu {
+        AxisPlacement::Gpu(GpuAxis {
             size,
             per_node,
             nvlink,
             scale_out: so,
             nvlink_latency: nvl_lat,
             scale_out_latency: so_lat,
-        }
+        })
     }
 
     /// An axis over `slices` TPU slices of `chips_per_slice` chips (DCN).
@@ -267,7 +265,7 @@ impl AxisPlacement {
             AxisPlacement::Torus { axes, n_axes, .. } => {
                 axes[..*n_axes].iter().map(|a| a.size).product()
             }
-            AxisPlacement::Gpu { size, .. } => *size,
+            AxisPlacement::Gpu(g) => g.size,
             AxisPlacement::Dcn { slices, .. } => *slices,
         }
     }
@@ -292,7 +290,7 @@ impl AxisPlacement {
                     .collect();
                 format!("ici {}", parts.join("x"))
             }
-            AxisPlacement::Gpu { size, per_node, .. } => {
+            &AxisPlacement::Gpu(GpuAxis { size, per_node, .. }) => {
                 if per_node >= size {
                     format!("nvlink {size}")
                 } else {
@@ -380,23 +378,7 @@ pub fn cost<T: Tracer>(
                 link,
                 hop_latency,
             } => torus_cost(kind, v, &axes[..n_axes], link, hop_latency),
-            AxisPlacement::Gpu {
-                size,
-                per_node,
-                nvlink,
-                scale_out,
-                nvlink_latency,
-                scale_out_latency,
-            } => gpu_cost(
-                kind,
-                v,
-                size,
-                per_node,
-                nvlink,
-                scale_out,
-                nvlink_latency,
-                scale_out_latency,
-            ),
+            AxisPlacement::Gpu(g) => gpu_cost(kind, v, &g),
             AxisPlacement::Dcn {
                 slices,
                 chips_per_slice,
@@ -463,7 +445,7 @@ pub fn cost<T: Tracer>(
             .bind("T_lat", lat, "s")
             .result(time, "s")
             .source(match axis {
-                AxisPlacement::Gpu { .. } => "How To Scale Your Model ch12 (GPUs)",
+                AxisPlacement::Gpu(_) => "How To Scale Your Model ch12 (GPUs)",
                 AxisPlacement::Dcn { .. } => "How To Scale Your Model ch5 (DCN)",
                 _ => "How To Scale Your Model ch3 (collectives)",
             })
@@ -552,21 +534,11 @@ fn torus_cost(
     )
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gpu_cost(
-    kind: Collective,
-    v: f64,
-    size: u64,
-    per_node: u64,
-    nvlink: LinkBandwidth,
-    scale_out: LinkBandwidth,
-    nvl_lat: Seconds,
-    so_lat: Seconds,
-) -> Costed {
-    let n = per_node.max(1) as f64;
-    let nodes = (size as f64 / n).max(1.0);
-    let w_gpu = nvlink.one_way_rate().get();
-    let w_node = scale_out.one_way_rate().get() * n;
+fn gpu_cost(kind: Collective, v: f64, g: &GpuAxis) -> Costed {
+    let n = g.per_node.max(1) as f64;
+    let nodes = (g.size as f64 / n).max(1.0);
+    let w_gpu = g.nvlink.one_way_rate().get();
+    let w_node = g.scale_out.one_way_rate().get() * n;
     let t_node = if n > 1.0 {
         div_or_inf(v * (n - 1.0), n * w_gpu)
     } else {
@@ -577,7 +549,7 @@ fn gpu_cost(
     } else {
         0.0
     };
-    let ring_lat = (n - 1.0) * nvl_lat.get() + (nodes - 1.0) * so_lat.get();
+    let ring_lat = (n - 1.0) * g.nvlink_latency.get() + (nodes - 1.0) * g.scale_out_latency.get();
     let (bw, lat, f) = match kind {
         Collective::AllGather | Collective::ReduceScatter => {
             (t_node.max(t_out), ring_lat, "V·max_i (D_i−1)/(D_i·W_i)")
@@ -605,12 +577,12 @@ fn gpu_cost(
         Collective::PointToPoint => {
             if nodes > 1.0 {
                 (
-                    div_or_inf(v, scale_out.one_way_rate().get()),
-                    so_lat.get(),
+                    div_or_inf(v, g.scale_out.one_way_rate().get()),
+                    g.scale_out_latency.get(),
                     "V/W_nic",
                 )
             } else {
-                (div_or_inf(v, w_gpu), nvl_lat.get(), "V/W_gpu")
+                (div_or_inf(v, w_gpu), g.nvlink_latency.get(), "V/W_gpu")
             }
         }
     };
@@ -669,13 +641,13 @@ pub fn levels(axis: &AxisPlacement) -> Vec<Level> {
                 }
             })
             .collect(),
-        AxisPlacement::Gpu {
+        AxisPlacement::Gpu(GpuAxis {
             size,
             per_node,
             nvlink,
             scale_out,
             ..
-        } => {
+        }) => {
             let mut v = Vec::new();
             let n = per_node.max(1);
             if n > 1 {

@@ -15,7 +15,7 @@ and are not collected over (book ch3 Q2: `AllGather_X(A[B_X, D_Y])` moves
 
 use serde::{Deserialize, Serialize};
 
-use super::{cost, levels, AxisPlacement, Collective, CollectiveCost, Level};
+use super::{cost, levels, AxisPlacement, Collective, CollectiveCost, GpuAxis, Level};
 use crate::catalog::{suggestions, Catalog};
 use crate::error::{Error, Result};
 use crate::sharding::mesh::NamedMesh;
@@ -439,10 +439,10 @@ fn algorithm(op: Collective, p: &AxisPlacement) -> String {
                 format!("{ring} on one torus axis")
             }
         }
-        AxisPlacement::Gpu { size, per_node, .. } if per_node >= size => {
+        AxisPlacement::Gpu(g) if g.per_node >= g.size => {
             "ring over the NVLink switch (one node)".into()
         }
-        AxisPlacement::Gpu { .. } => {
+        AxisPlacement::Gpu(_) => {
             "hierarchical: ring inside each node over NVLink, then across nodes on the scale-out network; the slowest level bounds it".into()
         }
         AxisPlacement::Dcn { .. } => "ring over slices on the data-centre network".into(),
@@ -527,14 +527,14 @@ fn alternatives<T: Tracer>(
                 });
             }
         }
-        AxisPlacement::Gpu {
+        AxisPlacement::Gpu(GpuAxis {
             size,
             per_node,
             nvlink,
             scale_out,
             nvlink_latency,
             scale_out_latency,
-        } => {
+        }) => {
             let nodes = size / per_node.max(1);
             if op == Collective::AllReduce {
                 let sharp_nv = chip.nvlink.as_ref().is_some_and(|n| n.in_network_reduction);

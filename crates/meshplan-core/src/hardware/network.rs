@@ -17,10 +17,12 @@ use super::{fmt_shape, Chip};
 use crate::error::Result;
 use crate::units::{parse_bytes_per_sec, BytesPerSec};
 
-/// `[cluster]` as written.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// A GPU cluster design (`[cluster]` of a hardware file): the switch counts
+/// of its levels and one switch port's bandwidth, as written (`Bw = String`,
+/// [`ClusterFile`]) or with units ([`Cluster`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClusterFile {
+pub struct ClusterDesign<Bw> {
     /// The reference design ("DGX H100 SuperPOD").
     pub name: String,
     /// NVSwitch chips per node.
@@ -37,37 +39,20 @@ pub struct ClusterFile {
     /// Ports per scale-out switch.
     pub switch_ports: u64,
     /// One switch port, one direction.
-    pub switch_port_bandwidth: String,
+    pub switch_port_bandwidth: Bw,
     /// Leaf uplink oversubscription (1 = full bisection).
     #[serde(default = "one")]
     pub oversubscription: f64,
 }
 
-fn one() -> f64 {
-    1.0
-}
+/// `[cluster]` as written.
+pub type ClusterFile = ClusterDesign<String>;
 
 /// A GPU cluster design with units.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Cluster {
-    /// The reference design.
-    pub name: String,
-    /// NVSwitch chips per node.
-    pub nvswitches_per_node: Option<u64>,
-    /// Nodes per scalable unit.
-    pub nodes_per_su: u64,
-    /// Leaf switches per scalable unit.
-    pub leaf_switches_per_su: u64,
-    /// Scalable units.
-    pub sus: u64,
-    /// Spine switches.
-    pub spine_switches: u64,
-    /// Ports per switch.
-    pub switch_ports: u64,
-    /// One port, one direction.
-    pub switch_port_bandwidth: BytesPerSec,
-    /// Leaf uplink oversubscription.
-    pub oversubscription: f64,
+pub type Cluster = ClusterDesign<BytesPerSec>;
+
+fn one() -> f64 {
+    1.0
 }
 
 impl Cluster {

@@ -246,6 +246,7 @@ impl ModelReport {
     }
 
     fn flops_fields(&self) -> Vec<(String, String)> {
+        let per_token = |label: &str, v: Flops| field(label, format!("{v}/token"));
         let r = self;
         vec![
             field(
@@ -256,22 +257,10 @@ impl ModelReport {
                     if r.causal { "causal" } else { "non-causal" }
                 ),
             ),
-            field(
-                "forward FLOPs / token",
-                format!("{}/token", r.flops_per_token_forward),
-            ),
-            field(
-                "  of which matmuls",
-                format!("{}/token", r.flops_per_token_forward_matmul),
-            ),
-            field(
-                "  of which attention",
-                format!("{}/token", r.flops_per_token_forward_attention),
-            ),
-            field(
-                "training FLOPs / token",
-                format!("{}/token", r.flops_per_token_training),
-            ),
+            per_token("forward FLOPs / token", r.flops_per_token_forward),
+            per_token("  of which matmuls", r.flops_per_token_forward_matmul),
+            per_token("  of which attention", r.flops_per_token_forward_attention),
+            per_token("training FLOPs / token", r.flops_per_token_training),
             field(
                 &format!("KV cache / token ({})", r.kv_dtype),
                 format!(
@@ -379,33 +368,20 @@ pub fn model_list<'a>(models: impl IntoIterator<Item = &'a ModelSpec>) -> ModelL
 
 impl Render for ModelList {
     fn doc(&self) -> Doc {
-        let mut t = Table::new(
-            &[
-                "name",
-                "display name",
-                "params total",
-                "params active",
-                "L",
-                "D",
-                "F",
-                "N",
-                "K",
-                "H",
-                "V",
-                "source",
-            ],
-            &[
-                "params total",
-                "params active",
-                "L",
-                "D",
-                "F",
-                "N",
-                "K",
-                "H",
-                "V",
-            ],
-        );
+        // every column between the names and the source is a number
+        let numeric = [
+            "params total",
+            "params active",
+            "L",
+            "D",
+            "F",
+            "N",
+            "K",
+            "H",
+            "V",
+        ];
+        let header = [&["name", "display name"][..], &numeric, &["source"]].concat();
+        let mut t = Table::new(&header, &numeric);
         for m in &self.models {
             let a = &m.arch;
             t.row(vec![

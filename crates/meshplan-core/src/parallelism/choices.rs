@@ -3,46 +3,58 @@
 //! FLOP-counting convention. Each parses from the names users type (aliases
 //! included) and prints as the name it parses from.
 
-use serde::{Deserialize, Serialize};
-use strum::{Display, EnumIter, EnumString, IntoStaticStr, VariantNames};
-
 use crate::error::Result;
 pub use crate::names::parse_choice;
 
-/// Optimizer (state per parameter).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Display,
-    EnumString,
-    EnumIter,
-    IntoStaticStr,
-    VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum Optimizer {
-    /// Adam: two moments.
-    #[default]
-    Adam,
-    /// AdamW: two moments.
-    #[strum(serialize = "adamw")]
-    #[serde(rename = "adamw")]
-    AdamW,
-    /// Plain SGD: no state.
-    Sgd,
-    /// SGD with momentum: one moment.
-    #[strum(to_string = "sgd-momentum", serialize = "momentum")]
-    SgdMomentum,
-    /// Adafactor without momentum: factored second moment, (rows + cols) per matrix.
-    Adafactor,
+/// Declares a named choice: a field-less enum with a `#[default]` variant
+/// that parses from the names users type (kebab-case, any case, aliases as
+/// `#[strum(serialize = …)]`), prints and serializes as that name, and lists
+/// its names and variants. The derives and naming conventions every choice
+/// shares, written once.
+macro_rules! named_choice {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
+        #[derive(
+            Clone,
+            Copy,
+            Debug,
+            Default,
+            PartialEq,
+            Eq,
+            Hash,
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            ::strum::Display,
+            ::strum::EnumString,
+            ::strum::EnumIter,
+            ::strum::IntoStaticStr,
+            ::strum::VariantNames,
+        )]
+        #[serde(rename_all = "kebab-case")]
+        #[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+        $(#[$meta])*
+        $vis enum $name { $($body)* }
+    };
+}
+pub(crate) use named_choice;
+
+named_choice! {
+    /// Optimizer (state per parameter).
+    pub enum Optimizer {
+        /// Adam: two moments.
+        #[default]
+        Adam,
+        /// AdamW: two moments.
+        #[strum(serialize = "adamw")]
+        #[serde(rename = "adamw")]
+        AdamW,
+        /// Plain SGD: no state.
+        Sgd,
+        /// SGD with momentum: one moment.
+        #[strum(to_string = "sgd-momentum", serialize = "momentum")]
+        SgdMomentum,
+        /// Adafactor without momentum: factored second moment, (rows + cols) per matrix.
+        Adafactor,
+    }
 }
 
 impl Optimizer {
@@ -62,43 +74,27 @@ impl Optimizer {
     }
 }
 
-/// Activation checkpointing policy.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Display,
-    EnumString,
-    EnumIter,
-    IntoStaticStr,
-    VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum Remat {
-    /// Keep everything: the book's ≈20 `[B,D]` tensors per layer.
-    #[strum(to_string = "none", serialize = "off")]
-    None,
-    /// Block remat: save only each layer's input (1 `[B,D]` per layer).
-    #[default]
-    #[strum(to_string = "full", serialize = "block")]
-    Full,
-    /// The book's "after the big matmuls": gated MLP saves 2 `[B,F]` + 1 `[B,D]`.
-    #[strum(
-        to_string = "after-matmuls",
-        serialize = "matmuls",
-        serialize = "big-matmuls"
-    )]
-    AfterMatmuls,
-    /// Megatron selective recompute: `34·D` elements per token·layer
-    /// (Korthikanti et al. 2022, attention scores recomputed).
-    Selective,
+named_choice! {
+    /// Activation checkpointing policy.
+    pub enum Remat {
+        /// Keep everything: the book's ≈20 `[B,D]` tensors per layer.
+        #[strum(to_string = "none", serialize = "off")]
+        None,
+        /// Block remat: save only each layer's input (1 `[B,D]` per layer).
+        #[default]
+        #[strum(to_string = "full", serialize = "block")]
+        Full,
+        /// The book's "after the big matmuls": gated MLP saves 2 `[B,F]` + 1 `[B,D]`.
+        #[strum(
+            to_string = "after-matmuls",
+            serialize = "matmuls",
+            serialize = "big-matmuls"
+        )]
+        AfterMatmuls,
+        /// Megatron selective recompute: `34·D` elements per token·layer
+        /// (Korthikanti et al. 2022, attention scores recomputed).
+        Selective,
+    }
 }
 
 impl Remat {
@@ -124,38 +120,23 @@ impl Remat {
     }
 }
 
-/// Pipeline schedule.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Display,
-    EnumString,
-    EnumIter,
-    IntoStaticStr,
-    VariantNames,
-)]
-#[strum(ascii_case_insensitive)]
-pub enum Schedule {
-    /// GPipe / all-forward-all-backward.
-    #[strum(to_string = "gpipe", serialize = "afab")]
-    #[serde(rename = "gpipe", alias = "afab")]
-    Afab,
-    /// One-forward-one-backward (PipeDream-flush).
-    #[default]
-    #[strum(to_string = "1f1b")]
-    #[serde(rename = "1f1b")]
-    OneFOneB,
-    /// Interleaved 1F1B with `virtual_stages` chunks per device.
-    #[strum(to_string = "interleaved", serialize = "interleaved-1f1b")]
-    #[serde(rename = "interleaved")]
-    Interleaved,
+named_choice! {
+    /// Pipeline schedule.
+    pub enum Schedule {
+        /// GPipe / all-forward-all-backward.
+        #[strum(to_string = "gpipe", serialize = "afab")]
+        #[serde(rename = "gpipe", alias = "afab")]
+        Afab,
+        /// One-forward-one-backward (PipeDream-flush).
+        #[default]
+        #[strum(to_string = "1f1b")]
+        #[serde(rename = "1f1b")]
+        OneFOneB,
+        /// Interleaved 1F1B with `virtual_stages` chunks per device.
+        #[strum(to_string = "interleaved", serialize = "interleaved-1f1b")]
+        #[serde(rename = "interleaved")]
+        Interleaved,
+    }
 }
 
 impl Schedule {
@@ -165,50 +146,34 @@ impl Schedule {
     }
 }
 
-/// Training framework conventions: which buffers exist, how pipeline stages
-/// are split, which attention kernel runs. `book` is the book's own
-/// accounting (no framework buffers), used to reproduce its exercises.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Display,
-    EnumString,
-    EnumIter,
-    IntoStaticStr,
-    VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum Framework {
-    /// The book's accounting (ch4/ch5): parameters, gradients and optimizer
-    /// state in the configured dtypes, the book's activation counts per remat
-    /// policy, layers spread evenly over the stages, no logits or runtime
-    /// reserve.
-    #[default]
-    Book,
-    /// Megatron-LM / Megatron-Core: fp32 `main_grad` buffer, fp32 master
-    /// weights, even `ceil(L/pp)` stages with the embedding on the first and
-    /// the output layer on the last, FlashAttention, reductions overlapped
-    /// with backward (`--overlap-grad-reduce`).
-    Megatron,
-    /// Megatron-LM as of 2022 (Korthikanti et al., Narayanan et al.): as
-    /// `megatron` but with the unfused attention core (no FlashAttention:
-    /// `QKᵀ` and `PV` as batched GEMMs, the `[b, a, s, s]` scores materialized)
-    /// and the pipeline scatter/gather optimization.
-    #[strum(to_string = "megatron-2022", serialize = "megatron2022")]
-    #[serde(rename = "megatron-2022")]
-    Megatron2022,
-    /// nanotron (Ultra-Scale Playbook): fp32 gradient accumulation buffer
-    /// plus bf16 gradients, fp32 master + Adam, pipeline stages balanced by
-    /// compute cost, fp32 DP reduction on the last micro-batch.
-    Nanotron,
+named_choice! {
+    /// Training framework conventions: which buffers exist, how pipeline stages
+    /// are split, which attention kernel runs. `book` is the book's own
+    /// accounting (no framework buffers), used to reproduce its exercises.
+    pub enum Framework {
+        /// The book's accounting (ch4/ch5): parameters, gradients and optimizer
+        /// state in the configured dtypes, the book's activation counts per remat
+        /// policy, layers spread evenly over the stages, no logits or runtime
+        /// reserve.
+        #[default]
+        Book,
+        /// Megatron-LM / Megatron-Core: fp32 `main_grad` buffer, fp32 master
+        /// weights, even `ceil(L/pp)` stages with the embedding on the first and
+        /// the output layer on the last, FlashAttention, reductions overlapped
+        /// with backward (`--overlap-grad-reduce`).
+        Megatron,
+        /// Megatron-LM as of 2022 (Korthikanti et al., Narayanan et al.): as
+        /// `megatron` but with the unfused attention core (no FlashAttention:
+        /// `QKᵀ` and `PV` as batched GEMMs, the `[b, a, s, s]` scores materialized)
+        /// and the pipeline scatter/gather optimization.
+        #[strum(to_string = "megatron-2022", serialize = "megatron2022")]
+        #[serde(rename = "megatron-2022")]
+        Megatron2022,
+        /// nanotron (Ultra-Scale Playbook): fp32 gradient accumulation buffer
+        /// plus bf16 gradients, fp32 master + Adam, pipeline stages balanced by
+        /// compute cost, fp32 DP reduction on the last micro-batch.
+        Nanotron,
+    }
 }
 
 impl Framework {
@@ -222,45 +187,29 @@ impl Framework {
     }
 }
 
-/// How model FLOPs are counted (for T_math and MFU); one convention per
-/// report, named in it. See `docs/training.md`.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Display,
-    EnumString,
-    EnumIter,
-    IntoStaticStr,
-    VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum FlopConvention {
-    /// `6·P_matmul·T + 3·attention`: every matmul a token multiplies through
-    /// (output projection included, embedding lookup excluded) and the
-    /// attention scores/values (causal: half) — the PaLM-style model FLOPs,
-    /// as `model show` prints them.
-    #[default]
-    Model,
-    /// Model FLOPs plus the recomputed forward of the remat policy: what the
-    /// chips execute (MFU under this convention is the HFU).
-    Hardware,
-    /// The book's `6·P·T` (P = all active parameters, embeddings included),
-    /// attention ignored, as in its chapter-5 exercises.
-    Book,
-    /// nanotron's `get_flops` (Ultra-Scale Playbook MFU): full, unmasked
-    /// attention and the LM head counted.
-    Nanotron,
-    /// Megatron (Narayanan et al. 2021): `72·L·D²·(1 + T/(6D) + V/(12·D·L))`
-    /// per token, exact only for a plain `4D` MLP with `N·H = D`.
-    Megatron,
+named_choice! {
+    /// How model FLOPs are counted (for T_math and MFU); one convention per
+    /// report, named in it. See `docs/training.md`.
+    pub enum FlopConvention {
+        /// `6·P_matmul·T + 3·attention`: every matmul a token multiplies through
+        /// (output projection included, embedding lookup excluded) and the
+        /// attention scores/values (causal: half) — the PaLM-style model FLOPs,
+        /// as `model show` prints them.
+        #[default]
+        Model,
+        /// Model FLOPs plus the recomputed forward of the remat policy: what the
+        /// chips execute (MFU under this convention is the HFU).
+        Hardware,
+        /// The book's `6·P·T` (P = all active parameters, embeddings included),
+        /// attention ignored, as in its chapter-5 exercises.
+        Book,
+        /// nanotron's `get_flops` (Ultra-Scale Playbook MFU): full, unmasked
+        /// attention and the LM head counted.
+        Nanotron,
+        /// Megatron (Narayanan et al. 2021): `72·L·D²·(1 + T/(6D) + V/(12·D·L))`
+        /// per token, exact only for a plain `4D` MLP with `N·H = D`.
+        Megatron,
+    }
 }
 
 impl FlopConvention {

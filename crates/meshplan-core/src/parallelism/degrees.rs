@@ -105,6 +105,19 @@ impl Default for Degrees {
 }
 
 impl Degrees {
+    /// The degrees `[dp, fsdp, tp, pp, cp]` of one factorization of the chip
+    /// count (as `planner::factorizations` lists them), without expert
+    /// parallelism.
+    pub const fn from_factors([dp, fsdp, tp, pp, cp]: [u64; 5]) -> Degrees {
+        Degrees {
+            dp,
+            fsdp,
+            tp,
+            pp,
+            cp,
+            ep: 1,
+        }
+    }
     /// Devices used: dp·fsdp·tp·pp·cp. Expert parallelism reuses the
     /// data-like axes (as in Megatron/DeepSpeed-MoE) and so does not multiply.
     /// Saturates at `u64::MAX` (use [`Degrees::checked_product`] to reject).

@@ -15,6 +15,7 @@ mod degrees;
 pub mod pipeline;
 mod replica;
 
+pub(crate) use choices::named_choice;
 pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
 pub use config::{Choice, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis};

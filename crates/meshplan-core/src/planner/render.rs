@@ -28,19 +28,15 @@ fn pipeline_cell(p: &PlanEntry) -> String {
     }
 }
 
+/// The degree columns (and ZeRO), right-aligned like every number.
+const DEGREE_COLUMNS: [&str; 7] = ["dp", "fsdp", "tp", "pp", "cp", "ep", "zero"];
+
 fn plans_table(r: &PlanTrainReport) -> Table {
     let pred = r.ranked_by_prediction;
-    let mut t = Table::new(
+    let header = [
+        &["#", "mesh"][..],
+        &DEGREE_COLUMNS,
         &[
-            "#",
-            "mesh",
-            "dp",
-            "fsdp",
-            "tp",
-            "pp",
-            "cp",
-            "ep",
-            "zero",
             "remat",
             "pipeline",
             "sp",
@@ -51,21 +47,15 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             "bound",
             "leading collective",
         ],
-        &[
-            "#",
-            "dp",
-            "fsdp",
-            "tp",
-            "pp",
-            "cp",
-            "ep",
-            "zero",
-            "mem/chip",
-            "step",
-            "roofline ≥",
-            "MFU",
-        ],
-    );
+    ]
+    .concat();
+    let numeric = [
+        &["#"][..],
+        &DEGREE_COLUMNS,
+        &["mem/chip", "step", "roofline ≥", "MFU"],
+    ]
+    .concat();
+    let mut t = Table::new(&header, &numeric);
     if pred {
         t.header[13] = "step (pred.)".into();
         t.header[15] = "MFU (pred.)".into();

@@ -8,14 +8,13 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
 use crate::fidelity::model::predict_time;
 use crate::hardware::Chip;
 use crate::mesh::{Mesh, Topology};
 use crate::model::ModelSpec;
-use crate::parallelism::{Choice, Degrees, RunSpec, TrainConfig};
+use crate::parallelism::{named_choice, Choice, Degrees, RunSpec, TrainConfig};
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
 use crate::training::predicted::{
@@ -23,37 +22,25 @@ use crate::training::predicted::{
 };
 use crate::training::{analyze_with, evaluate, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
-/// What to optimise.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    strum::EnumString,
-    strum::Display,
-    strum::VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum TrainObjective {
-    /// Shortest step: the predicted step time when the chip has an efficiency
-    /// profile (ties by the roofline lower bound), else the lower bound
-    /// (overlapped communication), ties by the upper bound.
-    #[default]
-    #[strum(to_string = "time", serialize = "step-time")]
-    Time,
-    /// Cheapest per token: N·price·step/B. With the chip count fixed this ranks as `time`.
-    Cost,
-    /// Most HBM left per chip among plans that fit, ties by step time.
-    #[strum(
-        to_string = "memory-headroom",
-        serialize = "memory",
-        serialize = "headroom"
-    )]
-    MemoryHeadroom,
+named_choice! {
+    /// What to optimise.
+    pub enum TrainObjective {
+        /// Shortest step: the predicted step time when the chip has an efficiency
+        /// profile (ties by the roofline lower bound), else the lower bound
+        /// (overlapped communication), ties by the upper bound.
+        #[default]
+        #[strum(to_string = "time", serialize = "step-time")]
+        Time,
+        /// Cheapest per token: N·price·step/B. With the chip count fixed this ranks as `time`.
+        Cost,
+        /// Most HBM left per chip among plans that fit, ties by step time.
+        #[strum(
+            to_string = "memory-headroom",
+            serialize = "memory",
+            serialize = "headroom"
+        )]
+        MemoryHeadroom,
+    }
 }
 
 impl TrainObjective {
@@ -533,16 +520,9 @@ impl<'a> TrainSearch<'a> {
         let facts = factorizations(n);
         for ti in 0..topologies.len() {
             for f in &facts {
-                let base = Degrees {
-                    dp: f[0],
-                    fsdp: f[1],
-                    tp: f[2],
-                    pp: f[3],
-                    cp: f[4],
-                    ep: 1,
-                };
+                let base = Degrees::from_factors(*f);
                 let eps = if moe {
-                    divisors(f[0] * f[1] * f[4])
+                    divisors(base.dp * base.fsdp * base.cp)
                 } else {
                     vec![1]
                 };

@@ -348,7 +348,7 @@ mod tests {
         let h100 = c.chip("h100@book").unwrap();
         let g = NamedMesh::parse("X=4,Y=8", h100).unwrap();
         match g.placement(h100, &["X".into()]).unwrap() {
-            AxisPlacement::Gpu { size, per_node, .. } => assert_eq!((size, per_node), (4, 1)),
+            AxisPlacement::Gpu(g) => assert_eq!((g.size, g.per_node), (4, 1)),
             p => panic!("{p:?}"),
         }
         assert!(NamedMesh::parse("X=4:wrap", h100).is_err());

@@ -27,6 +27,7 @@ pub mod predicted;
 pub mod render;
 mod report;
 pub mod rules;
+mod run_time;
 pub mod scenario;
 pub mod sizing;
 pub mod transfer;

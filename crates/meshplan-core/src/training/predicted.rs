@@ -15,6 +15,7 @@
 
 use serde::Serialize;
 
+use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
 use crate::fidelity::model::{predict_time, TimeBreakdown};
@@ -221,16 +222,7 @@ pub fn predict_train(
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;
     let c = chip.flops(cfg.compute_dtype).get();
-    let tokens_per_s = if step > 0.0 {
-        cfg.batch_tokens as f64 / step
-    } else {
-        0.0
-    };
-    let train_time = cfg
-        .train_tokens
-        .filter(|_| tokens_per_s > 0.0)
-        .map(|t| t as f64 / tokens_per_s);
-    let chip_hours = train_time.map(|t| t * n / 3600.0);
+    let run = RunTime::at_step(step, cfg, n, chip);
     Ok(Predicted {
         profile: prof.profile.chip.clone(),
         profile_origin: prof.origin.clone(),
@@ -239,11 +231,11 @@ pub fn predict_train(
         framework: rs.framework,
         step_time_s: Seconds::new(step),
         mfu: crate::accounting::mfu(model_flops, n, c, step),
-        tokens_per_s,
-        tokens_per_s_per_device: tokens_per_s / n,
-        train_time_s: train_time.map(Seconds::new),
-        chip_hours,
-        cost_usd: chip_hours.and_then(|h| chip.usd_per_chip_hour.map(|u| h * u)),
+        tokens_per_s: run.tokens_per_s,
+        tokens_per_s_per_device: run.tokens_per_s / n,
+        train_time_s: run.train_time_s.map(Seconds::new),
+        chip_hours: run.chip_hours,
+        cost_usd: run.cost_usd,
         zero: rs.zero,
         micro_batch_size: rs.mbs,
         grad_accumulation: rs.grad_acc,

@@ -10,6 +10,7 @@ use super::evaluate::{evaluate, Eval};
 use super::feasibility::{choice_problems, degree_problems};
 use super::predicted::{self, ActiveProfile};
 use super::rules::{book_rules, Rules};
+use super::run_time::RunTime;
 use crate::collectives::AxisPlacement;
 use crate::hardware::Chip;
 use crate::memory::{
@@ -226,14 +227,11 @@ fn unsharded<T: Tracer>(ctx: &TrainCtx, tr: &mut T) -> f64 {
     total
 }
 
-/// The step time at the given MFU, tokens/s, and the training run's time,
-/// chip-hours and cost.
+/// The step time at the given MFU, and what the quoted step time (at the
+/// MFU, else the lower bound) means for the run.
 struct Throughput {
     at_mfu: Option<f64>,
-    tokens_per_s: f64,
-    train_time: Option<f64>,
-    chip_hours: Option<f64>,
-    cost: Option<f64>,
+    run: RunTime,
 }
 
 fn throughput<T: Tracer>(ctx: &TrainCtx, n: f64, e: &Eval, tr: &mut T) -> Throughput {
@@ -255,24 +253,9 @@ fn throughput<T: Tracer>(ctx: &TrainCtx, n: f64, e: &Eval, tr: &mut T) -> Throug
             .result(t, "s")
         });
     }
-    let step = at_mfu.unwrap_or(e.lower);
-    let tokens_per_s = if step > 0.0 {
-        cfg.batch_tokens as f64 / step
-    } else {
-        0.0
-    };
-    let train_time = cfg
-        .train_tokens
-        .filter(|_| tokens_per_s > 0.0)
-        .map(|t| t as f64 / tokens_per_s);
-    let chip_hours = train_time.map(|t| t * n / 3600.0);
-    let cost = chip_hours.and_then(|h| ctx.chip.usd_per_chip_hour.map(|p| h * p));
     Throughput {
         at_mfu,
-        tokens_per_s,
-        train_time,
-        chip_hours,
-        cost,
+        run: RunTime::at_step(at_mfu.unwrap_or(e.lower), cfg, n, ctx.chip),
     }
 }
 
@@ -376,10 +359,10 @@ fn assemble<T: Tracer>(
         step_time_upper_s: Seconds::new(e.upper),
         step_time_at_mfu_s: tp.at_mfu.map(Seconds::new),
         mfu_at_lower_bound: crate::accounting::mfu(e.flops.model, n, ctx.peak, e.lower),
-        tokens_per_s: tp.tokens_per_s,
-        train_time_s: tp.train_time.map(Seconds::new),
-        chip_hours: tp.chip_hours,
-        cost_usd: tp.cost,
+        tokens_per_s: tp.run.tokens_per_s,
+        train_time_s: tp.run.train_time_s.map(Seconds::new),
+        chip_hours: tp.run.chip_hours,
+        cost_usd: tp.run.cost_usd,
         rules,
         sizing: super::sizing::sizing(&ctx.spec.arch, ctx.chip, cfg, unsharded, tr),
         predicted: None,

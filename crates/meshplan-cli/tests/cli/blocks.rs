@@ -4,42 +4,13 @@
 //! quantity: real values against the book or a hand derivation, `--json`
 //! and `--explain`, and hostile input (exit 2, a clear message, no panic).
 
-use std::path::PathBuf;
-
 use serde_json::Value;
-use std::process::Command;
 
-/// Run and return (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meshplan"))
-        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::harness::{assert_contains, cmd, f, run, Scratch};
 
-/// Run with `--json`, require success, parse the object.
+/// Run with `--json`, require success and a quiet stderr, parse the object.
 fn json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let (code, out, err) = run(&a);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
-}
-
-fn num(v: &Value, path: &str) -> f64 {
-    path.split('.')
-        .fold(v, |v, k| match k.parse::<usize>() {
-            Ok(i) => &v[i],
-            Err(_) => &v[k],
-        })
-        .as_f64()
-        .unwrap_or_else(|| panic!("no number at {path} in {v}"))
+    crate::harness::json(&[args, &["--json"]].concat())
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -63,7 +34,7 @@ fn collective_json_and_explain() {
         "tpu-v5e@book",
     ];
     let v = json(&args);
-    assert!(rel(num(&v, "time_s"), 560e-6) < 0.005);
+    assert!(rel(f(&v, "time_s"), 560e-6) < 0.005);
     assert_eq!(v["result"], "bf16[E, F]");
     let mut e = args.to_vec();
     e.extend(["--json", "--explain"]);
@@ -90,7 +61,7 @@ fn roofline_matmul_and_raw() {
         "--hw",
         "tpu-v5e@book",
     ]);
-    assert!(rel(num(&v, "critical_batch_approx"), 1.97e14 / 8.2e11) < 1e-12);
+    assert!(rel(f(&v, "critical_batch_approx"), 1.97e14 / 8.2e11) < 1e-12);
     assert_eq!(v["bound"], "compute");
     // raw: 1.97e14 FLOPs and 8.2e11 bytes take one second each on a v5e
     let r = json(&[
@@ -102,7 +73,7 @@ fn roofline_matmul_and_raw() {
         "--hw",
         "tpu-v5e@book",
     ]);
-    assert!(rel(num(&r, "t_math_s"), 1.0) < 1e-12 && rel(num(&r, "t_mem_s"), 1.0) < 1e-12);
+    assert!(rel(f(&r, "t_math_s"), 1.0) < 1e-12 && rel(f(&r, "t_mem_s"), 1.0) < 1e-12);
 }
 
 /// ch3 Q4 strategy 1 on v5p: AllGather Y[D_X, F] costs 2DF/W_ici.
@@ -118,7 +89,7 @@ fn shard_matmul_and_array() {
         "--hw",
         "tpu-v5p@book",
     ]);
-    assert!(rel(num(&v, "t_comms_s"), 2.0 * 8192.0 * 32768.0 / 1.8e11) < 1e-12);
+    assert!(rel(f(&v, "t_comms_s"), 2.0 * 8192.0 * 32768.0 / 1.8e11) < 1e-12);
     let (c, text, _) = run(&[
         "shard",
         "int8[I_XY, J]",
@@ -130,10 +101,7 @@ fn shard_matmul_and_array() {
         "tpu-v5p@book",
     ]);
     assert_eq!(c, 0);
-    assert!(
-        text.contains("[8, 2,048]") && text.contains("2 copies"),
-        "{text}"
-    );
+    assert_contains(&text, &["[8, 2,048]", "2 copies"]);
 }
 
 /// ch4 Q7: DeepSeek v3's MFU with the book's H800 fp8 peak.
@@ -153,7 +121,7 @@ fn mfu_deepseek() {
         "fp8",
     ]);
     let want = 6.0 * 37e9 * 14.8e12 / (2.79e6 * 3600.0 * 1.513e15);
-    assert!(rel(num(&v, "mfu"), want) < 1e-6);
+    assert!(rel(f(&v, "mfu"), want) < 1e-6);
 }
 
 /// hw show: the v5p pod's inventory (ch2 Q2) and H100's SuperPOD levels (ch12).
@@ -170,7 +138,7 @@ fn hw_show_inventory_and_levels() {
     let h = json(&["hw", "show", "h100@book"]);
     assert!(
         rel(
-            num(&h, "network_levels.1.allgather_bandwidth_bytes_per_s"),
+            f(&h, "network_levels.1.allgather_bandwidth_bytes_per_s"),
             32.0 * 400e9 / 31.0
         ) < 1e-9
     );
@@ -183,47 +151,28 @@ fn hw_show_inventory_and_levels() {
 #[test]
 fn bare_counts_and_tpu_chips() {
     let m = json(&["model", "show", "70B"]);
-    assert!(rel(num(&m, "params_total"), 70e9) < 1e-5);
-    let i = json(&[
-        "infer",
-        "--model",
-        "llama-3.1-70b",
-        "--hw",
-        "tpu-v5e@book",
-        "--chips",
-        "16",
-        "--weights-dtype",
-        "int8",
-    ]);
+    assert!(rel(f(&m, "params_total"), 70e9) < 1e-5);
+    // LLaMA-3.1 70B on v5e chips: 16 is a slice (4x4), 12 is not
+    let on_v5e = ["infer", "--model", "llama-3.1-70b", "--hw", "tpu-v5e@book"];
+    let i = json(&cmd(&[
+        &on_v5e,
+        &["--chips", "16", "--weights-dtype", "int8"],
+    ]));
     assert_eq!(i["mesh"], "4x4");
-    let (c, _, err) = run(&[
-        "infer",
-        "--model",
-        "llama-3.1-70b",
-        "--hw",
-        "tpu-v5e@book",
-        "--chips",
-        "12",
-    ]);
+    let (c, _, err) = run(&cmd(&[&on_v5e, &["--chips", "12"]]));
     assert_eq!(c, 2);
-    assert!(
-        err.contains("does not offer a 12 slice") && err.contains("4x4"),
-        "{err}"
-    );
+    assert_contains(&err, &["does not offer a 12 slice", "4x4"]);
 }
 
 /// Issue 13 item 9: an unknown quantity is CANNOT-CHECK, the rest is judged.
 #[test]
 fn check_unknown_quantity_is_cannot_check() {
-    let dir = std::env::temp_dir().join(format!("meshplan-blocks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("unknown.toml");
-    std::fs::write(
-        &p,
+    let s = Scratch::new("unknown-quantity");
+    let p = s.write(
+        "unknown.toml",
         "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\nquantity = \"params_totl\"\nclaimed = \"7\"\n\n[[claim]]\nid = \"b\"\nscenario = \"s\"\nquantity = \"params_total\"\nclaimed = \"18,385,207,296\"\n",
-    )
-    .unwrap();
-    let (c, out, err) = run(&["check", p.to_str().unwrap(), "--json"]);
+    );
+    let (c, out, err) = run(&["check", &p, "--json"]);
     assert_eq!(c, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["claims"][0]["verdict"], "CANNOT-CHECK");

@@ -1,0 +1,57 @@
+//! Setups that several test binaries (and the `train` benchmark) start
+//! from, each binary adding its own plan choices on top: the book's ch5 Q3
+//! (LLaMA-2 13B with the book's numbers on the 16x16x16 TPU v5p slice, 3M
+//! tokens of 32k-token sequences) and LLaMA-2 13B on H100s with 4Mi-token
+//! batches of 4k sequences.
+
+// Each binary uses the part it needs.
+#![allow(dead_code)]
+
+use meshplan_core::hardware::Chip;
+use meshplan_core::mesh::Topology;
+use meshplan_core::model::ModelSpec;
+use meshplan_core::training::TrainConfig;
+use meshplan_core::Catalog;
+
+/// The book's LLaMA-2 13B.
+pub fn llama13() -> &'static ModelSpec {
+    Catalog::builtin().model("book-ch5-llama-2-13b").unwrap()
+}
+
+/// TPU v5p with the book's numbers.
+pub fn v5p() -> &'static Chip {
+    Catalog::builtin().chip("tpu-v5p@book").unwrap()
+}
+
+/// One 16x16x16 v5p slice: 4,096 chips.
+pub fn cube() -> Topology {
+    Topology::Torus {
+        slices: 1,
+        shape: vec![16, 16, 16],
+    }
+}
+
+/// The workload: B = 3M tokens per step, T = 32,768; everything else default.
+pub fn q3_workload() -> TrainConfig {
+    TrainConfig {
+        batch_tokens: 3_000_000,
+        seq_len: 32768,
+        ..TrainConfig::default()
+    }
+}
+
+/// LLaMA-2 13B (the published model) on H100s with 4Mi-token batches of 4k
+/// sequences, everything else default.
+pub fn l13b_h100_4m() -> (&'static ModelSpec, &'static Chip, TrainConfig) {
+    let cat = Catalog::builtin();
+    let cfg = TrainConfig {
+        batch_tokens: 4 << 20,
+        seq_len: 4096,
+        ..TrainConfig::default()
+    };
+    (
+        cat.model("llama-2-13b").unwrap(),
+        cat.chip("h100").unwrap(),
+        cfg,
+    )
+}
