@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cmd::blocks::run;
-use meshplan_core::{collectives, mfu, roofline, sharding};
+use meshplan_core::{mfu, roofline, sharding};
 
 /// `println!` for the report on stdout: a closed pipe ends the process quietly.
 macro_rules! outln {
@@ -104,7 +104,7 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::check::run_explain(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Calibrate(a) => cmd::validate::run_calibrate(a),
-        Command::Collective(a) => run(&a, &a.c.out, collectives::query::evaluate),
+        Command::Collective(a) => run(&a, &a.c.out, sharding::collective::evaluate),
         Command::Roofline(a) => run(&a, &a.c.out, roofline::evaluate),
         Command::Shard(a) => run(&a, &a.c.out, sharding::evaluate),
         Command::Mfu(a) => run(&a, &a.c.out, mfu::evaluate),

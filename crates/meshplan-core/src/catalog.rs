@@ -210,6 +210,16 @@ impl Catalog {
         }
     }
 
+    /// The chip a query names (`--hw`), or an error that says how to name one.
+    pub fn chip_given(&self, hw: &Option<String>) -> Result<&Chip> {
+        match hw {
+            Some(h) => self.chip(h),
+            None => Err(Error::Invalid(
+                "no chip given: use --hw NAME (e.g. tpu-v5e@book, h100@book)".into(),
+            )),
+        }
+    }
+
     /// Find a chip by name or alias; `NAME@book` selects the book's numbers.
     pub fn chip(&self, name: &str) -> Result<&Chip> {
         lookup(&self.chips, name, "chip", |c| (&c.name, &c.aliases))

@@ -61,7 +61,6 @@ pub mod parallelism;
 pub mod planner;
 pub mod roofline;
 pub mod scenario;
-pub mod serving;
 pub mod sharding;
 pub mod trace;
 pub mod training;

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::accounting::mfu;
 use crate::catalog::Catalog;
-use crate::collectives::query::chip_of;
 use crate::error::{Error, Result};
 use crate::model::params::count;
 use crate::trace::{Step, Tracer};
@@ -89,7 +88,7 @@ pub fn evaluate<T: Tracer>(q: &MfuQuery, cat: &Catalog, tr: &mut T) -> Result<Mf
         return Err(Error::Invalid("mfu takes no --dims".into()));
     }
     let spec = cat.model_or_bare(&q.model)?;
-    let chip = chip_of(&q.hw, cat)?;
+    let chip = cat.chip_given(&q.hw)?;
     let dtype = q
         .dtype
         .as_deref()

@@ -2,10 +2,10 @@
 //! anatomy and inventories) pinned to the book's printed answers (with the
 //! tolerance their rounding allows) or to hand derivations in the comments.
 
-use meshplan_core::collectives::query::{self as cq, CollectiveQuery};
 use meshplan_core::hardware::report::hw_report;
 use meshplan_core::mfu::{self, MfuQuery};
 use meshplan_core::roofline::{self, RooflineQuery};
+use meshplan_core::sharding::collective::{self as cq, CollectiveQuery};
 use meshplan_core::sharding::{self, ShardQuery, ShardReport};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::{Catalog, Error};

@@ -4,8 +4,8 @@
 
 #![allow(clippy::print_stdout)] // the comparison table is the report (cargo test -- --nocapture)
 
-use meshplan_core::serving::validation::{compare, fit, rows};
-use meshplan_core::serving::EngineProfile;
+use meshplan_core::inference::serving::EngineProfile;
+use meshplan_core::inference::validation::{compare, fit, rows};
 use meshplan_core::Catalog;
 
 #[test]

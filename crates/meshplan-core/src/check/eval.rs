@@ -109,7 +109,7 @@ pub fn evaluate(
             args,
             with_trace,
             false,
-            crate::collectives::query::evaluate,
+            crate::sharding::collective::evaluate,
         ),
         Command::Roofline => eval_block(
             scenario,

@@ -47,8 +47,6 @@ slices with bandwidth `m·W_dcn`, `T = V·(S−1)/(S·m·W_dcn)` (the book's
 `8DF/(M·W_dcn)` per layer drops the `(S−1)/S`).
 */
 
-pub mod query;
-
 use serde::Serialize;
 
 use crate::hardware::{Chip, ChipKind};

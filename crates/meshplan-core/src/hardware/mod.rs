@@ -388,6 +388,16 @@ pub fn parse_shape(s: &str) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// The smallest offered slice with at least `needed` chips (by chip count,
+/// then fewest axes). `None` if no offered slice is large enough.
+pub fn smallest_slice(shapes: &[Vec<u64>], needed: u64) -> Option<Vec<u64>> {
+    shapes
+        .iter()
+        .filter(|s| s.iter().product::<u64>() >= needed)
+        .min_by_key(|s| (s.iter().product::<u64>(), s.len()))
+        .cloned()
+}
+
 /// Format a shape as "16x16x16".
 pub fn fmt_shape(s: &[u64]) -> String {
     s.iter().map(u64::to_string).collect::<Vec<_>>().join("x")

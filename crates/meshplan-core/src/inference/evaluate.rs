@@ -9,9 +9,9 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip, ChipKind};
+use crate::inference::engine::EngineProfile;
 use crate::model::params::ParamCounts;
 use crate::model::{kv, params, ModelSpec};
-use crate::serving::engine::EngineProfile;
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, Seconds};
 
@@ -538,7 +538,7 @@ pub fn evaluate<T: Tracer>(
     let ph = phases(&sm, q, &l, &mp, tr);
     let lim = limits(m, chip, q, &l, &cm, w_ici, m_y, ph.dec_latency_bound, tr);
     let sv = service(chip, q, &l, &mp, &ph, tr);
-    let serving = crate::serving::report(&sm, chip, l.replicas, tr)?;
+    let serving = crate::inference::serving::report(&sm, chip, l.replicas, tr)?;
     let mut r = report(m, chip, q, &l, mp, ph, lim, sv, b_crit, t_load, warnings);
     r.serving = serving;
     r.aggregates = super::derived::aggregates(&r, chip, tr);

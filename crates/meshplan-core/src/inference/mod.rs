@@ -13,21 +13,24 @@ the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 */
 
 pub mod derived;
+pub mod engine;
 mod evaluate;
 pub mod latency;
 pub mod memory;
 mod render;
 pub mod roofline;
 pub mod scenario;
+pub mod serving;
 pub mod sharding;
 pub(crate) mod step;
+pub mod validation;
 
 use serde::Serialize;
 
 use crate::collectives::AxisPlacement;
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip};
-use crate::serving::{EngineProfile, ServingReport, Workload};
+use crate::inference::serving::{EngineProfile, ServingReport, Workload};
 use crate::units::{Bytes, BytesPerSec, DType, Seconds};
 
 pub use memory::Placement;

@@ -166,7 +166,7 @@ impl Render for InferReport {
     }
 }
 
-fn pct(p: &crate::serving::Percentiles) -> String {
+fn pct(p: &crate::inference::serving::Percentiles) -> String {
     let t = |v: f64| fmt_si(v, "s");
     format!(
         "mean {}, p50 {}, p90 {}, p99 {}",

@@ -6,10 +6,10 @@
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{parse_shape, Chip};
+use crate::inference::serving::{EngineProfile, Workload};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::scenario::Scenario;
-use crate::serving::{EngineProfile, Workload};
 use crate::training::scenario::{check_mfu, topology_for_chips};
 use crate::units::DType;
 

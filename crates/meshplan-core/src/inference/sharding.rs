@@ -166,15 +166,7 @@ pub fn two_d_ws<T: Tracer>(
     }
 }
 
-/// The smallest offered slice with at least `needed` chips (by chip count,
-/// then fewest axes). `None` if no offered slice is large enough.
-pub fn smallest_slice(shapes: &[Vec<u64>], needed: u64) -> Option<Vec<u64>> {
-    shapes
-        .iter()
-        .filter(|s| s.iter().product::<u64>() >= needed)
-        .min_by_key(|s| (s.iter().product::<u64>(), s.len()))
-        .cloned()
-}
+pub use crate::hardware::smallest_slice;
 
 /// Chips needed to hold `bytes` (weights plus a KV budget) with `hbm` per
 /// chip, fully sharded: `⌈bytes/HBM⌉` (book ch8).

@@ -1,16 +1,16 @@
 //! One forward step as an engine runs it: the decode step of B sequences at
 //! KV length S and the prefill of b prompts of T tokens, each from the book's
 //! roofline terms at the engine profile's efficiencies
-//! ([`crate::serving::engine`]), with the tensor-parallel collectives at the
+//! ([`crate::inference::engine`]), with the tensor-parallel collectives at the
 //! engine's small-message latency. Under the `ideal` engine every formula
 //! reduces to the book's (ch7, ch8). Every serving number (the report's
 //! step times, the static and continuous workloads) comes from here.
 
 use crate::collectives::{self, AxisPlacement, Collective};
 use crate::hardware::Chip;
+use crate::inference::engine::EngineProfile;
 use crate::model::params::ParamCounts;
 use crate::model::{kv, ModelSpec};
-use crate::serving::engine::EngineProfile;
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
 

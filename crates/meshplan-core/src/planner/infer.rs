@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::space::divisors;
 use crate::hardware::{fmt_shape, Chip, ChipKind};
+use crate::inference::serving::EngineProfile;
 use crate::inference::{evaluate, InferQuery, InferReport, Sharding};
 use crate::model::ModelSpec;
-use crate::serving::EngineProfile;
 use crate::trace::NoTrace;
 use crate::units::DType;
 

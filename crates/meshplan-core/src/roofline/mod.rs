@@ -24,7 +24,6 @@ turns compute-bound: exactly (`α·b / (k − α·a)` with FLOPs `k·B` and byte
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
-use crate::collectives::query::chip_of;
 use crate::error::{Error, Result};
 use crate::hardware::Chip;
 use crate::sharding::notation::{parse_array, parse_expr, ArraySpec, Combine, DimSizes};
@@ -479,7 +478,7 @@ fn work(q: &RooflineQuery, sizes: &DimSizes) -> Result<Work> {
 
 /// Answer a roofline query.
 pub fn evaluate<T: Tracer>(q: &RooflineQuery, cat: &Catalog, tr: &mut T) -> Result<RooflineReport> {
-    let chip = chip_of(&q.hw, cat)?;
+    let chip = cat.chip_given(&q.hw)?;
     let sizes = DimSizes::parse(q.dims.as_deref().unwrap_or(""))?;
     let wk = work(q, &sizes)?;
     let (memory, w) = memory(chip, q.from.as_deref())?;

@@ -16,6 +16,7 @@ Sizes come from `--dims I=1024,J=4096` or are written in place
 [`mesh`].
 */
 
+pub mod collective;
 pub mod matmul;
 pub mod mesh;
 pub mod notation;
@@ -248,7 +249,7 @@ pub fn evaluate<T: Tracer>(q: &ShardQuery, cat: &Catalog, tr: &mut T) -> Result<
         }
     }
     let sizes = DimSizes::parse(q.dims.as_deref().unwrap_or(""))?;
-    let chip = crate::collectives::query::chip_of(&q.hw, cat)?;
+    let chip = cat.chip_given(&q.hw)?;
     let mesh_text = q.mesh.as_deref().ok_or_else(|| {
         Error::Invalid("no mesh: give --mesh X=4,Y=2 (or a slice shape like 4x4)".into())
     })?;

@@ -53,7 +53,7 @@ pub fn sizing<T: Tracer>(
     let min = exact.ceil().max(1.0) as u64;
     let min_slice = match &chip.ici {
         Some(i) if !i.slice_shapes.is_empty() => {
-            crate::inference::sharding::smallest_slice(&i.slice_shapes, min).map(|s| fmt_shape(&s))
+            crate::hardware::smallest_slice(&i.slice_shapes, min).map(|s| fmt_shape(&s))
         }
         _ => Some(min.to_string()),
     };

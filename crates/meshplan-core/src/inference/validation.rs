@@ -15,7 +15,7 @@ use crate::inference::{evaluate, InferQuery, InferReport};
 use crate::trace::NoTrace;
 use crate::units::DType;
 
-use super::{EngineProfile, Workload};
+use super::serving::{EngineProfile, Workload};
 
 /// The measurements file, embedded.
 pub const MEASUREMENTS: &str = include_str!("../../../../data/serving/measurements.csv");

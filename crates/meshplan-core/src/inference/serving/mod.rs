@@ -1,7 +1,7 @@
 /*!
 Serving as engines run it and benchmarks measure it.
 
-* [`engine`]: engine profiles (`ideal` = the book's roofline, `vllm`,
+* [`crate::inference::engine`]: engine profiles (`ideal` = the book's roofline, `vllm`,
   `sglang`, `trtllm`), each number with its source (`data/engines/`).
 * [`workload`]: static batch, continuous batching at a concurrency or a
   request rate.
@@ -15,9 +15,7 @@ module composes them into what a benchmark reports.
 */
 
 pub mod continuous;
-pub mod engine;
 pub mod queue;
-pub mod validation;
 pub mod workload;
 
 use serde::Serialize;
@@ -29,8 +27,8 @@ use crate::model::kv;
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::Bytes;
 
+pub use crate::inference::engine::EngineProfile;
 pub use continuous::{Continuous, Disaggregated, Percentiles};
-pub use engine::EngineProfile;
 pub use workload::Workload;
 
 /// A static batch: prefill every prompt, then decode them together.

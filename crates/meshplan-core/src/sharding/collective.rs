@@ -15,11 +15,11 @@ and are not collected over (book ch3 Q2: `AllGather_X(A[B_X, D_Y])` moves
 
 use serde::{Deserialize, Serialize};
 
-use super::{cost, levels, AxisPlacement, Collective, CollectiveCost, GpuAxis, Level};
+use super::mesh::NamedMesh;
+use super::notation::{parse_array, ArraySpec, DimSizes};
 use crate::catalog::{suggestions, Catalog};
+use crate::collectives::{cost, levels, AxisPlacement, Collective, CollectiveCost, GpuAxis, Level};
 use crate::error::{Error, Result};
-use crate::sharding::mesh::NamedMesh;
-use crate::sharding::notation::{parse_array, ArraySpec, DimSizes};
 use crate::trace::{Step, Tracer};
 use crate::units::{fmt_si, Bytes, DType, Seconds};
 use crate::view::{field, Doc, Render, Table};
@@ -176,16 +176,6 @@ pub fn parse_axes(s: &str) -> Vec<String> {
     }
 }
 
-/// The chip a query names, or an error that says how to name one.
-pub fn chip_of<'a>(hw: &Option<String>, cat: &'a Catalog) -> Result<&'a crate::hardware::Chip> {
-    match hw {
-        Some(h) => cat.chip(h),
-        None => Err(Error::Invalid(
-            "no chip given: use --hw NAME (e.g. tpu-v5e@book, h100@book)".into(),
-        )),
-    }
-}
-
 /// The array as given, its group bytes V, the axes and the array after.
 struct Operand {
     notation: Option<String>,
@@ -305,7 +295,7 @@ fn operand(
         a.dtype = q.dtype.as_deref().map(DType::parse).transpose()?;
     }
     let sizes = DimSizes::parse(q.dims.as_deref().unwrap_or(""))?;
-    crate::sharding::check_array(&a, &sizes, mesh)?;
+    super::check_array(&a, &sizes, mesh)?;
     let total = array_bytes(&a, &sizes, &mut notes)?;
     let axes = axes_flag.unwrap_or_else(|| default_axes(op, &a));
     if axes.is_empty() {
@@ -341,7 +331,7 @@ pub fn evaluate<T: Tracer>(
     tr: &mut T,
 ) -> Result<CollectiveReport> {
     let (op, sub) = parse_op_axes(&q.op)?;
-    let chip = chip_of(&q.hw, cat)?;
+    let chip = cat.chip_given(&q.hw)?;
     let mesh_text = q.mesh.as_deref().ok_or_else(|| {
         Error::Invalid("no mesh: give --mesh X=4,Y=4 (or a shape like 4x4; GPUs NODESxGPUS)".into())
     })?;
