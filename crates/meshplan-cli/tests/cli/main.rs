@@ -12,6 +12,7 @@ mod model;
 mod model_files;
 mod plan;
 mod polish;
+mod ranges;
 mod snapshots;
 mod train;
 mod validate;

@@ -73,20 +73,39 @@ fn time_fields(r: &TrainReport) -> Vec<(String, String)> {
     rows
 }
 
-/// What the prediction rests on: a profile fitted on this chip, within or
-/// beyond the job size it was fitted on, or one transferred from another chip.
-fn prediction_range(p: &Predicted) -> String {
-    let size = if p.extrapolated {
-        EXTRAPOLATED
-    } else {
-        "within the job size the profile was fitted on"
-    };
-    match &p.transferred_from {
-        Some(base) => format!(
-            "not fitted on this chip: efficiencies measured on {base}, peak rates from the catalog — indicative; {size}"
+/// What the prediction rests on: a profile fitted on this chip or one
+/// transferred from another, and every input outside the ranges it was
+/// fitted on, one row each (the job size beyond them: its terms are held).
+fn prediction_range(p: &Predicted) -> Vec<(String, String)> {
+    let transferred = p.transferred_from.as_ref().map(|base| {
+        format!("not fitted on this chip: efficiencies measured on {base}, peak rates from the catalog — indicative; ")
+    });
+    let t = transferred.unwrap_or_default();
+    let mut rows = vec![match &p.outside_fitted_range {
+        None => field(
+            "prediction range",
+            format!("{t}the profile records no fitted ranges (`meshplan calibrate` writes them)"),
         ),
-        None => size.to_string(),
+        Some(o) if o.is_empty() => field(
+            "prediction range",
+            format!("{t}every input within the ranges the profile was fitted on"),
+        ),
+        Some(o) => field(
+            "prediction range",
+            format!(
+                "{t}{} input{} outside the ranges the profile was fitted on — an extrapolation, treat as indicative",
+                o.len(),
+                if o.len() == 1 { "" } else { "s" }
+            ),
+        ),
+    }];
+    for o in p.outside_fitted_range.iter().flatten() {
+        rows.push(field(&format!("  {}", o.input), o.describe()));
     }
+    if p.extrapolated {
+        rows.push(field("  job size", EXTRAPOLATED));
+    }
+    rows
 }
 
 fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
@@ -103,8 +122,8 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
             "tokens/s per device (pred.)",
             sig4(p.tokens_per_s_per_device),
         ),
-        field("prediction range", prediction_range(p)),
     ];
+    rows.extend(prediction_range(p));
     let raise = p.time_breakdown_s.floor_raise;
     if raise > 0.0 {
         rows.push(field(
