@@ -101,6 +101,14 @@ impl OutOfRange {
     }
 }
 
+/// "sequence length 8192 (fitted: 4096), cp 2 (fitted: 1)": a list on one line.
+pub fn one_line(o: &[OutOfRange]) -> String {
+    o.iter()
+        .map(|o| format!("{} {}", o.input, o.describe()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Nodes of a job on `chip`: GPUs over the NVLink domain (8 without one),
 /// the count the step-time model's job-size terms use.
 pub fn job_nodes(spec: &RunSpec, chip: &Chip) -> u64 {
