@@ -2,6 +2,7 @@
 //! executable the way a user does. `harness` holds the only helpers.
 
 mod check;
+mod claims_models;
 mod harness;
 mod hostile;
 mod hw;
