@@ -14,6 +14,7 @@ mod model_files;
 mod plan;
 mod polish;
 mod ranges;
+mod readme;
 mod snapshots;
 mod train;
 mod validate;
