@@ -5,7 +5,7 @@
 use super::predicted::Predicted;
 use super::rules::Rules;
 use super::TrainReport;
-use crate::units::{fmt_si, sig4, Seconds};
+use crate::units::{fmt_si, sig4, sig4_grouped, Seconds};
 use crate::view::{field, pct, yes_no, Doc, Render, Table};
 
 /// What the prediction's range note says when the job is beyond the
@@ -120,7 +120,7 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
         field("MFU predicted", pct(p.mfu)),
         field(
             "tokens/s per device (pred.)",
-            sig4(p.tokens_per_s_per_device),
+            sig4_grouped(p.tokens_per_s_per_device),
         ),
     ];
     rows.extend(prediction_range(p));
@@ -142,17 +142,23 @@ fn cost_fields(r: &TrainReport) -> Vec<(String, String)> {
     if let Some(t) = r.step_time_at_mfu_s {
         rows.push(field("step time at the given MFU", t));
     }
-    rows.push(field("tokens/s (roofline or at MFU)", sig4(r.tokens_per_s)));
+    rows.push(field(
+        "tokens/s (roofline or at MFU)",
+        sig4_grouped(r.tokens_per_s),
+    ));
     let run =
         |t: Option<Seconds>, h: Option<f64>, c: Option<f64>, what: &str, rows: &mut Vec<_>| {
             if let (Some(t), Some(h)) = (t, h) {
                 rows.push(field(
                     &format!("train time{what}"),
-                    format!("{} ({} chip-hours)", t.human(), sig4(h)),
+                    format!("{} ({} chip-hours)", t.human(), sig4_grouped(h)),
                 ));
             }
             if let Some(c) = c {
-                rows.push(field(&format!("cost{what}"), format!("${}", sig4(c))));
+                rows.push(field(
+                    &format!("cost{what}"),
+                    format!("${}", sig4_grouped(c)),
+                ));
             }
         };
     run(r.train_time_s, r.chip_hours, r.cost_usd, "", &mut rows);
