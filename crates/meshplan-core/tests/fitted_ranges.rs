@@ -39,6 +39,9 @@ fn ranges(runs: &[Run]) -> FittedRanges {
     FittedRanges::of_runs(&refs).expect("runs")
 }
 
+/// A change to one input of a run.
+type Edit = fn(&mut RunSpec);
+
 fn builtin(chip: &str) -> EfficiencyProfile {
     EfficiencyProfile::builtin(chip).expect("built-in profile")
 }
@@ -102,7 +105,7 @@ fn every_fitted_run_is_inside_and_each_input_is_named_when_outside() {
     let mut s = base.clone();
     s.zero = 2;
     assert_eq!(named(&s, "h100", DType::Bf16), ["ZeRO stage"]);
-    let one_degree: [(fn(&mut RunSpec), &str); 6] = [
+    let one_degree: [(Edit, &str); 6] = [
         (|s| s.cp = 2, "cp"),
         (|s| s.ep = 2, "ep"),
         (|s| s.fsdp = 8, "fsdp"),

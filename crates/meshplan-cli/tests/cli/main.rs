@@ -8,7 +8,6 @@ mod hostile;
 mod hw;
 mod infer;
 mod json_every;
-mod labels;
 mod limits;
 mod model;
 mod model_files;
