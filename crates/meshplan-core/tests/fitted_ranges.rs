@@ -163,3 +163,24 @@ fn out_of_range_entries_read_as_value_and_fitted_range() {
         serde_json::json!({"input": "ZeRO stage", "value": 2, "fitted_range": [0, 1]})
     );
 }
+
+#[test]
+fn profiles_with_unusable_ranges_are_refused() {
+    let h100 = include_str!("../../../data/profiles/h100.toml");
+    for (from, to) in [
+        (
+            "params = [1342244864.0, 79995084800.0]",
+            "params = [nan, 79995084800.0]",
+        ),
+        (
+            "params = [1342244864.0, 79995084800.0]",
+            "params = [2e11, 1e9]",
+        ),
+        ("nodes = [1, 64]", "nodes = [64, 1]"),
+    ] {
+        let bad = h100.replacen(from, to, 1);
+        let e = EfficiencyProfile::parse(&bad, "bad.toml").expect_err(to);
+        assert!(e.to_string().contains("fitted_on"), "{to}: {e}");
+    }
+    assert!(EfficiencyProfile::parse(h100, "h100.toml").is_ok());
+}

@@ -388,6 +388,16 @@ impl EfficiencyProfile {
                 return Err(at(n, n.to_string(), format!("{v} must be finite and ≥ 0")));
             }
         }
+        let ranges = std::iter::once(("fitted_on".to_string(), &p.fitted_on)).chain(
+            p.networks
+                .iter()
+                .map(|(net, n)| (format!("networks.{net}.fitted_on"), &n.fitted_on)),
+        );
+        for (path, r) in ranges {
+            if let Some(msg) = r.as_ref().and_then(FittedRanges::invalid) {
+                return Err(at("fitted_on", path, msg));
+            }
+        }
         for (net, n) in &p.networks {
             for (k, v) in &n.params {
                 if Param::from_name(k).is_none() || !v.is_finite() || *v < 0.0 {

@@ -162,6 +162,32 @@ impl FittedRanges {
         })
     }
 
+    /// Why these ranges cannot be checked against (a span whose ends are
+    /// reversed or not finite), if so: a hand-edited profile is refused.
+    pub fn invalid(&self) -> Option<String> {
+        let spans = [
+            ("seq_len", self.seq_len),
+            ("zero", self.zero),
+            ("dp", self.dp),
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("cp", self.cp),
+            ("ep", self.ep),
+            ("fsdp", self.fsdp),
+            ("nodes", self.nodes),
+        ];
+        let [lo, hi] = self.params;
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Some(format!(
+                "params = [{lo}, {hi}]: two finite numbers, the smaller first"
+            ));
+        }
+        spans
+            .iter()
+            .find(|(_, [lo, hi])| lo > hi)
+            .map(|(k, [lo, hi])| format!("{k} = [{lo}, {hi}]: the smaller first"))
+    }
+
     /// Every input of a prediction of `spec` on `chip` in `dtype` that lies
     /// outside these ranges, in a fixed order.
     pub fn outside(&self, spec: &RunSpec, chip: &Chip, dtype: DType) -> Vec<OutOfRange> {
