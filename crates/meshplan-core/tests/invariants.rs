@@ -8,21 +8,12 @@
 use meshplan_core::scenario::Scenario;
 use meshplan_core::units::Seconds;
 use meshplan_core::view::{render_text, Render};
-use meshplan_core::Catalog;
 use proptest::prelude::*;
 
 /// `train` of a scenario: its JSON and its text.
 fn train(body: &str) -> (serde_json::Value, String) {
     let sc = Scenario::parse(body, "p.toml").expect("scenario");
-    let t = meshplan_core::training::scenario::resolve(&sc, Catalog::builtin()).expect("resolves");
-    let r = meshplan_core::training::analyze_with(
-        &t.spec,
-        &t.chip,
-        &t.topo,
-        &t.cfg,
-        t.profile.as_ref(),
-        &mut meshplan_core::trace::NoTrace,
-    );
+    let r = meshplan_core::fuzzing::train_report(&sc).expect("resolves");
     let json = serde_json::from_str(&serde_json::to_string(&r).expect("serializes"));
     (json.expect("JSON parses"), render_text(&r.doc()))
 }
