@@ -45,10 +45,11 @@ impl From<Format> for meshplan_core::check::render::Format {
     }
 }
 
-/// Render a document.
+/// Render a document; text tables wrap to the terminal (never when piped).
 pub fn doc_text(d: &view::Doc, f: Format) -> String {
+    let t = console::Term::stdout();
     match f {
-        Format::Text => view::render_text(d),
+        Format::Text => view::render_text_width(d, t.is_term().then(|| usize::from(t.size().1))),
         Format::Markdown | Format::Latex => view::render_markdown(d),
     }
 }

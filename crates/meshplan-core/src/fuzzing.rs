@@ -110,15 +110,7 @@ pub fn evaluate_scenario(data: &[u8]) {
         return;
     };
     let cat = Catalog::builtin();
-    if let Ok(t) = crate::training::scenario::resolve(&sc, cat) {
-        let r = crate::training::analyze_with(
-            &t.spec,
-            &t.chip,
-            &t.topo,
-            &t.cfg,
-            t.profile.as_ref(),
-            &mut NoTrace,
-        );
+    if let Some(r) = train_report(&sc) {
         assert_finite_text("train", &render_text(&r.doc()));
         let j = serde_json::to_string(&r).expect("train report serializes");
         serde_json::from_str::<serde_json::Value>(&j).expect("train JSON parses");
@@ -130,4 +122,18 @@ pub fn evaluate_scenario(data: &[u8]) {
             serde_json::from_str::<serde_json::Value>(&j).expect("infer JSON parses");
         }
     }
+}
+
+/// `train` of a scenario as the CLI evaluates it (no derivation), when it
+/// resolves against the built-in catalog.
+pub fn train_report(sc: &crate::scenario::Scenario) -> Option<crate::training::TrainReport> {
+    let t = crate::training::scenario::resolve(sc, Catalog::builtin()).ok()?;
+    Some(crate::training::analyze_with(
+        &t.spec,
+        &t.chip,
+        &t.topo,
+        &t.cfg,
+        t.profile.as_ref(),
+        &mut NoTrace,
+    ))
 }

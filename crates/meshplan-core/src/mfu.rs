@@ -16,7 +16,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::model::params::count;
 use crate::trace::{Step, Tracer};
-use crate::units::{fmt_si, parse_count, parse_seconds, sig4, DType, Seconds};
+use crate::units::{fmt_si, parse_count, parse_seconds, sig4_grouped, DType, Seconds};
 use crate::view::{field, pct, Doc, Render};
 
 /// The question, as written (flags of `meshplan mfu`, or a claim's `args`).
@@ -179,9 +179,9 @@ impl Render for MfuReport {
                 "P (active params)",
                 crate::units::fmt_int(self.params_active),
             ),
-            field("T (tokens)", sig4(self.tokens)),
+            field("T (tokens)", sig4_grouped(self.tokens)),
             field("model FLOPs 6·P·T", fmt_si(self.train_flops, "FLOPs")),
-            field("chip-hours", sig4(self.chip_hours)),
+            field("chip-hours", sig4_grouped(self.chip_hours)),
             field(
                 "C",
                 format!(

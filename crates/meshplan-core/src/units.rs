@@ -86,9 +86,30 @@ pub fn sig4(v: f64) -> String {
     }
 }
 
+/// [`sig4`] for reading: the integer part of a number ≥ 10,000 grouped in
+/// thousands ("922,783", "541,839.5" stays "541,840"): report lines only,
+/// never derivations, where a comma would read as a list.
+pub fn sig4_grouped(v: f64) -> String {
+    let s = sig4(v);
+    if !v.is_finite() || v.abs() < 1e4 {
+        return s;
+    }
+    let (sign, rest) = s.strip_prefix('-').map_or(("", s.as_str()), |r| ("-", r));
+    let (int, frac) = rest.split_once('.').map_or((rest, ""), |(i, f)| (i, f));
+    let grouped = group_digits(int);
+    match frac {
+        "" => format!("{sign}{grouped}"),
+        f => format!("{sign}{grouped}.{f}"),
+    }
+}
+
 /// Format an integer with thousands separators: 13015449600 → "13,015,449,600".
 pub fn fmt_int(v: u64) -> String {
-    let s = v.to_string();
+    group_digits(&v.to_string())
+}
+
+/// A string of digits with a comma every three from the right.
+fn group_digits(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
         if i > 0 && (s.len() - i) % 3 == 0 {
@@ -794,6 +815,12 @@ mod tests {
         assert_eq!(fmt_si(1.3e-3, "s"), "1.3 ms");
         assert_eq!(fmt_int(13015449600), "13,015,449,600");
         assert_eq!(sig4(0.0013), "0.0013");
+        assert_eq!(sig4_grouped(922_783.0), "922,783");
+        assert_eq!(sig4_grouped(541_839.4), "541,839");
+        assert_eq!(sig4_grouped(-12_345.0), "-12,345");
+        assert_eq!(sig4_grouped(9_999.0), "9999");
+        assert_eq!(sig4_grouped(5945.25), "5945");
+        assert_eq!(sig4_grouped(1.5e15), "1,500,000,000,000,000");
         assert_eq!(Bytes::new(16.0 * 1073741824.0).both(), "17.18 GB (16 GiB)");
     }
 }

@@ -230,6 +230,13 @@ fn width(s: &str) -> usize {
 /// Plain text: label/value fields aligned across the whole document,
 /// tables with a rule under the header and numeric columns right-aligned.
 pub fn render_text(d: &Doc) -> String {
+    render_text_width(d, None)
+}
+
+/// [`render_text`] for a screen `max` columns wide: a table wider than that
+/// wraps its widest text column (see [`text_table_width`]); `None` never
+/// wraps (piped output, files, snapshots).
+pub fn render_text_width(d: &Doc, max: Option<usize>) -> String {
     let label_w = d
         .blocks
         .iter()
@@ -265,7 +272,7 @@ pub fn render_text(d: &Doc) -> String {
                     out.push('\n');
                 }
             }
-            Block::Table(t) => out.push_str(&text_table(t)),
+            Block::Table(t) => out.push_str(&text_table_width(t, max)),
             Block::List { title, items } => {
                 out.push_str(&format!("{title}:\n"));
                 for i in items {
@@ -279,6 +286,35 @@ pub fn render_text(d: &Doc) -> String {
 
 /// An aligned plain-text table.
 pub fn text_table(t: &Table) -> String {
+    text_table_width(t, None)
+}
+
+/// Narrowest a wrapped column gets: a long word still fits whole below this.
+const MIN_WRAPPED: usize = 16;
+
+/// Split `s` into lines of at most `w` characters at spaces (a longer word
+/// keeps its own line).
+fn wrap_words(s: &str, w: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in s.split(' ').filter(|x| !x.is_empty()) {
+        if !cur.is_empty() && width(&cur) + 1 + width(word) > w {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    lines.push(cur);
+    lines
+}
+
+/// An aligned plain-text table at most `max` columns wide where it can be:
+/// the widest text (non-numeric) column is narrowed and its cells wrapped
+/// onto continuation lines (numbers are never split, so a table of numbers
+/// stays as wide as it is).
+pub fn text_table_width(t: &Table, max: Option<usize>) -> String {
     let ncol = t.header.len();
     let mut w = vec![0usize; ncol];
     for r in std::iter::once(&t.header).chain(&t.rows) {
@@ -286,6 +322,44 @@ pub fn text_table(t: &Table) -> String {
             w[i] = w[i].max(width(c));
         }
     }
+    let total = w.iter().sum::<usize>() + 2 * ncol.saturating_sub(1);
+    let wrap = max.filter(|&m| total > m).and_then(|m| {
+        let i = (0..ncol)
+            .filter(|i| !t.numeric.contains(i))
+            .max_by_key(|&i| w[i])?;
+        let narrower = w[i].saturating_sub(total - m).max(MIN_WRAPPED);
+        (narrower < w[i]).then_some((i, narrower))
+    });
+    let rows: Vec<Vec<String>> = match wrap {
+        None => t.rows.clone(),
+        Some((col, cw)) => {
+            // the column never gets narrower than its longest word
+            let longest_word = |r: &Vec<String>| {
+                r.get(col)
+                    .map_or(0, |c| c.split(' ').map(width).max().unwrap_or(0))
+            };
+            w[col] = t
+                .rows
+                .iter()
+                .map(longest_word)
+                .fold(cw.max(width(&t.header[col])), usize::max);
+            t.rows
+                .iter()
+                .flat_map(|r| {
+                    let parts = wrap_words(r.get(col).map_or("", String::as_str), w[col]);
+                    parts.into_iter().enumerate().map(move |(k, p)| {
+                        (0..r.len())
+                            .map(|i| match (i == col, k) {
+                                (true, _) => p.clone(),
+                                (false, 0) => r[i].clone(),
+                                (false, _) => String::new(),
+                            })
+                            .collect()
+                    })
+                })
+                .collect()
+        }
+    };
     let line = |r: &Vec<String>| -> String {
         let mut s = String::new();
         for (i, c) in r.iter().enumerate().take(ncol) {
@@ -306,7 +380,7 @@ pub fn text_table(t: &Table) -> String {
     let mut out = line(&t.header);
     out.push_str(&"-".repeat(w.iter().sum::<usize>() + 2 * ncol.saturating_sub(1)));
     out.push('\n');
-    for r in &t.rows {
+    for r in &rows {
         out.push_str(&line(r));
     }
     out
@@ -390,5 +464,60 @@ mod tests {
         assert_eq!(t.header, ["a", "c"]);
         assert_eq!(t.rows, vec![vec!["1".to_string(), "3".to_string()]]);
         assert_eq!(t.numeric, [1]);
+    }
+
+    fn wide_table() -> Table {
+        let mut t = Table::new(&["id", "what", "V"], &["V"]);
+        t.row(vec![
+            "a".into(),
+            "zero-1/2: reduce-scatter gradients over the data-parallel ranks".into(),
+            "109.1 MB".into(),
+        ]);
+        t.row(vec!["bb".into(), "short".into(), "7 kB".into()]);
+        t
+    }
+
+    #[test]
+    fn wide_tables_wrap_their_widest_text_column_to_the_screen() {
+        let t = wide_table();
+        let full = text_table(&t);
+        assert!(full.lines().any(|l| width(l) > 40), "{full}");
+        assert_eq!(text_table_width(&t, None), full);
+        assert_eq!(text_table_width(&t, Some(500)), full);
+        let narrow = text_table_width(&t, Some(40));
+        assert!(narrow.lines().all(|l| width(l) <= 40), "{narrow}");
+        // the words are all there, in order, on continuation lines of row 1
+        let lines: Vec<&str> = narrow.lines().collect();
+        assert!(
+            lines[2].starts_with("a ") && lines[2].ends_with("109.1 MB"),
+            "{narrow}"
+        );
+        let words: Vec<&str> = lines[2..lines.len() - 1]
+            .iter()
+            .flat_map(|l| l.split_whitespace())
+            .filter(|w| !["a", "109.1", "MB"].contains(w))
+            .collect();
+        assert_eq!(
+            words.join(" "),
+            "zero-1/2: reduce-scatter gradients over the data-parallel ranks"
+        );
+        assert!(lines.last().unwrap().starts_with("bb"), "{narrow}");
+        assert!(lines.last().unwrap().ends_with("7 kB"), "{narrow}");
+        // a screen too narrow for anything: the column keeps its longest word
+        let tiny = text_table_width(&t, Some(5));
+        assert!(tiny.contains("data-parallel"), "{tiny}");
+    }
+
+    #[test]
+    fn documents_wrap_only_their_tables() {
+        let mut d = Doc::new();
+        d.fields(vec![field(
+            "a long label",
+            "a long value that is not a table",
+        )]);
+        d.table(wide_table());
+        let text = render_text_width(&d, Some(40));
+        assert!(text.starts_with("a long label  a long value that is not a table\n"));
+        assert_eq!(render_text_width(&d, None), render_text(&d));
     }
 }

@@ -146,6 +146,12 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             .or_else(|| EfficiencyProfile::builtin("h100"))
             .context("no built-in profile")?,
     };
+    // the fit takes seconds: a spinner on a terminal, nothing in a pipe
+    let spin = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+        let s = indicatif::ProgressBar::new_spinner().with_message("fitting the profile");
+        s.enable_steady_tick(std::time::Duration::from_millis(100));
+        s
+    });
     let r = calibrate_runs(
         &runs,
         &chip,
@@ -154,7 +160,11 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         a.bootstrap,
         a.hold_out,
         &name,
-    )?;
+    );
+    if let Some(s) = spin {
+        s.finish_and_clear();
+    }
+    let r = r?;
     if a.json {
         print_json(&r)?;
     } else {

@@ -24,6 +24,30 @@ fn commands() -> Vec<(Vec<&'static str>, bool)> {
     ]
 }
 
+/// The building blocks (README tour), as command lines.
+const BLOCKS: [&str; 4] = [
+    "collective allgather_Y --array bf16[E_Y,F] --dims E=2048,F=8192 --mesh X=8,Y=4 --hw tpu-v5e@book",
+    "roofline bf16[B,D]*bf16[D,F]->bf16[B,F] --dims B=256,D=8192,F=32768 --hw tpu-v5e@book",
+    "shard int8[I_XY,J] --dims I=128,J=2048 --mesh X=2,Y=8,Z=2 --hw tpu-v5p@book",
+    "mfu --model 37B --tokens 14.8T --chip-hours 2.79M --hw h800 --dtype fp8",
+];
+
+#[test]
+fn building_blocks_print_one_json_object_under_every_explain_flag() {
+    for line in BLOCKS {
+        for extra in ["", "--explain", "--explain --explain-format markdown"] {
+            let a: Vec<&str> = line
+                .split_whitespace()
+                .chain(["--json"])
+                .chain(extra.split_whitespace())
+                .collect();
+            let v = json(&a);
+            assert!(v.is_object(), "{a:?}: not an object");
+            assert_eq!(v.get("derivation").is_some(), !extra.is_empty(), "{a:?}");
+        }
+    }
+}
+
 #[test]
 fn every_command_prints_one_json_object() {
     for (args, derivation) in commands() {
@@ -45,6 +69,15 @@ fn every_command_prints_one_json_object() {
                 a.push("--explain");
                 let v = json(&a);
                 assert!(v.is_object(), "{a:?}: not an object");
+                // the derivation's format does not change the JSON (but
+                // for the search's wall time)
+                let mut md = a.clone();
+                md.extend(["--explain-format", "markdown"]);
+                let timeless = |mut v: serde_json::Value| {
+                    v.as_object_mut().map(|o| o.remove("search_time_s"));
+                    v
+                };
+                assert!(timeless(json(&md)) == timeless(v.clone()), "{md:?}");
                 if d {
                     let s = v
                         .get("derivation")

@@ -3,6 +3,7 @@
 
 mod blocks;
 mod check;
+mod claims_models;
 mod harness;
 mod hostile;
 mod hw;
@@ -13,6 +14,8 @@ mod model;
 mod model_files;
 mod plan;
 mod polish;
+mod ranges;
+mod readme;
 mod snapshots;
 mod train;
 mod validate;

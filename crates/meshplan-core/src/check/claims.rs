@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::eval::{dim_of, is_known_key, known_keys, Args, Command};
 use super::value::{parse_claimed, Claimed, Dim};
-use crate::catalog::suggestions;
+use crate::catalog::{suggestions, Catalog};
 use crate::error::{from_toml, Error, Result};
+use crate::model::ModelSpec;
 use crate::scenario::{
-    HardwareSection, InferenceSection, ModelSection, ParallelismSection, Scenario, TrainingSection,
+    load_model_file, HardwareSection, InferenceSection, ModelSection, ParallelismSection, Scenario,
+    TrainingSection,
 };
 
 /// `[scenarios.NAME]`: a scenario inline, or `file = "path.toml"`.
@@ -104,6 +106,12 @@ pub struct ClaimsFile {
     pub scenarios: BTreeMap<String, Scenario>,
     /// Claims in file order.
     pub claims: Vec<Claim>,
+    /// Models read from the files its scenarios name (`[model] file`), by
+    /// the same path as `--model FILE` and scenario files everywhere
+    /// ([`crate::scenario::load_model_file`]); [`super::check`] adds them to
+    /// the catalog.
+    #[serde(skip)]
+    pub models: Vec<ModelSpec>,
 }
 
 /// Reads a scenario file named in a claims file: given the path as written
@@ -202,6 +210,7 @@ struct Reader<'r, 'a> {
     file: &'r str,
     lines: Lines<'r>,
     resolve: &'r mut Resolver<'a>,
+    models: Vec<ModelSpec>,
 }
 
 impl Reader<'_, '_> {
@@ -215,7 +224,36 @@ impl Reader<'_, '_> {
                 format!("cannot read scenario file '{path}': {m}"),
             )
         })?;
-        Scenario::parse(&text, &name)
+        let mut s = Scenario::parse(&text, &name)?;
+        self.model_file(&mut s, path)?;
+        Ok(s)
+    }
+
+    /// Load the model file `[model] file` names (a Hugging Face config.json
+    /// or a catalog-format model TOML, relative to the scenario at `at`, a
+    /// path relative to the claims file) and point `[model] name` at it.
+    fn model_file(&mut self, s: &mut Scenario, at: &str) -> Result<()> {
+        if s.model.file.is_none() {
+            return Ok(());
+        }
+        let mut cat = Catalog::default();
+        let resolve = &mut *self.resolve;
+        load_model_file(&mut cat, s, at, &mut |p: &str| resolve(p).map(|(_, t)| t))?;
+        let name = s.model.name.clone().unwrap_or_default();
+        let mut m = cat.model(&name)?.clone();
+        // two files of one claims file may hold models of one name (two
+        // config.json): the second is then known by its path
+        if self
+            .models
+            .iter()
+            .any(|x| x.name == m.name && x.aliases != m.aliases)
+        {
+            m.name = m.aliases.last().cloned().unwrap_or(name);
+            s.model.name = Some(m.name.clone());
+        }
+        self.models.retain(|x| x.name != m.name);
+        self.models.push(m);
+        Ok(())
     }
 
     /// The `[scenarios.NAME]` tables: a file, or inline sections.
@@ -235,15 +273,22 @@ impl Reader<'_, '_> {
                     .into(),
             )),
             Some(f) => self.load(&f, line, &format!("scenarios.{name}.file")),
-            None => Ok(Scenario {
-                description: d.description,
-                source: d.source,
-                model: d.model.unwrap_or_default(),
-                hardware: d.hardware.unwrap_or_default(),
-                training: d.training.unwrap_or_default(),
-                inference: d.inference.unwrap_or_default(),
-                parallelism: d.parallelism.unwrap_or_default(),
-            }),
+            None => {
+                let mut s = Scenario {
+                    description: d.description,
+                    source: d.source,
+                    model: d.model.unwrap_or_default(),
+                    hardware: d.hardware.unwrap_or_default(),
+                    training: d.training.unwrap_or_default(),
+                    inference: d.inference.unwrap_or_default(),
+                    parallelism: d.parallelism.unwrap_or_default(),
+                };
+                // an inline scenario's model file is relative to the claims
+                // file itself: a name without a directory
+                let here = format!("[scenarios.{}]", name.replace(['/', '\\'], "_"));
+                self.model_file(&mut s, &here)?;
+                Ok(s)
+            }
         }
     }
 
@@ -382,6 +427,7 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
         file,
         lines: Lines::new(src),
         resolve,
+        models: Vec::new(),
     };
     let mut scenarios = BTreeMap::new();
     for (name, d) in raw.scenarios {
@@ -406,6 +452,7 @@ pub fn parse_claims(src: &str, file: &str, resolve: &mut Resolver<'_>) -> Result
         description: raw.description,
         scenarios,
         claims,
+        models: rd.models,
     })
 }
 

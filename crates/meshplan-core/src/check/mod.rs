@@ -379,6 +379,18 @@ fn judge(file: &ClaimsFile, c: &Claim, ev: Evaluated, with_trace: bool) -> Resul
 /// command needs, a quantity the report does not have, a verdict word for a
 /// numeric quantity.
 pub fn check(file: &ClaimsFile, catalog: &Catalog, with_trace: bool) -> Result<CheckReport> {
+    // the models the file's scenarios read from files join the catalog
+    let with_files;
+    let catalog = if file.models.is_empty() {
+        catalog
+    } else {
+        let mut c = catalog.clone();
+        for m in &file.models {
+            c.add_model(m.clone());
+        }
+        with_files = c;
+        &with_files
+    };
     type Key = (String, Command, String);
     let mut cache: HashMap<Key, Evaluated> = HashMap::new();
     let mut out = Vec::new();

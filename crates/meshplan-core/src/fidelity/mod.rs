@@ -11,6 +11,8 @@ run fits (issue 7; `docs/fidelity.md` has every formula and parameter).
   the profile's calibration).
 * [`data`]: the validation data sets and the calibration CSV.
 * [`calibrate::calibrate`]: Nelder–Mead fit + bootstrap uncertainty.
+* [`range`]: the inputs a profile was fitted on and the check that names
+  a prediction's inputs outside them.
 * [`stats`]: comparison, summaries, OOM accuracy, recompute-pair ratios, SVG.
 
 Other commands use a profile with [`profile::resolve_profile`] then
@@ -22,6 +24,7 @@ pub mod calibrate;
 pub mod data;
 pub mod model;
 pub mod profile;
+pub mod range;
 pub mod report;
 pub mod stats;
 

@@ -191,7 +191,7 @@ impl<'a> Geometry<'a> {
             spec.cp.max(1),
         );
         let seq = (spec.seq_len / cp) as f64;
-        let nodes = spec.n_gpus.div_ceil(per_node).max(1);
+        let nodes = super::range::job_nodes(spec, chip);
         let deg = spec.degrees();
         let split = GpuSplit::new(&deg, per_node);
         Geometry {

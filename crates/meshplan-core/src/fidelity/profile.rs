@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use strum::{EnumIter, EnumString, IntoEnumIterator, IntoStaticStr, VariantNames};
 
+use super::range::FittedRanges;
 use crate::error::Result;
 
 /// Efficiency parameters of one chip (and its usual cluster network).
@@ -155,6 +156,11 @@ pub struct EfficiencyProfile {
     /// [`EfficiencyProfile::for_network`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub networks: BTreeMap<String, NetworkProfile>,
+    /// The inputs the parameters were fitted on, per input
+    /// ([`FittedRanges::of_runs`] of the fitting data); predictions outside
+    /// any of them name it. `None`: the profile does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted_on: Option<FittedRanges>,
 }
 
 /// The network part of a profile for one cluster fabric: parameter overrides
@@ -176,6 +182,10 @@ pub struct NetworkProfile {
     /// Source per overridden parameter.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+    /// The inputs this network's profile (its overrides with the base
+    /// profile's other parameters) was fitted on; `None`: the base's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted_on: Option<FittedRanges>,
 }
 
 /// The network a free-text interconnect description names: `infiniband`,
@@ -378,6 +388,16 @@ impl EfficiencyProfile {
                 return Err(at(n, n.to_string(), format!("{v} must be finite and ≥ 0")));
             }
         }
+        let ranges = std::iter::once(("fitted_on".to_string(), &p.fitted_on)).chain(
+            p.networks
+                .iter()
+                .map(|(net, n)| (format!("networks.{net}.fitted_on"), &n.fitted_on)),
+        );
+        for (path, r) in ranges {
+            if let Some(msg) = r.as_ref().and_then(FittedRanges::invalid) {
+                return Err(at("fitted_on", path, msg));
+            }
+        }
         for (net, n) in &p.networks {
             for (k, v) in &n.params {
                 if Param::from_name(k).is_none() || !v.is_finite() || *v < 0.0 {
@@ -428,6 +448,9 @@ impl EfficiencyProfile {
         p.measured_allreduce_gbs.clear();
         p.measured_allgather_gbs.clear();
         p.calibrated_max_nodes = n.calibrated_max_nodes;
+        if n.fitted_on.is_some() {
+            p.fitted_on.clone_from(&n.fitted_on);
+        }
         for (k, v) in &n.params {
             if let Some(q) = Param::from_name(k) {
                 p.set_param(q, *v);

@@ -304,6 +304,8 @@ pub fn calibrate_runs(
         memory_after: median_error(&held, &c.profile, Target::Memory),
     });
     let mut p = c.profile.clone();
+    let fitted_runs: Vec<&Run> = fit_on.iter().map(|(r, _)| *r).collect();
+    p.fitted_on = super::range::FittedRanges::of_runs(&fitted_runs);
     p.source = format!(
         "meshplan calibrate on {what} ({} runs); median |step error| {}",
         c.n_time,

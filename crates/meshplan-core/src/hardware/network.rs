@@ -128,7 +128,12 @@ pub fn levels(ch: &Chip) -> Vec<NetworkLevel> {
         let d = nv.domain_size;
         let w = nv.per_gpu.one_way_rate().get();
         v.push(NetworkLevel {
-            name: "NVLink node".into(),
+            // AMD's scale-up link is Infinity Fabric, not NVLink
+            name: if ch.vendor.to_ascii_lowercase().contains("amd") {
+                "Infinity Fabric node".into()
+            } else {
+                "NVLink node".into()
+            },
             children: d,
             chips: d,
             child_egress_bytes_per_s: w,

@@ -11,7 +11,7 @@ use crate::hardware::{fmt_shape, Chip};
 use crate::inference::{self, InferReport};
 use crate::model::ModelSpec;
 use crate::trace::{Recorder, Step};
-use crate::units::{fmt_int, fmt_si, sig4};
+use crate::units::{fmt_int, fmt_si, sig4, sig4_grouped};
 use crate::view::{Doc, Render, Table};
 
 /// One ranked serving point with its report.
@@ -205,7 +205,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             p.batch.to_string(),
             fmt_si(p.tpot_s, "s"),
             fmt_si(p.ttft_s, "s"),
-            sig4(p.tokens_per_s_per_chip),
+            sig4_grouped(p.tokens_per_s_per_chip),
             p.cost_per_million_tokens_usd.map_or("-".into(), sig4),
         ]);
     }

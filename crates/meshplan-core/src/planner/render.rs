@@ -152,6 +152,9 @@ impl Render for PlanTrainReport {
             d.note(n.clone());
         }
         d.table(plans_table(r));
+        for n in range_notes(r) {
+            d.note(n);
+        }
         if let Some(l) = rejected_line(r) {
             d.line(l);
         }
@@ -174,5 +177,31 @@ impl Render for PlanTrainReport {
             d.verdict(false, "VERDICT", v.clone(), r.suggestions.clone());
         }
         d
+    }
+}
+
+/// The ranked plans' inputs outside the profile's fitted ranges: one note
+/// when every plan shares them, else one per plan that has any.
+fn range_notes(r: &PlanTrainReport) -> Vec<String> {
+    use crate::fidelity::range::one_line;
+    let outside: Vec<(usize, String)> = r
+        .plans
+        .iter()
+        .filter_map(|p| {
+            let o = p.report.predicted.as_ref()?.outside_fitted_range.as_ref()?;
+            (!o.is_empty()).then(|| (p.rank, one_line(o)))
+        })
+        .collect();
+    let what = "outside the ranges the profile was fitted on (predictions are extrapolations)";
+    match outside.first() {
+        Some((_, first))
+            if outside.len() == r.plans.len() && outside.iter().all(|(_, o)| o == first) =>
+        {
+            vec![format!("every plan is {what}: {first}")]
+        }
+        _ => outside
+            .into_iter()
+            .map(|(rank, o)| format!("plan {rank} is {what}: {o}"))
+            .collect(),
     }
 }

@@ -19,6 +19,7 @@ use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
 use crate::fidelity::model::{predict_time, TimeBreakdown};
+use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
 use crate::model::params::ParamCounts;
@@ -200,6 +201,9 @@ pub struct Predicted {
     /// The job is larger than the profile was fitted on: terms that grow with
     /// the job size were held at the profile's `calibrated_max_nodes`.
     pub extrapolated: bool,
+    /// Every input of the prediction outside the ranges the profile was
+    /// fitted on (empty: all inside); `None` when the profile records none.
+    pub outside_fitted_range: Option<Vec<OutOfRange>>,
     /// Step time by part (seconds).
     pub time_breakdown_s: TimeBreakdown,
 }
@@ -240,6 +244,11 @@ pub fn predict_train(
         micro_batch_size: rs.mbs,
         grad_accumulation: rs.grad_acc,
         extrapolated,
+        outside_fitted_range: prof
+            .profile
+            .fitted_on
+            .as_ref()
+            .map(|f| f.outside(&rs, chip, cfg.compute_dtype)),
         time_breakdown_s: time,
     })
 }

@@ -5,7 +5,7 @@
 use super::predicted::Predicted;
 use super::rules::Rules;
 use super::TrainReport;
-use crate::units::{fmt_si, sig4, Seconds};
+use crate::units::{fmt_si, sig4, sig4_grouped, Seconds};
 use crate::view::{field, pct, yes_no, Doc, Render, Table};
 
 /// What the prediction's range note says when the job is beyond the
@@ -73,20 +73,39 @@ fn time_fields(r: &TrainReport) -> Vec<(String, String)> {
     rows
 }
 
-/// What the prediction rests on: a profile fitted on this chip, within or
-/// beyond the job size it was fitted on, or one transferred from another chip.
-fn prediction_range(p: &Predicted) -> String {
-    let size = if p.extrapolated {
-        EXTRAPOLATED
-    } else {
-        "within the job size the profile was fitted on"
-    };
-    match &p.transferred_from {
-        Some(base) => format!(
-            "not fitted on this chip: efficiencies measured on {base}, peak rates from the catalog — indicative; {size}"
+/// What the prediction rests on: a profile fitted on this chip or one
+/// transferred from another, and every input outside the ranges it was
+/// fitted on, one row each (the job size beyond them: its terms are held).
+fn prediction_range(p: &Predicted) -> Vec<(String, String)> {
+    let transferred = p.transferred_from.as_ref().map(|base| {
+        format!("not fitted on this chip: efficiencies measured on {base}, peak rates from the catalog — indicative; ")
+    });
+    let t = transferred.unwrap_or_default();
+    let mut rows = vec![match &p.outside_fitted_range {
+        None => field(
+            "prediction range",
+            format!("{t}the profile records no fitted ranges (`meshplan calibrate` writes them)"),
         ),
-        None => size.to_string(),
+        Some(o) if o.is_empty() => field(
+            "prediction range",
+            format!("{t}every input within the ranges the profile was fitted on"),
+        ),
+        Some(o) => field(
+            "prediction range",
+            format!(
+                "{t}{} input{} outside the ranges the profile was fitted on — an extrapolation, treat as indicative",
+                o.len(),
+                if o.len() == 1 { "" } else { "s" }
+            ),
+        ),
+    }];
+    for o in p.outside_fitted_range.iter().flatten() {
+        rows.push(field(&format!("  {}", o.input), o.describe()));
     }
+    if p.extrapolated {
+        rows.push(field("  job size", EXTRAPOLATED));
+    }
+    rows
 }
 
 fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
@@ -101,10 +120,10 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
         field("MFU predicted", pct(p.mfu)),
         field(
             "tokens/s per device (pred.)",
-            sig4(p.tokens_per_s_per_device),
+            sig4_grouped(p.tokens_per_s_per_device),
         ),
-        field("prediction range", prediction_range(p)),
     ];
+    rows.extend(prediction_range(p));
     let raise = p.time_breakdown_s.floor_raise;
     if raise > 0.0 {
         rows.push(field(
@@ -123,17 +142,23 @@ fn cost_fields(r: &TrainReport) -> Vec<(String, String)> {
     if let Some(t) = r.step_time_at_mfu_s {
         rows.push(field("step time at the given MFU", t));
     }
-    rows.push(field("tokens/s (roofline or at MFU)", sig4(r.tokens_per_s)));
+    rows.push(field(
+        "tokens/s (roofline or at MFU)",
+        sig4_grouped(r.tokens_per_s),
+    ));
     let run =
         |t: Option<Seconds>, h: Option<f64>, c: Option<f64>, what: &str, rows: &mut Vec<_>| {
             if let (Some(t), Some(h)) = (t, h) {
                 rows.push(field(
                     &format!("train time{what}"),
-                    format!("{} ({} chip-hours)", t.human(), sig4(h)),
+                    format!("{} ({} chip-hours)", t.human(), sig4_grouped(h)),
                 ));
             }
             if let Some(c) = c {
-                rows.push(field(&format!("cost{what}"), format!("${}", sig4(c))));
+                rows.push(field(
+                    &format!("cost{what}"),
+                    format!("${}", sig4_grouped(c)),
+                ));
             }
         };
     run(r.train_time_s, r.chip_hours, r.cost_usd, "", &mut rows);

@@ -569,7 +569,7 @@ fn exact_rules<T: Tracer>(
     }
     if (tp as f64 - tp_book.floor().max(1.0)).abs() >= 1.0 {
         notes.push(format!(
-            "TP: placed on this topology, the largest compute-bound degree is {tp}, not ⌊M_Y·F/α⌋ = {:.0} (wraparound, NVLink vs scale-out and the ring's (Y−1)/Y decide)",
+            "TP: placed on this topology, the largest compute-bound degree is {tp}, not ⌊M_Y·F/α⌋ = {:.0} (wraparound, scale-up vs scale-out links and the ring's (Y−1)/Y decide)",
             tp_book.floor()
         ));
     }
