@@ -3,6 +3,7 @@
 //! Markdown followed by the derivation.
 
 use anyhow::Result;
+pub use meshplan_core::check::render::Format;
 use meshplan_core::trace::{render_markdown, render_text, Step};
 use meshplan_core::view::{self, Render};
 use serde::Serialize;
@@ -20,29 +21,6 @@ pub struct OutputArgs {
     /// Format of the human output and the derivation.
     #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
     pub explain_format: Format,
-}
-
-/// Human output format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Aligned plain text.
-    #[default]
-    Text,
-    /// Markdown (tables; LaTeX math in derivations).
-    Markdown,
-    /// LaTeX (`meshplan explain` and `check --explain` only; Markdown elsewhere).
-    Latex,
-}
-
-impl From<Format> for meshplan_core::check::render::Format {
-    fn from(f: Format) -> Self {
-        use meshplan_core::check::render::Format as F;
-        match f {
-            Format::Text => F::Text,
-            Format::Markdown => F::Markdown,
-            Format::Latex => F::Latex,
-        }
-    }
 }
 
 /// Render a document; text tables wrap to the terminal (never when piped).
@@ -83,4 +61,22 @@ pub fn emit<R: Serialize + Render>(r: &R, steps: Option<&[Step]>, o: &OutputArgs
         out!("{}", steps_text(s, o.explain_format));
     }
     Ok(())
+}
+
+/// A progress bar (or, with `{spinner}` in the template, a spinner) on
+/// stderr: only on a terminal and when `enabled` (never with --json),
+/// drawn at most ten times a second, so a quick run shows nothing.
+pub fn progress(enabled: bool, template: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    (enabled && std::io::stderr().is_terminal()).then(|| {
+        let target = indicatif::ProgressDrawTarget::stderr_with_hz(10);
+        let b = indicatif::ProgressBar::with_draw_target(None, target);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            b.set_style(style);
+        }
+        if template.contains("{spinner}") {
+            b.enable_steady_tick(std::time::Duration::from_millis(100));
+        }
+        b
+    })
 }

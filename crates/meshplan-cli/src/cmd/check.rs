@@ -76,7 +76,7 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
         out!("{}", doc_text(&rep.doc(), Format::Text));
         if a.explain && rep.summary.fail > 0 {
             outln!();
-            out!("{}", explain_failures(&rep, a.explain_format.into()));
+            out!("{}", explain_failures(&rep, a.explain_format));
         }
     }
     Ok(ExitCode::from(rep.exit_code(a.strict)))
@@ -85,6 +85,6 @@ pub fn run(a: CheckArgs) -> Result<ExitCode> {
 /// Run `explain`.
 pub fn run_explain(a: ExplainArgs) -> Result<ExitCode> {
     let rep = run_check(&a.file, true)?;
-    out!("{}", explain_all(&rep, a.format.into()));
+    out!("{}", explain_all(&rep, a.format));
     Ok(ExitCode::SUCCESS)
 }

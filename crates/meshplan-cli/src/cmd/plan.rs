@@ -5,7 +5,6 @@
 //! with what would fit, is the answer); 2 only for input that cannot be
 //! understood.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -19,7 +18,7 @@ use super::infer::ServeArgs;
 use super::train::WorkloadArgs;
 use crate::args::{sections, TargetArgs};
 use crate::io;
-use crate::output::{emit, OutputArgs};
+use crate::output::{emit, progress, OutputArgs};
 
 /// Planner subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -107,24 +106,6 @@ pub fn run(c: PlanCmd) -> Result<ExitCode> {
     }
 }
 
-/// A progress bar on stderr for a search: only on a terminal, never with
-/// --json, drawn at most ten times a second (a quick search shows nothing).
-fn progress_bar(enabled: bool) -> Option<indicatif::ProgressBar> {
-    (enabled && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::with_draw_target(
-            None,
-            indicatif::ProgressDrawTarget::stderr_with_hz(10),
-        );
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    })
-}
-
 fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
     let flags = sections(&[("training", a.workload.flags()?)]);
@@ -141,7 +122,10 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         threads: a.search.threads,
         explain_rank: a.search.rank(),
     };
-    let bar = progress_bar(!a.search.out.json);
+    let bar = progress(
+        !a.search.out.json,
+        "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
+    );
     let tick = |d: u64, t: u64| {
         if let Some(b) = &bar {
             b.set_length(t);

@@ -11,7 +11,7 @@ use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::view::Render;
 
 use crate::io::{self, read_file};
-use crate::output::{doc_text, emit, print_json, Format, OutputArgs};
+use crate::output::{doc_text, emit, print_json, progress, Format, OutputArgs};
 
 /// Arguments of `meshplan validate`.
 #[derive(clap::Args, Debug)]
@@ -147,11 +147,7 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             .context("no built-in profile")?,
     };
     // the fit takes seconds: a spinner on a terminal, nothing in a pipe
-    let spin = (!a.json && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
-        let s = indicatif::ProgressBar::new_spinner().with_message("fitting the profile");
-        s.enable_steady_tick(std::time::Duration::from_millis(100));
-        s
-    });
+    let spin = progress(!a.json, "{spinner} fitting the profile ({elapsed})");
     let r = calibrate_runs(
         &runs,
         &chip,

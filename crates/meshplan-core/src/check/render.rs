@@ -5,15 +5,17 @@
 use super::{CheckReport, ClaimResult, Verdict};
 use crate::trace::{fmt_value, render_markdown, render_text, to_latex, Step};
 
-/// Output format.
+/// Output format of reports and derivations (the CLI's `--explain-format`:
+/// with the `clap` feature it is a command-line value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
-    /// Indented plain text.
+    /// Aligned plain text.
     #[default]
     Text,
-    /// Markdown with `$…$` math.
+    /// Markdown (tables; LaTeX math in derivations).
     Markdown,
-    /// LaTeX (`align*` environments).
+    /// LaTeX (`meshplan explain` and `check --explain` only; Markdown elsewhere).
     Latex,
 }
 
