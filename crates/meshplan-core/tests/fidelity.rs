@@ -144,7 +144,7 @@ fn megatron_core_uses_infiniband_network_profile() {
 
 #[test]
 fn network_sub_profile_overrides_only_network() {
-    use meshplan_core::fidelity::profile::network_of;
+    use meshplan_core::fidelity::data::network_of;
     let base = prof("h100");
     assert_eq!(base.network, "efa");
     assert_eq!(

@@ -50,7 +50,7 @@ pub struct Run {
     /// Pair key for recompute ratio checks (Korthikanti full vs selective).
     pub pair: Option<String>,
     /// Cluster network the run was measured on (`efa`, `infiniband`, or `""`
-    /// when unknown), from [`super::profile::network_of`]; selects the
+    /// when unknown), from [`network_of`]; selects the
     /// profile's network sub-profile.
     pub network: String,
 }
@@ -497,8 +497,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         mfu_convention: FlopConvention::Megatron,
         clean: true,
         pair,
-        network: super::profile::network_of(e["hardware"]["interconnect"].as_str().unwrap_or(""))
-            .into(),
+        network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
         id,
     }))
 }
@@ -706,4 +705,21 @@ pub fn to_calibration_csv(runs: &[Run]) -> String {
     }
     let bytes = w.into_inner().unwrap_or_default();
     String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// The network a free-text interconnect description names: `infiniband`,
+/// `efa`, `roce`, or `""` when none is recognised. Rule (documented in
+/// `docs/fidelity.md`): case-insensitive substring match, EFA first (an EFA
+/// cluster text may mention InfiniBand-like verbs), then InfiniBand, then RoCE.
+pub fn network_of(interconnect: &str) -> &'static str {
+    let t = interconnect.to_ascii_lowercase();
+    if t.contains("efa") {
+        "efa"
+    } else if t.contains("infiniband") || t.contains(" ib ") || t.contains("ndr") {
+        "infiniband"
+    } else if t.contains("roce") {
+        "roce"
+    } else {
+        ""
+    }
 }

@@ -188,23 +188,6 @@ pub struct NetworkProfile {
     pub fitted_on: Option<FittedRanges>,
 }
 
-/// The network a free-text interconnect description names: `infiniband`,
-/// `efa`, `roce`, or `""` when none is recognised. Rule (documented in
-/// `docs/fidelity.md`): case-insensitive substring match, EFA first (an EFA
-/// cluster text may mention InfiniBand-like verbs), then InfiniBand, then RoCE.
-pub fn network_of(interconnect: &str) -> &'static str {
-    let t = interconnect.to_ascii_lowercase();
-    if t.contains("efa") {
-        "efa"
-    } else if t.contains("infiniband") || t.contains(" ib ") || t.contains("ndr") {
-        "infiniband"
-    } else if t.contains("roce") {
-        "roce"
-    } else {
-        ""
-    }
-}
-
 fn one() -> f64 {
     1.0
 }
