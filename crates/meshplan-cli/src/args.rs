@@ -96,6 +96,16 @@ pub struct ListArgs {
     pub out: crate::output::OutputArgs,
 }
 
+impl ListArgs {
+    /// The output options; a list has no derivation, so --explain is refused.
+    pub fn out(&self, what: &str) -> Result<&crate::output::OutputArgs> {
+        if self.out.explain {
+            anyhow::bail!("{what} list has no derivation: --explain is for `meshplan {what} show`");
+        }
+        Ok(&self.out)
+    }
+}
+
 /// Refuse a NaN or infinite float flag: JSON, which carries the flags to
 /// the core, would turn it into null, i.e. "not given".
 pub fn finite(flag: &str, x: Option<f64>) -> Result<()> {

@@ -82,7 +82,7 @@ fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
 pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
     match c {
-        ModelCmd::List(a) => emit(&model_list(cat.models()), None, &a.out)?,
+        ModelCmd::List(a) => emit(&model_list(cat.models()), None, a.out("model")?)?,
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
             let spec = &cat.model_or_bare(&name)?;
@@ -111,7 +111,7 @@ pub fn run_hw(c: HwCmd) -> Result<ExitCode> {
                 .into_iter()
                 .map(|ch| hw_report(ch, &mut NoTrace))
                 .collect();
-            emit(&ChipList { chips }, None, &a.out)?;
+            emit(&ChipList { chips }, None, a.out("hw")?)?;
         }
         HwCmd::Show(a) => {
             let chip = if a.chip.to_ascii_lowercase().ends_with(".toml") {

@@ -59,13 +59,14 @@ fn every_command_prints_one_json_object() {
             v.get("derivation").is_none(),
             "{a:?}: derivation without --explain"
         );
-        match (args[0], derivation) {
-            // no derivation: --explain is refused (validate) or not a flag (calibrate)
-            ("validate" | "calibrate", _) => {
+        match (args[0], args[1], derivation) {
+            // no derivation: --explain is refused (validate, the lists) or
+            // not a flag (calibrate)
+            ("validate" | "calibrate", _, _) | (_, "list", _) => {
                 a.push("--explain");
                 rejects(&a, &["explain"]);
             }
-            (_, d) => {
+            (_, _, d) => {
                 a.push("--explain");
                 let v = json(&a);
                 assert!(v.is_object(), "{a:?}: not an object");
