@@ -95,31 +95,29 @@ pub enum Target {
     Memory,
 }
 
-/// Mean loss of `runs` under profile `p`.
+/// Mean loss of `runs` under profile `p`. The runs are predicted in
+/// parallel (a fit calls this thousands of times); the losses are summed in
+/// the runs' order, so the result does not depend on the thread count.
 pub fn objective(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) -> f64 {
-    let mut s = 0.0;
-    let mut n = 0.0;
-    for (r, chip) in runs {
-        let (meas, pred) = match target {
-            Target::Time => match r.step_time_s {
-                Some(m) => (m, predict(&r.spec, chip, p).step_time_s),
-                None => continue,
-            },
-            Target::Memory => match r.peak_mem_gb {
-                Some(m) if m > 0.0 => (
-                    m,
-                    super::model::peak_memory(&r.spec, chip, p).total_bytes.gb(),
-                ),
-                _ => continue,
-            },
-        };
-        s += loss(pred, meas);
-        n += 1.0;
-    }
-    if n > 0.0 {
-        s / n
-    } else {
+    use rayon::prelude::*;
+    let losses: Vec<f64> = runs
+        .par_iter()
+        .filter_map(|(r, chip)| {
+            let (meas, pred) = match target {
+                Target::Time => (r.step_time_s?, predict(&r.spec, chip, p).step_time_s),
+                Target::Memory => {
+                    let m = r.peak_mem_gb.filter(|m| *m > 0.0)?;
+                    let pred = super::model::peak_memory(&r.spec, chip, p).total_bytes.gb();
+                    (m, pred)
+                }
+            };
+            Some(loss(pred, meas))
+        })
+        .collect();
+    if losses.is_empty() {
         0.0
+    } else {
+        losses.iter().sum::<f64>() / losses.len() as f64
     }
 }
 
