@@ -36,35 +36,24 @@ use crate::units::{Bytes, BytesPerSec, DType, Seconds};
 pub use memory::Placement;
 pub use roofline::Bound;
 
-/// Serving layout of the weight matmuls.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    strum::Display,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(ascii_case_insensitive)]
-pub enum Sharding {
-    /// 1D (Megatron) tensor parallelism over `tp` chips.
-    #[default]
-    #[serde(rename = "1d")]
-    #[strum(to_string = "1d", serialize = "tp", serialize = "megatron")]
-    OneD,
-    /// 2D weight-stationary (ESTI): D over X, F over Y·Z.
-    #[serde(rename = "2d-ws")]
-    #[strum(
-        to_string = "2d-ws",
-        serialize = "2d",
-        serialize = "2dws",
-        serialize = "esti"
-    )]
-    TwoDWs,
+crate::parallelism::named_choice! {
+    /// Serving layout of the weight matmuls.
+    pub enum Sharding {
+        /// 1D (Megatron) tensor parallelism over `tp` chips.
+        #[default]
+        #[serde(rename = "1d")]
+        #[strum(to_string = "1d", serialize = "tp", serialize = "megatron")]
+        OneD,
+        /// 2D weight-stationary (ESTI): D over X, F over Y·Z.
+        #[serde(rename = "2d-ws")]
+        #[strum(
+            to_string = "2d-ws",
+            serialize = "2d",
+            serialize = "2dws",
+            serialize = "esti"
+        )]
+        TwoDWs,
+    }
 }
 
 impl Sharding {

@@ -17,31 +17,19 @@ use crate::model::ModelSpec;
 use crate::trace::NoTrace;
 use crate::units::DType;
 
-/// What to optimise among the points that meet the SLOs.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    strum::EnumString,
-    strum::Display,
-    strum::VariantNames,
-)]
-#[serde(rename_all = "kebab-case")]
-#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
-pub enum InferObjective {
-    /// Most output tokens/s per chip.
-    #[default]
-    #[strum(to_string = "throughput", serialize = "tps")]
-    Throughput,
-    /// Fewest USD per million output tokens (= throughput per chip when every chip costs the same).
-    Cost,
-    /// Shortest time per output token, ties by TTFT.
-    #[strum(to_string = "latency", serialize = "tpot")]
-    Latency,
+crate::parallelism::named_choice! {
+    /// What to optimise among the points that meet the SLOs.
+    pub enum InferObjective {
+        /// Most output tokens/s per chip.
+        #[default]
+        #[strum(to_string = "throughput", serialize = "tps")]
+        Throughput,
+        /// Fewest USD per million output tokens (= throughput per chip when every chip costs the same).
+        Cost,
+        /// Shortest time per output token, ties by TTFT.
+        #[strum(to_string = "latency", serialize = "tpot")]
+        Latency,
+    }
 }
 
 impl InferObjective {
