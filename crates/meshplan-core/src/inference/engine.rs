@@ -31,7 +31,28 @@ const FILES: &[(&str, &str)] = &[
         "trtllm",
         include_str!("../../../../data/engines/trtllm.toml"),
     ),
+    (
+        "trtllm-2023",
+        include_str!("../../../../data/engines/trtllm-2023.toml"),
+    ),
+    (
+        "jetstream",
+        include_str!("../../../../data/engines/jetstream.toml"),
+    ),
 ];
+
+/// The chips an engine profile models.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// NVIDIA GPUs (CUDA kernels).
+    #[default]
+    Gpu,
+    /// Google TPUs (XLA).
+    Tpu,
+    /// Any chip (the book's roofline).
+    Any,
+}
 
 /// One serving engine's choices and efficiencies (SI units).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +103,29 @@ pub struct EngineProfile {
     pub low_precision_compute: bool,
     /// Whether MoE decode loads only the experts the batch routes to.
     pub moe_expected_experts: bool,
+    /// The chips this profile models (default GPU).
+    #[serde(default)]
+    pub platform: Platform,
+    /// Fraction of the low-precision (8-bit and narrower) peak a large
+    /// GEMM reaches, when it differs from the 16-bit `gemm_efficiency`.
+    #[serde(default)]
+    pub lowp_gemm_efficiency: Option<f64>,
+    /// M½ of the low-precision GEMMs.
+    #[serde(default)]
+    pub lowp_gemm_half_tokens: Option<f64>,
+    /// Whether the decode attention kernel reads a KV head once per query
+    /// head (one thread block per query head, no grouped-query kernel):
+    /// the KV reads of a GQA/MQA model multiply by G = N/K.
+    #[serde(default)]
+    pub kv_reads_per_query_head: bool,
+    /// Extra latency per ring step of the NCCL all-reduce: α(Y) =
+    /// `allreduce_latency_s + 2·(Y − 1)·allreduce_step_latency_s`.
+    #[serde(default)]
+    pub allreduce_step_latency_s: f64,
+    /// Bytes read and written per logit per sequence per step by the
+    /// sampler (softmax, top-k/top-p, draw), on one chip at η_hbm.
+    #[serde(default)]
+    pub sampling_bytes_per_logit: f64,
     /// Where each number comes from (`all` covers every field).
     pub sources: BTreeMap<String, String>,
 }
@@ -109,6 +153,27 @@ const SOURCED: &[&str] = &[
     "moe_expected_experts",
 ];
 
+/// Optional fields that need a `[sources]` entry when set.
+fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if p.lowp_gemm_efficiency.is_some() {
+        v.push("lowp_gemm_efficiency");
+    }
+    if p.lowp_gemm_half_tokens.is_some() {
+        v.push("lowp_gemm_half_tokens");
+    }
+    if p.kv_reads_per_query_head {
+        v.push("kv_reads_per_query_head");
+    }
+    if p.allreduce_step_latency_s > 0.0 {
+        v.push("allreduce_step_latency_s");
+    }
+    if p.sampling_bytes_per_logit > 0.0 {
+        v.push("sampling_bytes_per_logit");
+    }
+    v
+}
+
 impl EngineProfile {
     /// Parse and validate one profile file.
     pub fn from_toml(text: &str, origin: &str) -> Result<EngineProfile> {
@@ -129,6 +194,10 @@ impl EngineProfile {
             ("attention_efficiency", self.attention_efficiency),
             ("nccl_efficiency", self.nccl_efficiency),
             ("memory_utilization", self.memory_utilization),
+            (
+                "lowp_gemm_efficiency",
+                self.lowp_gemm_efficiency.unwrap_or(1.0),
+            ),
         ] {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(format!("{k} = {v} must be in (0, 1]"));
@@ -143,6 +212,12 @@ impl EngineProfile {
             ("allreduce_small_bandwidth", self.allreduce_small_bandwidth),
             ("allreduce_small_max_bytes", self.allreduce_small_max_bytes),
             ("dequant_ops_per_weight", self.dequant_ops_per_weight),
+            (
+                "lowp_gemm_half_tokens",
+                self.lowp_gemm_half_tokens.unwrap_or(0.0),
+            ),
+            ("allreduce_step_latency_s", self.allreduce_step_latency_s),
+            ("sampling_bytes_per_logit", self.sampling_bytes_per_logit),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} = {v} must be finite and ≥ 0"));
@@ -152,15 +227,20 @@ impl EngineProfile {
             return Err("kv_block_tokens must be at least 1".into());
         }
         if !self.sources.contains_key("all") {
-            if let Some(k) = SOURCED.iter().find(|k| !self.sources.contains_key(**k)) {
+            let opt = optional_sourced(self);
+            if let Some(k) = SOURCED
+                .iter()
+                .chain(opt.iter())
+                .find(|k| !self.sources.contains_key(**k))
+            {
                 return Err(format!("no [sources] entry for {k}"));
             }
         }
         Ok(())
     }
 
-    /// The built-in profile `name` ("ideal", "vllm", "sglang", "trtllm";
-    /// "tensorrt-llm", "trt-llm" accepted).
+    /// The built-in profile `name` ("ideal", "vllm", "sglang", "trtllm",
+    /// "trtllm-2023", "jetstream"; "tensorrt-llm", "trt-llm" accepted).
     pub fn builtin(name: &str) -> Result<EngineProfile> {
         let key = normalise(name);
         match FILES.iter().find(|(n, _)| *n == key) {
@@ -203,6 +283,20 @@ impl EngineProfile {
         self.gemm_efficiency * m / (m + self.gemm_half_tokens)
     }
 
+    /// GEMM efficiency at `m` tokens in `compute` dtype: the low-precision
+    /// curve (when the profile has one) below 16 bits, else
+    /// [`Self::gemm_efficiency_at`].
+    pub fn gemm_efficiency_for(&self, compute: DType, m: f64) -> f64 {
+        match (compute.bits() < 16, self.lowp_gemm_efficiency) {
+            (true, Some(eta)) => {
+                let m = m.max(1.0);
+                let half = self.lowp_gemm_half_tokens.unwrap_or(self.gemm_half_tokens);
+                eta * m / (m + half)
+            }
+            _ => self.gemm_efficiency_at(m),
+        }
+    }
+
     /// The compute dtype low-precision weights run at: the weight dtype when
     /// the engine runs low-precision GEMMs and the chip has a peak for it
     /// (fp8/int8 W8A8, fp4 W4A4), else None (bf16 activations, the weights
@@ -212,15 +306,21 @@ impl EngineProfile {
             .then_some(weights)
     }
 
-    /// Check the engine can model `chip`: GPU engines need a GPU.
+    /// Check the engine can model `chip`: GPU engines need a GPU, TPU
+    /// engines a TPU.
     pub fn check_chip(&self, chip: &Chip) -> Result<()> {
-        if !self.is_ideal() && chip.kind == ChipKind::Tpu {
-            return Err(Error::Invalid(format!(
-                "engine {} is calibrated on NVIDIA GPU kernels; use --engine ideal on {}",
+        let tpu = chip.kind == ChipKind::Tpu;
+        match (self.platform, tpu) {
+            (Platform::Gpu, true) => Err(Error::Invalid(format!(
+                "engine {} is calibrated on NVIDIA GPU kernels; use --engine ideal or jetstream on {}",
                 self.name, chip.display_name
-            )));
+            ))),
+            (Platform::Tpu, false) => Err(Error::Invalid(format!(
+                "engine {} models TPUs; use --engine ideal, vllm, sglang or trtllm on {}",
+                self.name, chip.display_name
+            ))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -229,6 +329,8 @@ fn normalise(name: &str) -> String {
     match n.as_str() {
         "tensorrt-llm" | "trt-llm" | "tensorrt" | "trt" => "trtllm".into(),
         "roofline" | "book" => "ideal".into(),
+        "trtllm-0.5" | "trtllm-v0.5" | "trtllm-0.6" => "trtllm-2023".into(),
+        "jetstream-pytorch" | "maxtext" => "jetstream".into(),
         _ => n,
     }
 }

@@ -86,7 +86,10 @@ impl Comms {
         if e.comms_overlap {
             return (ring, ag.latency_bound);
         }
-        let alpha = Seconds::new(e.allreduce_latency_s);
+        // NCCL's latency model: a base latency plus one hardware latency per
+        // ring step, 2(Y − 1) steps for a ring all-reduce
+        let steps = 2.0 * (self.tp.max(1) - 1) as f64;
+        let alpha = Seconds::new(e.allreduce_latency_s + steps * e.allreduce_step_latency_s);
         let nccl = alpha + ring / e.nccl_efficiency;
         if e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
             let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
@@ -205,18 +208,41 @@ impl StepModel<'_> {
         )
     }
 
+    /// Sampling `seqs` next tokens: `B·V·s_logit/(W_hbm·η_hbm)`, the
+    /// memory-bound passes over each sequence's V logits on one chip (the
+    /// logits are gathered to one rank). 0 for the book.
+    pub(crate) fn sampling(&self, seqs: f64) -> Seconds {
+        let e = self.engine;
+        let v = self.m.arch.vocab as f64;
+        Seconds::new(
+            seqs * v * e.sampling_bytes_per_logit / (self.hw.w_hbm.get() * e.hbm_efficiency),
+        )
+    }
+
+    /// How many times decode attention reads each KV head: G = N/K when the
+    /// engine's kernel runs one thread block per query head, else 1.
+    pub(crate) fn kv_read_factor(&self) -> f64 {
+        let a = &self.m.arch;
+        if self.engine.kv_reads_per_query_head && a.mla.is_none() && a.n_kv_heads > 0 {
+            (a.n_heads as f64 / a.n_kv_heads as f64).max(1.0)
+        } else {
+            1.0
+        }
+    }
+
     /// The decode step of `batch` sequences at KV length `context`.
     pub(crate) fn decode<T: Tracer>(&self, batch: u64, context: u64, tr: &mut T) -> DecodeStep {
         let b = batch as f64;
-        let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace);
+        let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace)
+            * self.kv_read_factor();
         let w = self.weights_read(b);
         let e = self.engine;
         let eff = StepEfficiency {
             hbm: e.hbm_efficiency,
             kv: e.kv_hbm_efficiency,
-            gemm: e.gemm_efficiency_at(b),
+            gemm: e.gemm_efficiency_for(self.q.compute_dtype, b),
             t_dequant: self.dequant(w),
-            t_fixed: self.fixed(),
+            t_fixed: self.fixed() + self.sampling(b),
             comms_overlap: e.comms_overlap,
         };
         let (t_comms, _) = self.comms.time(b);
@@ -270,14 +296,16 @@ impl StepModel<'_> {
         let mfu = self.q.mfu;
         let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
         let compute = Seconds::new(
-            f_mm / (n * cc * e.gemm_efficiency_at(per_chunk) * mfu)
+            f_mm / (n * cc * e.gemm_efficiency_for(self.q.compute_dtype, per_chunk) * mfu)
                 + f_att / (n * cc * e.attention_efficiency * mfu),
         ) + self.dequant(w_dev_read) * ch;
         let memory = Seconds::new(
             (ch * w_bytes / e.hbm_efficiency + kv_bytes / e.kv_hbm_efficiency) / (n * w),
         );
         let comms = self.comms.time(per_chunk).0 * ch;
-        let fixed = self.fixed() * ch;
+        // every chunk pays the fixed step cost; the b prompts' first tokens
+        // are sampled once
+        let fixed = self.fixed() * ch + self.sampling(b);
         let total = if e.comms_overlap {
             compute.max(memory).max(comms) + fixed
         } else {
