@@ -209,6 +209,14 @@ pub struct InferenceSection {
     pub engine: Option<String>,
     /// static | concurrency=N | rate=R (requests/s).
     pub workload: Option<String>,
+    /// Speculative decoding: ngram | mtp | draft:MODEL (default: none).
+    pub speculative: Option<String>,
+    /// γ: tokens drafted per target step (default 4).
+    pub spec_gamma: Option<u64>,
+    /// α: acceptance rate of each drafted token, in [0, 1] (required with `speculative`).
+    pub spec_acceptance: Option<f64>,
+    /// Fraction of each prompt already in the prefix cache, in [0, 1) (default 0).
+    pub prefix_cache_hit: Option<f64>,
 }
 
 /// `[parallelism]`, shared by training and inference.

@@ -27,7 +27,7 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long)]
     pub gen_len: Option<String>,
-    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm.
+    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm, trtllm-2023, jetstream (TPU).
     #[arg(long)]
     pub engine: Option<String>,
 }
@@ -73,6 +73,18 @@ pub struct InferRunArgs {
     /// static | concurrency=N | rate=R (requests/s): continuous batching.
     #[arg(long)]
     pub workload: Option<String>,
+    /// Speculative decoding: ngram | mtp | draft:MODEL.
+    #[arg(long)]
+    pub speculative: Option<String>,
+    /// γ: tokens drafted per target step (default 4).
+    #[arg(long)]
+    pub spec_gamma: Option<u64>,
+    /// α: acceptance rate of each drafted token.
+    #[arg(long)]
+    pub spec_acceptance: Option<f64>,
+    /// Fraction of each prompt already in the prefix cache, [0, 1).
+    #[arg(long)]
+    pub prefix_cache_hit: Option<f64>,
 }
 
 /// `[parallelism]` flags of `infer`.
@@ -93,6 +105,8 @@ pub struct InferParallelArgs {
 pub fn run(a: InferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
     finite("--mfu", a.run.mfu)?;
+    finite("--spec-acceptance", a.run.spec_acceptance)?;
+    finite("--prefix-cache-hit", a.run.prefix_cache_hit)?;
     let flags = sections(&[
         ("inference", serde_json::to_value(&a.serve)?),
         ("inference", serde_json::to_value(&a.run)?),

@@ -10,6 +10,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::engine::EngineProfile;
+use crate::inference::serving::speculative::{DraftMethod, Speculative};
 use crate::model::params::ParamCounts;
 use crate::model::{kv, params, ModelSpec};
 use crate::trace::{NoTrace, Step, Tracer};
@@ -516,6 +517,44 @@ pub fn evaluate<T: Tracer>(
     };
     engine.check_chip(chip)?;
     let (cm, w_ici, m_y) = Comms::new(m, chip, q, (l.tp, l.ep), &engine);
+    // speculative decoding with a draft model: its own step on the same TP group
+    let draft_spec = match &q.speculative {
+        Some(Speculative {
+            method: DraftMethod::Draft(d),
+            ..
+        }) => Some(d.as_ref()),
+        _ => None,
+    };
+    let draft_parts = draft_spec.map(|d| {
+        let p = params::count(&d.arch, &mut NoTrace);
+        let pl = Placement {
+            chips: l.tp,
+            tp: l.tp,
+            ep: 1,
+            replicas: 1,
+        };
+        let w = memory::weight_bytes_per_device(&p, q.weights_dtype, &pl, &mut NoTrace);
+        let cm = Comms::new(d, chip, q, (l.tp, 1), &engine).0;
+        (d, p, w, cm)
+    });
+    let draft_sm = draft_parts.as_ref().map(|(d, p, w, dcm)| StepModel {
+        engine: &engine,
+        m: d,
+        p,
+        q,
+        nr: l.tp,
+        hw: roofline::Hw {
+            chips: l.tp,
+            replicated_chips: l.tp,
+            c: chip.flops(q.compute_dtype),
+            w_hbm: chip.hbm_bandwidth,
+        },
+        w_dev: *w,
+        routed_dev: Bytes::ZERO,
+        vector_ops: super::step::vector_ops(chip),
+        comms: dcm,
+        draft: None,
+    });
     let sm = StepModel {
         engine: &engine,
         m,
@@ -534,6 +573,7 @@ pub fn evaluate<T: Tracer>(
         ),
         vector_ops: super::step::vector_ops(chip),
         comms: &cm,
+        draft: draft_sm.as_ref(),
     };
     let ph = phases(&sm, q, &l, &mp, tr);
     let lim = limits(m, chip, q, &l, &cm, w_ici, m_y, ph.dec_latency_bound, tr);

@@ -94,6 +94,10 @@ pub struct InferQuery {
     pub engine: Option<EngineProfile>,
     /// Static batch or continuous batching.
     pub workload: Workload,
+    /// Speculative decoding (None: one token per step).
+    pub speculative: Option<serving::speculative::Speculative>,
+    /// Fraction of each prompt already in the prefix cache, in [0, 1).
+    pub prefix_cache_hit: f64,
 }
 
 impl Default for InferQuery {
@@ -113,6 +117,8 @@ impl Default for InferQuery {
             mfu: 1.0,
             engine: None,
             workload: Workload::Static,
+            speculative: None,
+            prefix_cache_hit: 0.0,
         }
     }
 }

@@ -6,10 +6,11 @@
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{parse_shape, Chip};
+use crate::inference::serving::speculative::{check_prefix_hit, DraftMethod, Speculative};
 use crate::inference::serving::{EngineProfile, Workload};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
-use crate::scenario::Scenario;
+use crate::scenario::{InferenceSection, Scenario};
 use crate::training::scenario::{check_mfu, topology_for_chips};
 use crate::units::DType;
 
@@ -111,6 +112,42 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
         mfu: inf.mfu.map(check_mfu).transpose()?.unwrap_or(1.0),
         engine: Some(engine),
         workload,
+        speculative: speculative(inf, cat)?,
+        prefix_cache_hit: check_prefix_hit(inf.prefix_cache_hit.unwrap_or(0.0))?,
     };
     Ok(InferSetup { model, chip, query })
+}
+
+/// The `[inference]` speculative keys: `speculative = "ngram" | "mtp" |
+/// "draft:MODEL"`, `spec_gamma` (default 4), `spec_acceptance` (required).
+fn speculative(inf: &InferenceSection, cat: &Catalog) -> Result<Option<Speculative>> {
+    let Some(m) = inf.speculative.as_deref() else {
+        if inf.spec_gamma.is_some() || inf.spec_acceptance.is_some() {
+            return Err(Error::Invalid(
+                "spec_gamma / spec_acceptance need speculative = ngram | mtp | draft:MODEL".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let method = match m.trim() {
+        "none" | "off" => return Ok(None),
+        "ngram" | "prompt-lookup" => DraftMethod::Ngram,
+        "mtp" | "eagle" | "medusa" => DraftMethod::Mtp,
+        d => match d.strip_prefix("draft:") {
+            Some(name) => DraftMethod::Draft(Box::new(cat.model(name.trim())?.clone())),
+            None => {
+                return Err(Error::BadValue {
+                    what: "speculative".into(),
+                    input: m.into(),
+                    expected: "ngram, mtp or draft:MODEL".into(),
+                })
+            }
+        },
+    };
+    let alpha = inf.spec_acceptance.ok_or_else(|| {
+        Error::Invalid(
+            "speculative decoding needs an acceptance rate: spec_acceptance = α in [0, 1] (--spec-acceptance)".into(),
+        )
+    })?;
+    Speculative::new(method, inf.spec_gamma.unwrap_or(4), alpha).map(Some)
 }

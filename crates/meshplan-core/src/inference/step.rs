@@ -166,6 +166,8 @@ pub(crate) struct StepModel<'a> {
     /// Vector ALU ops/s for dequantisation.
     pub(crate) vector_ops: f64,
     pub(crate) comms: &'a Comms,
+    /// The draft model's step model (speculative decoding with a draft model).
+    pub(crate) draft: Option<&'a StepModel<'a>>,
 }
 
 impl StepModel<'_> {
@@ -232,9 +234,26 @@ impl StepModel<'_> {
 
     /// The decode step of `batch` sequences at KV length `context`.
     pub(crate) fn decode<T: Tracer>(&self, batch: u64, context: u64, tr: &mut T) -> DecodeStep {
+        self.decode_tokens(batch, context, 1, tr)
+    }
+
+    /// The decode step of `batch` sequences with `per_seq` tokens each (a
+    /// speculative verify step: γ + 1): the matmuls, collectives and
+    /// sampling see `batch·per_seq` tokens, the KV of each sequence is read
+    /// once.
+    pub(crate) fn decode_tokens<T: Tracer>(
+        &self,
+        batch: u64,
+        context: u64,
+        per_seq: u64,
+        tr: &mut T,
+    ) -> DecodeStep {
+        let g = per_seq.max(1);
+        let batch = batch.saturating_mul(g);
         let b = batch as f64;
+        // KV per token-row: the sequence's KV shared by its g query rows
         let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace)
-            * self.kv_read_factor();
+            * (self.kv_read_factor() / g as f64);
         let w = self.weights_read(b);
         let e = self.engine;
         let eff = StepEfficiency {
@@ -248,6 +267,43 @@ impl StepModel<'_> {
         let (t_comms, _) = self.comms.time(b);
         let work = (batch, kvs, self.p.matmul_active as f64, w);
         latency::decode_step_with(work, (self.nr, self.hw.c, self.hw.w_hbm), t_comms, &eff, tr)
+    }
+
+    /// Time per output token of `batch` sequences at KV length `context`:
+    /// the decode step, or with speculative decoding
+    /// `(T_draft + T_verify(γ + 1))/E` and its breakdown.
+    pub(crate) fn token_time(
+        &self,
+        batch: u64,
+        context: u64,
+    ) -> (Seconds, Option<super::serving::speculative::SpecReport>) {
+        use super::serving::speculative::{DraftMethod, SpecReport};
+        let plain = self.decode(batch, context, &mut NoTrace).step;
+        let Some(sp) = &self.q.speculative else {
+            return (plain, None);
+        };
+        let gamma = sp.gamma as f64;
+        let verify = self.decode_tokens(batch, context, sp.gamma + 1, &mut NoTrace).step;
+        let draft = match (&sp.method, self.draft) {
+            (DraftMethod::Ngram, _) => Seconds::ZERO,
+            // one extra block per drafted token: a layer's share of the step
+            (DraftMethod::Mtp, _) => plain * (gamma / self.comms.l.max(1.0)),
+            (DraftMethod::Draft(_), Some(d)) => d.decode(batch, context, &mut NoTrace).step * gamma,
+            (DraftMethod::Draft(_), None) => Seconds::ZERO,
+        };
+        let e = sp.expected_tokens();
+        let tpot = (draft + verify) / e;
+        let rep = SpecReport {
+            method: sp.method.to_string(),
+            gamma: sp.gamma,
+            acceptance: sp.acceptance,
+            expected_tokens_per_step: e,
+            verify_step_s: verify.get(),
+            draft_s: draft.get(),
+            tpot_s: tpot.get(),
+            speedup: plain.get() / tpot.get(),
+        };
+        (tpot, Some(rep))
     }
 
     /// The prefill of `prompts` prompts of `len` tokens (one batched
@@ -275,7 +331,9 @@ impl StepModel<'_> {
     ) -> PrefillTime {
         let e = self.engine;
         let b = prompts.max(1) as f64;
-        let tokens = b * len.max(1) as f64;
+        // prefix caching: only the (1 − h) uncached tokens are prefilled
+        let h = self.q.prefix_cache_hit.clamp(0.0, 0.999);
+        let tokens = (b * len.max(1) as f64 * (1.0 - h)).max(1.0);
         let chunks = match e.max_prefill_tokens {
             0 => 1,
             c => (tokens / c as f64).ceil().max(1.0) as u64,
@@ -285,10 +343,11 @@ impl StepModel<'_> {
         let (mut f_mm, mut f_att, mut w_bytes, mut kv_bytes) = (0.0, 0.0, 0.0, 0.0);
         for c in comps {
             if c.name == "attention" {
-                f_att += c.flops.get() * b;
-                kv_bytes += c.bytes.get() * b;
+                // the new tokens attend over the whole prefix: 1 − h² of the causal scores
+                f_att += c.flops.get() * b * (1.0 - h * h);
+                kv_bytes += c.bytes.get() * b * (1.0 - h);
             } else {
-                f_mm += c.flops.get() * b;
+                f_mm += c.flops.get() * b * (1.0 - h);
                 w_bytes += c.bytes.get();
             }
         }

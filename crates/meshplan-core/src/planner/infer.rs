@@ -198,6 +198,8 @@ impl InferPoint {
             mfu: s.mfu,
             engine: Some(s.engine.clone()),
             workload: Default::default(),
+            speculative: None,
+            prefix_cache_hit: 0.0,
         }
     }
 }
@@ -415,6 +417,8 @@ impl InferSearch<'_> {
             mfu: self.mfu,
             engine: Some(self.engine.clone()),
             workload: Default::default(),
+            speculative: None,
+            prefix_cache_hit: 0.0,
         };
         let r = evaluate(self.spec, self.chip, &q, &mut NoTrace).ok()?;
         // an engine holds the batch in its own paged KV cache (memory reserve, blocks)

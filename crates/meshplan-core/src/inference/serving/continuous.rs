@@ -126,10 +126,8 @@ impl Point {
 fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
     let q = sm.q;
     let b = c.ceil().max(1.0) as u64;
-    let t_d = sm
-        .decode(b, q.prompt_len + q.gen_len / 2, &mut NoTrace)
-        .step
-        .get();
+    // per output token: the decode step, or its speculative equivalent
+    let t_d = sm.token_time(b, q.prompt_len + q.gen_len / 2).0.get();
     let s_p = sm.prefill(b, q.prompt_len, &mut NoTrace).total.get() / b as f64;
     (t_d, s_p)
 }

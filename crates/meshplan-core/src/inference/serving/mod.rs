@@ -16,6 +16,7 @@ module composes them into what a benchmark reports.
 
 pub mod continuous;
 pub mod queue;
+pub mod speculative;
 pub mod workload;
 
 use serde::Serialize;
@@ -67,6 +68,11 @@ pub struct ServingReport {
     /// The same slice split into prefill and decode replicas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disaggregated: Option<Disaggregated>,
+    /// Speculative decoding at the static batch's mean length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<speculative::SpecReport>,
+    /// Fraction of each prompt served from the prefix cache.
+    pub prefix_cache_hit: f64,
 }
 
 /// Largest batch the engine's KV cache holds at `context` tokens: usable
@@ -115,7 +121,7 @@ pub(crate) fn static_batch<T: Tracer>(sm: &StepModel, replicas: u64, tr: &mut T)
     let q = sm.q;
     let pf = sm.prefill(q.batch, q.prompt_len, &mut NoTrace);
     let mean_ctx = q.prompt_len.saturating_add(q.gen_len / 2);
-    let tpot = sm.decode(q.batch, mean_ctx, &mut NoTrace).step;
+    let tpot = sm.token_time(q.batch, mean_ctx).0;
     let total = pf.total + tpot * (q.gen_len.saturating_sub(1)) as f64;
     // in f64: a hostile batch (1e18) must not overflow the product
     let tokens = replicas as f64 * q.batch as f64 * q.gen_len as f64;
@@ -124,7 +130,7 @@ pub(crate) fn static_batch<T: Tracer>(sm: &StepModel, replicas: u64, tr: &mut T)
         Step::new(
             "serving.static_batch",
             "Static batch: output tokens/s including its prefill",
-            "replicas·B·T_out / (TTFT(B·T_in) + (T_out − 1)·T_step(B, T_in + T_out/2))",
+            "replicas·B·T_out / (TTFT(B·T_in) + (T_out − 1)·TPOT(B, T_in + T_out/2))",
         )
         .bind("B", q.batch as f64, "sequences")
         .bind("T_in", q.prompt_len as f64, "tokens")
@@ -163,12 +169,34 @@ pub(crate) fn report<T: Tracer>(
             (Some(c), d)
         }
     };
+    let q = sm.q;
+    let speculative = sm
+        .token_time(q.batch, q.prompt_len.saturating_add(q.gen_len / 2))
+        .1;
+    if let Some(s) = &speculative {
+        tr.record(|| {
+            Step::new(
+                "serving.speculative_tpot",
+                "Time per output token with speculative decoding",
+                "(T_draft + T_verify(B·(γ + 1)))/E, E = (1 − α^(γ+1))/(1 − α)",
+            )
+            .bind("γ", s.gamma as f64, "tokens")
+            .bind("α", s.acceptance, "")
+            .bind("E", s.expected_tokens_per_step, "tokens")
+            .bind("T_draft", s.draft_s, "s")
+            .bind("T_verify", s.verify_step_s, "s")
+            .result(s.tpot_s, "s")
+            .source("Leviathan et al. 2023 (speculative decoding), eq. 1; step times from the engine profile")
+        });
+    }
     Ok(ServingReport {
         engine: sm.engine.name.clone(),
         engine_max_batch,
         static_batch,
         continuous,
         disaggregated,
+        speculative,
+        prefix_cache_hit: q.prefix_cache_hit,
     })
 }
 
