@@ -27,7 +27,7 @@ pub struct ServeArgs {
     /// Tokens generated per request.
     #[arg(long)]
     pub gen_len: Option<String>,
-    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm, trtllm-2023, jetstream (TPU).
+    /// Serving engine: ideal (the book's roofline), vllm, sglang, trtllm, trtllm-2023, jetstream (TPU); `plan infer` also takes a comma list or "all".
     #[arg(long)]
     pub engine: Option<String>,
 }

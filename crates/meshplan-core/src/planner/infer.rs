@@ -1,5 +1,6 @@
-//! The serving search: slice shapes × expert/tensor layouts × 1D/2D-WS ×
-//! weight and KV dtypes × batch sizes, each costed with
+//! The serving search: slice shapes × expert/tensor layouts (tp, ep, the
+//! replicas they leave) × 1D/2D-WS × weight and KV dtypes × serving engines
+//! × batch sizes, each costed with
 //! [`crate::inference::evaluate`]; the Pareto front of per-token latency
 //! against throughput per chip, and the best point under the SLOs.
 
@@ -140,9 +141,10 @@ pub struct InferSearch<'a> {
     pub max_batch: u64,
     /// Threads (None = all cores).
     pub threads: Option<usize>,
-    /// Serving engine (low-precision weights run on the chip's matching
-    /// tensor cores where the engine does so).
-    pub engine: EngineProfile,
+    /// Serving engines searched (low-precision weights run on the chip's
+    /// matching tensor cores where an engine does so); the first is the
+    /// default engine for the chip.
+    pub engines: Vec<EngineProfile>,
 }
 
 /// One costed serving point.
@@ -164,6 +166,8 @@ pub struct InferPoint {
     pub weights_dtype: DType,
     /// KV dtype.
     pub kv_dtype: DType,
+    /// Serving engine.
+    pub engine: String,
     /// Sequences per replica.
     pub batch: u64,
     /// Time per output token (decode step), s.
@@ -183,10 +187,16 @@ pub struct InferPoint {
 impl InferPoint {
     /// The query that reproduces this point.
     pub fn query(&self, s: &InferSearch) -> InferQuery {
+        let e = s
+            .engines
+            .iter()
+            .find(|e| e.name == self.engine)
+            .or(s.engines.first())
+            .cloned();
         InferQuery {
             weights_dtype: self.weights_dtype,
             kv_dtype: self.kv_dtype,
-            compute_dtype: s.compute_for(self.weights_dtype),
+            compute_dtype: e.as_ref().map_or(s.compute_dtype, |e| s.compute_for(e, self.weights_dtype)),
             batch: self.batch,
             prompt_len: s.prompt_len,
             context: s.prompt_len + s.gen_len,
@@ -196,7 +206,7 @@ impl InferPoint {
             ep: Some(self.ep),
             sharding: self.sharding,
             mfu: s.mfu,
-            engine: Some(s.engine.clone()),
+            engine: e,
             workload: Default::default(),
             speculative: None,
             prefix_cache_hit: 0.0,
@@ -242,6 +252,8 @@ struct Layout {
     sharding: Sharding,
     wdt: DType,
     kdt: DType,
+    /// Index into `engines`.
+    engine: usize,
 }
 
 impl InferSearch<'_> {
@@ -257,20 +269,19 @@ impl InferSearch<'_> {
             tpot_slo: None,
             objective: InferObjective::Throughput,
             top_k: 10,
-            weights_dtypes: vec![DType::Bf16, DType::Int8],
-            kv_dtypes: vec![DType::Bf16, DType::Int8],
+            weights_dtypes: quant_choices(chip),
+            kv_dtypes: quant_choices(chip),
             compute_dtype: DType::Bf16,
             mfu: 1.0,
             max_batch: 1 << 14,
             threads: None,
-            engine: EngineProfile::default_for(chip),
+            engines: vec![EngineProfile::default_for(chip)],
         }
     }
 
-    /// The compute dtype of weights in `wdt` under the engine.
-    fn compute_for(&self, wdt: DType) -> DType {
-        self.engine
-            .native_compute(self.chip, wdt)
+    /// The compute dtype of weights in `wdt` under engine `e`.
+    fn compute_for(&self, e: &EngineProfile, wdt: DType) -> DType {
+        e.native_compute(self.chip, wdt)
             .unwrap_or(self.compute_dtype)
     }
 
@@ -370,8 +381,8 @@ impl InferSearch<'_> {
                         &[Sharding::OneD]
                     };
                     for &sharding in shardings {
-                        for &wdt in &self.weights_dtypes {
-                            for &kdt in &self.kv_dtypes {
+                        for (wdt, kdt, engine) in self.dtype_engine_choices() {
+                            {
                                 let ok = a.n_heads % tp == 0 && {
                                     let f_tp = if a.dense_layers() > 0 {
                                         a.d_ff
@@ -391,6 +402,7 @@ impl InferSearch<'_> {
                                     sharding,
                                     wdt,
                                     kdt,
+                                    engine,
                                 });
                             }
                         }
@@ -401,11 +413,25 @@ impl InferSearch<'_> {
         (out, bad)
     }
 
+    /// Weight dtype × KV dtype × engine.
+    fn dtype_engine_choices(&self) -> Vec<(DType, DType, usize)> {
+        let mut v = Vec::new();
+        for &w in &self.weights_dtypes {
+            for &k in &self.kv_dtypes {
+                for e in 0..self.engines.len() {
+                    v.push((w, k, e));
+                }
+            }
+        }
+        v
+    }
+
     fn point(&self, l: &Layout, batch: u64) -> Option<(InferPoint, bool)> {
+        let engine = &self.engines[l.engine];
         let q = InferQuery {
             weights_dtype: l.wdt,
             kv_dtype: l.kdt,
-            compute_dtype: self.compute_for(l.wdt),
+            compute_dtype: self.compute_for(engine, l.wdt),
             batch,
             prompt_len: self.prompt_len,
             context: self.prompt_len + self.gen_len,
@@ -415,16 +441,15 @@ impl InferSearch<'_> {
             ep: Some(l.ep),
             sharding: l.sharding,
             mfu: self.mfu,
-            engine: Some(self.engine.clone()),
+            engine: Some(engine.clone()),
             workload: Default::default(),
             speculative: None,
             prefix_cache_hit: 0.0,
         };
         let r = evaluate(self.spec, self.chip, &q, &mut NoTrace).ok()?;
         // an engine holds the batch in its own paged KV cache (memory reserve, blocks)
-        let fits =
-            r.batch_fits && (self.engine.is_ideal() || r.batch <= r.serving.engine_max_batch);
-        Some((point_of(&r, l), fits))
+        let fits = r.batch_fits && (engine.is_ideal() || r.batch <= r.serving.engine_max_batch);
+        Some((point_of(&r, l, &engine.name), fits))
     }
 
     fn meets(&self, p: &InferPoint) -> (bool, bool) {
@@ -457,10 +482,11 @@ impl InferSearch<'_> {
         // exact ties (the report says so, see InferObjective::ranking):
         // the smaller batch, then fewer-way tensor parallelism, then 1D
         // before 2D weight-stationary sharding
-        (a.batch, a.tp, a.sharding == Sharding::TwoDWs).cmp(&(
+        (a.batch, a.tp, a.sharding == Sharding::TwoDWs, &a.engine).cmp(&(
             b.batch,
             b.tp,
             b.sharding == Sharding::TwoDWs,
+            &b.engine,
         ))
     }
 
@@ -569,7 +595,7 @@ impl InferSearch<'_> {
     }
 }
 
-fn point_of(r: &InferReport, l: &Layout) -> InferPoint {
+fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
     InferPoint {
         mesh: l.mesh.clone(),
         chips: r.chips,
@@ -579,6 +605,7 @@ fn point_of(r: &InferReport, l: &Layout) -> InferPoint {
         sharding: r.sharding,
         weights_dtype: r.weights_dtype,
         kv_dtype: r.kv_dtype,
+        engine: engine.to_string(),
         batch: r.batch,
         tpot_s: r.decode_step_time_s.get(),
         ttft_s: r.ttft_s.get(),
@@ -636,9 +663,47 @@ impl<'a> InferSearch<'a> {
         }
         s.mfu = inf.mfu.unwrap_or(1.0);
         if let Some(e) = &inf.engine {
-            s.engine = EngineProfile::builtin(e)?;
-            s.engine.check_chip(chip)?;
+            s.engines = engines_for(e, chip)?;
         }
         Ok(s)
     }
+}
+
+/// The engines `--engine` names for the search: one name, a comma list, or
+/// `all` (every built-in engine that models the chip; the book's `ideal`
+/// roofline only on `@book` chips, where it is the default).
+pub fn engines_for(spec: &str, chip: &Chip) -> crate::Result<Vec<EngineProfile>> {
+    let mut out: Vec<EngineProfile> = Vec::new();
+    if spec.trim().eq_ignore_ascii_case("all") {
+        let default = EngineProfile::default_for(chip);
+        out.push(default.clone());
+        for n in EngineProfile::names() {
+            let e = EngineProfile::builtin(n)?;
+            if e.name != default.name && !e.is_ideal() && e.check_chip(chip).is_ok() {
+                out.push(e);
+            }
+        }
+        return Ok(out);
+    }
+    for n in spec.split(',').filter(|x| !x.trim().is_empty()) {
+        let e = EngineProfile::builtin(n)?;
+        e.check_chip(chip)?;
+        if !out.iter().any(|x| x.name == e.name) {
+            out.push(e);
+        }
+    }
+    if out.is_empty() {
+        out.push(EngineProfile::default_for(chip));
+    }
+    Ok(out)
+}
+
+/// Weight and KV dtypes the search tries by default: bf16 and int8, and
+/// fp8 where the chip has an fp8 peak (Hopper and later).
+fn quant_choices(chip: &Chip) -> Vec<DType> {
+    let mut v = vec![DType::Bf16, DType::Int8];
+    if chip.peak.get(DType::Fp8).is_some() {
+        v.push(DType::Fp8);
+    }
+    v
 }

@@ -170,9 +170,13 @@ pub(crate) fn report<T: Tracer>(
         }
     };
     let q = sm.q;
-    let speculative = sm
-        .token_time(q.batch, q.prompt_len.saturating_add(q.gen_len / 2))
-        .1;
+    let speculative = match q.speculative {
+        Some(_) => {
+            sm.token_time(q.batch, q.prompt_len.saturating_add(q.gen_len / 2))
+                .1
+        }
+        None => None,
+    };
     if let Some(s) = &speculative {
         tr.record(|| {
             Step::new(
