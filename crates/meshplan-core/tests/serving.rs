@@ -259,7 +259,7 @@ fn plan_infer_respects_the_engine_kv_capacity() {
     let spec = cat.model("llama-3.1-70b").unwrap();
     let chip = cat.chip("h100").unwrap();
     let s = InferSearch::new(spec, chip, ChipBudget::Exactly(8));
-    assert_eq!(s.engine.name, "vllm");
+    assert_eq!(s.engines[0].name, "vllm");
     let r = s.run();
     assert!(!r.plans.is_empty());
     for p in &r.plans {
@@ -267,4 +267,44 @@ fn plan_infer_respects_the_engine_kv_capacity() {
         assert!(p.batch <= rep.serving.engine_max_batch, "{p:?}");
         assert!(rep.max_batch >= rep.serving.engine_max_batch);
     }
+}
+
+/// `plan infer --engine all` searches every GPU engine (not the book's
+/// ideal roofline) with fp8 among the dtypes on an H100; each point
+/// reproduces under its own engine, and the Pareto front is non-dominated:
+/// TPOT ascending with tokens/s per chip strictly rising.
+#[test]
+fn plan_infer_searches_engines_and_quantisation() {
+    use meshplan_core::planner::infer::engines_for;
+    use meshplan_core::planner::{ChipBudget, InferSearch};
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3.1-70b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let mut s = InferSearch::new(spec, chip, ChipBudget::Exactly(8));
+    s.engines = engines_for("all", chip).unwrap();
+    let names: Vec<&str> = s.engines.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["vllm", "sglang", "trtllm", "trtllm-2023"]);
+    assert!(s.weights_dtypes.contains(&meshplan_core::units::DType::Fp8));
+    s.prompt_len = 1000;
+    s.gen_len = 500;
+    s.top_k = 50;
+    let r = s.run();
+    let engines: std::collections::BTreeSet<&str> =
+        r.plans.iter().map(|p| p.engine.as_str()).collect();
+    assert!(engines.len() >= 2, "{engines:?}");
+    for p in r.plans.iter().take(5) {
+        let rep = s.report(p).unwrap();
+        assert_eq!(rep.serving.engine, p.engine);
+        assert!((rep.decode_step_time_s.get() - p.tpot_s).abs() < 1e-15);
+    }
+    for w in r.pareto.windows(2) {
+        assert!(w[0].tpot_s <= w[1].tpot_s);
+        assert!(w[0].tokens_per_s_per_chip < w[1].tokens_per_s_per_chip);
+    }
+    assert!(engines_for("jetstream", chip).is_err());
+    assert_eq!(
+        engines_for("vllm,trtllm,vllm", chip).unwrap().len(),
+        2,
+        "duplicates collapse"
+    );
 }

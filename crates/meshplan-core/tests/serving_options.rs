@@ -11,7 +11,13 @@ use meshplan_core::Catalog;
 
 fn eval(model: &str, chip: &str, q: &InferQuery) -> InferReport {
     let c = Catalog::builtin();
-    inference::evaluate(c.model(model).unwrap(), c.chip(chip).unwrap(), q, &mut NoTrace).unwrap()
+    inference::evaluate(
+        c.model(model).unwrap(),
+        c.chip(chip).unwrap(),
+        q,
+        &mut NoTrace,
+    )
+    .unwrap()
 }
 
 fn base(engine: &str, chips: u64, batch: u64) -> InferQuery {
@@ -86,7 +92,11 @@ fn prefix_cache_removes_its_share_of_prefill() {
             mm += c.flops.get();
         }
     }
-    let c = Catalog::builtin().chip("h100@book").unwrap().flops(DType::Bf16).get();
+    let c = Catalog::builtin()
+        .chip("h100@book")
+        .unwrap()
+        .flops(DType::Bf16)
+        .get();
     let want = (mm * 0.5 + att * 0.75) / (8.0 * c);
     assert!((r1.serving.static_batch.ttft_s - want).abs() < 1e-9 * want);
     assert!((r0.serving.static_batch.ttft_s - (mm + att) / (8.0 * c)).abs() < 1e-9 * want);

@@ -283,7 +283,9 @@ impl StepModel<'_> {
             return (plain, None);
         };
         let gamma = sp.gamma as f64;
-        let verify = self.decode_tokens(batch, context, sp.gamma + 1, &mut NoTrace).step;
+        let verify = self
+            .decode_tokens(batch, context, sp.gamma + 1, &mut NoTrace)
+            .step;
         let draft = match (&sp.method, self.draft) {
             (DraftMethod::Ngram, _) => Seconds::ZERO,
             // one extra block per drafted token: a layer's share of the step

@@ -196,7 +196,9 @@ impl InferPoint {
         InferQuery {
             weights_dtype: self.weights_dtype,
             kv_dtype: self.kv_dtype,
-            compute_dtype: e.as_ref().map_or(s.compute_dtype, |e| s.compute_for(e, self.weights_dtype)),
+            compute_dtype: e
+                .as_ref()
+                .map_or(s.compute_dtype, |e| s.compute_for(e, self.weights_dtype)),
             batch: self.batch,
             prompt_len: s.prompt_len,
             context: s.prompt_len + s.gen_len,
