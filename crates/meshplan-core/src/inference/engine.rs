@@ -378,6 +378,36 @@ mod tests {
     }
 
     #[test]
+    fn engines_model_their_platform() {
+        let c = crate::Catalog::builtin();
+        let (h100, v5e) = (c.chip("h100").unwrap(), c.chip("tpu-v5e").unwrap());
+        let js = EngineProfile::builtin("jetstream").unwrap();
+        assert!(js.check_chip(v5e).is_ok());
+        assert!(js.check_chip(h100).is_err());
+        let v = EngineProfile::builtin("vllm").unwrap();
+        assert!(v.check_chip(h100).is_ok() && v.check_chip(v5e).is_err());
+        let i = EngineProfile::builtin("ideal").unwrap();
+        assert!(i.check_chip(h100).is_ok() && i.check_chip(v5e).is_ok());
+        // TPUs keep the book's roofline by default
+        assert!(EngineProfile::default_for(v5e).is_ideal());
+        assert_eq!(
+            "trtllm-v0.5".parse::<EngineProfile>().unwrap().name,
+            "trtllm-2023"
+        );
+    }
+
+    #[test]
+    fn lowp_curve_and_unsourced_options() {
+        let p = EngineProfile::builtin("trtllm-2023").unwrap();
+        // 0.52·358/(358 + 358) = 0.26 at M = M½ for 8-bit compute
+        assert!((p.gemm_efficiency_for(DType::Fp8, 358.0) - 0.26).abs() < 1e-12);
+        let text = include_str!("../../../../data/engines/trtllm-2023.toml");
+        let unsourced = text.replace("kv_reads_per_query_head = \"", "kv_reads = \"");
+        let e = EngineProfile::from_toml(&unsourced, "x").unwrap_err();
+        assert!(e.to_string().contains("kv_reads_per_query_head"), "{e}");
+    }
+
+    #[test]
     fn bad_profiles_are_refused() {
         let text = include_str!("../../../../data/engines/vllm.toml");
         let bad = text.replace("hbm_efficiency = 0.84", "hbm_efficiency = 1.5");

@@ -236,6 +236,32 @@ impl InferReport {
             rows.push(field("  TTFT", pct(&d.ttft_s)));
             rows.push(field("  TPOT", pct(&d.tpot_s)));
         }
+        if let Some(x) = &s.speculative {
+            rows.push(field(
+                "speculative",
+                format!(
+                    "{}, γ = {}, α = {}: {:.3} tokens per target step; draft {} + verify {} → TPOT {} ({:.2}× the plain step)",
+                    x.method,
+                    x.gamma,
+                    x.acceptance,
+                    x.expected_tokens_per_step,
+                    t(x.draft_s),
+                    t(x.verify_step_s),
+                    t(x.tpot_s),
+                    x.speedup
+                ),
+            ));
+        }
+        if s.prefix_cache_hit > 0.0 {
+            rows.push(field(
+                "prefix cache",
+                format!(
+                    "{:.0}% of each prompt cached: prefill runs the other {:.0}%",
+                    100.0 * s.prefix_cache_hit,
+                    100.0 * (1.0 - s.prefix_cache_hit)
+                ),
+            ));
+        }
         rows
     }
 }

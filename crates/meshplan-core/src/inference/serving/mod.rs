@@ -71,8 +71,13 @@ pub struct ServingReport {
     /// Speculative decoding at the static batch's mean length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<speculative::SpecReport>,
-    /// Fraction of each prompt served from the prefix cache.
+    /// Fraction of each prompt served from the prefix cache (omitted when 0).
+    #[serde(skip_serializing_if = "no_prefix_cache")]
     pub prefix_cache_hit: f64,
+}
+
+fn no_prefix_cache(h: &f64) -> bool {
+    *h == 0.0
 }
 
 /// Largest batch the engine's KV cache holds at `context` tokens: usable
