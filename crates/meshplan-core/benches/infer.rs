@@ -47,3 +47,16 @@ fn plan_infer_70b_8xh100_all_engines(bencher: divan::Bencher) {
     s.threads = Some(1);
     bencher.bench(|| divan::black_box(&s).run().plans.len());
 }
+
+/// The same search with the defaults (the chip's default engine, vLLM; bf16,
+/// int8 and fp8 weights and KV), one thread.
+#[divan::bench(sample_count = 10)]
+fn plan_infer_70b_8xh100_default(bencher: divan::Bencher) {
+    use meshplan_core::planner::infer::{ChipBudget, InferSearch};
+    let c = Catalog::builtin();
+    let m = c.model("llama-3.1-70b").unwrap();
+    let chip = c.chip("h100").unwrap();
+    let mut s = InferSearch::new(m, chip, ChipBudget::Exactly(8));
+    s.threads = Some(1);
+    bencher.bench(|| divan::black_box(&s).run().plans.len());
+}
