@@ -141,7 +141,7 @@ pub struct PrefillTime {
     pub memory: Seconds,
     /// TP/EP collectives.
     pub comms: Seconds,
-    /// chunks · (L·k·t_kernel + t_step).
+    /// chunks · (L·k·t_kernel + t_step) + sampling the prompts' first tokens.
     pub fixed: Seconds,
     /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed.
     pub total: Seconds,
