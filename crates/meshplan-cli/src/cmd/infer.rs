@@ -35,22 +35,16 @@ pub struct ServeArgs {
 /// Arguments of `meshplan infer`.
 #[derive(clap::Args, Debug)]
 pub struct InferArgs {
-    /// Scenario, model, chip, mesh or chip count.
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Dtypes and request lengths.
     #[command(flatten)]
     pub serve: ServeArgs,
-    /// Batch, context, compute dtype, prefill MFU.
     #[command(flatten)]
     pub run: InferRunArgs,
-    /// The sharding.
     #[command(flatten)]
     pub parallel: InferParallelArgs,
-    /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
-    /// `--plot FILE.svg`.
     #[command(flatten)]
     pub plot: crate::plot::InferPlotArgs,
 }
