@@ -698,7 +698,7 @@ pub fn predict_time(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> (Time
 pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction {
     let (time, extrapolated) = predict_time(spec, chip, p);
     let memory = peak_memory(spec, chip, p);
-    let usable = chip.hbm_capacity.get() * p.usable_hbm_fraction;
+    let usable = crate::memory::runtime::usable_bytes(chip, spec.framework, p.usable_hbm_fraction);
     let n = spec.n_gpus.max(1) as f64;
     Prediction {
         step_time_s: time.total,
