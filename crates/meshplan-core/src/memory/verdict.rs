@@ -65,7 +65,7 @@ pub fn judge(peak: f64, usable: f64) -> MemoryVerdict {
         margin_bytes: usable - peak,
         peak_low_bytes: low,
         peak_high_bytes: high,
-        band_source: "memory model's 5th-95th percentile error on the 225 Playbook runs predicted at >= 50 GB",
+        band_source: "memory-model error band: 5th-95th percentile on 225 Playbook peaks >= 50 GB",
         would_change: Vec::new(),
     }
 }

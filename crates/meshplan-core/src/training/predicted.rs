@@ -9,16 +9,17 @@
 //! report's memory is the one memory model under the plan's framework.
 //!
 //! Not predicted (the report says `prediction not available: <reason>`):
-//! MLA, sliding-window attention, non-causal attention, a compute dtype other
-//! than bf16, optimizers other than Adam/AdamW, and more micro-batches than
-//! sequences per replica.
+//! fp32 GEMMs, a low-precision dtype the chip has no peak for, optimizers
+//! other than Adam/AdamW, and more micro-batches than sequences per replica.
+//! MLA, sliding windows, non-causal masks and fp8/int8/fp4 GEMMs are
+//! predicted (the last outside the fitted range: `fitted_on.dtype`).
 
 use serde::Serialize;
 
 use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
-use crate::fidelity::model::{predict_time, TimeBreakdown};
+use crate::fidelity::model::{predict_time_with, Features, TimeBreakdown};
 use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
@@ -120,23 +121,17 @@ pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
 pub const NO_PROFILE_NOTE: &str = "no efficiency profile for this chip: times are roofline bounds";
 
 /// Why the fidelity model cannot predict this model / fixed configuration at
-/// all (whatever the parallelism), if it cannot.
+/// all (whatever the parallelism), if it cannot. MLA (its projections and
+/// per-head widths), sliding windows and non-causal masks (the keys each
+/// query attends to, `model::flops`) and low-precision GEMMs (the chip's
+/// peak for the dtype, with the casts) are predicted; optimizers other than
+/// Adam are not.
 pub fn model_unsupported(spec: &ModelSpec, cfg: &TrainConfig) -> Option<String> {
-    let a = &spec.arch;
-    if a.mla.is_some() {
-        return Some("multi-head latent attention is not modelled by the fidelity model".into());
-    }
-    if a.sliding_window.is_some() {
-        return Some("sliding-window attention is not modelled by the fidelity model".into());
-    }
-    if !cfg.causal {
-        return Some("non-causal attention is not modelled by the fidelity model".into());
-    }
-    if cfg.compute_dtype != DType::Bf16 {
-        return Some(format!(
-            "compute dtype {} (the efficiency profiles are calibrated for bf16)",
-            cfg.compute_dtype
-        ));
+    let _ = spec;
+    if matches!(cfg.compute_dtype, DType::Fp32) {
+        return Some(
+            "compute dtype fp32 (the efficiency profiles describe tensor-core GEMMs)".into(),
+        );
     }
     if !matches!(cfg.optimizer, Optimizer::Adam | Optimizer::AdamW) {
         return Some(
@@ -145,6 +140,18 @@ pub fn model_unsupported(spec: &ModelSpec, cfg: &TrainConfig) -> Option<String> 
         );
     }
     None
+}
+
+/// Why `chip` cannot run the GEMMs of `cfg` in its compute dtype (the
+/// catalog gives no peak for it), if it cannot.
+pub fn dtype_unsupported(chip: &Chip, cfg: &TrainConfig) -> Option<String> {
+    let d = cfg.compute_dtype;
+    (d.bytes_per_element() < 2.0 && chip.peak.get(d).is_none()).then(|| {
+        format!(
+            "{} has no {d} peak in its catalog entry (no {d} tensor-core path)",
+            chip.name
+        )
+    })
 }
 
 /// The replica the fidelity model predicts for `cfg` (the book's accounting
@@ -221,7 +228,14 @@ pub fn predict_train(
     floor_s: f64,
 ) -> std::result::Result<Predicted, String> {
     let rs = run_spec(spec, pc, cfg)?;
-    let (time, extrapolated) = predict_time(&rs, chip, &prof.profile);
+    if let Some(r) = dtype_unsupported(chip, cfg) {
+        return Err(r);
+    }
+    let features = Features {
+        compute_dtype: cfg.compute_dtype,
+        causal: cfg.causal,
+    };
+    let (time, extrapolated) = predict_time_with(&rs, chip, &prof.profile, &features);
     let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;

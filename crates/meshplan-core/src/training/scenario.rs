@@ -141,6 +141,7 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
         cfg.activation_dtype,
         "activation_dtype",
     )?;
+    cfg.compute_dtype = dtype(&t.compute_dtype, cfg.compute_dtype, "compute_dtype")?;
     if let Some(o) = &t.optimizer {
         cfg.optimizer = Optimizer::parse(o)?;
     }
