@@ -151,12 +151,17 @@ fn low_precision_relative(d: DType) -> f64 {
 /// Across k nodes: (GPUs of the group per node) × scale-out per GPU ×
 /// `inter_node_efficiency` × k^−`inter_node_congestion` (capped by NVLink).
 fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) -> f64 {
-    let nv = chip
-        .nvlink
-        .as_ref()
-        .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
-            n.per_gpu.one_way_rate().get()
-        });
+    // a TPU slice is one ICI domain: a ring collective along one torus axis
+    // with wraparound moves data both ways round the ring, 2 links' one-way
+    // bandwidth per chip (book ch3: T = V/(2·W_ici) for an all-gather)
+    let ici = chip.ici.as_ref().map(|i| 2.0 * i.link.one_way_rate().get());
+    let nv = ici.unwrap_or_else(|| {
+        chip.nvlink
+            .as_ref()
+            .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
+                n.per_gpu.one_way_rate().get()
+            })
+    });
     let intra = nv * p.intra_node_efficiency;
     if nodes <= 1 {
         return intra;
@@ -243,7 +248,11 @@ struct Geometry<'a> {
 impl<'a> Geometry<'a> {
     fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile, f: &Features) -> Self {
         let a = &spec.arch;
-        let per_node = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).max(1);
+        // a TPU slice is one ICI domain (multi-slice DCN jobs are not modelled)
+        let per_node = match (&chip.ici, &chip.nvlink) {
+            (Some(_), _) => spec.n_gpus.max(1),
+            (None, n) => n.as_ref().map_or(8, |n| n.domain_size).max(1),
+        };
         let (tp, pp, dp, cp) = (
             spec.tp.max(1),
             spec.pp.max(1),
@@ -251,7 +260,11 @@ impl<'a> Geometry<'a> {
             spec.cp.max(1),
         );
         let seq = (spec.seq_len / cp) as f64;
-        let nodes = super::range::job_nodes(spec, chip);
+        let nodes = if chip.ici.is_some() {
+            1
+        } else {
+            super::range::job_nodes(spec, chip)
+        };
         let deg = spec.degrees();
         let split = GpuSplit::new(&deg, per_node);
         Geometry {
@@ -641,7 +654,7 @@ fn stage_params(g: &Geometry) -> f64 {
 /// Gradient bytes per parameter a framework reduces.
 fn grad_bytes(fw: Framework) -> f64 {
     match fw {
-        Framework::Nanotron => 4.0,
+        Framework::Nanotron | Framework::Maxtext => 4.0,
         _ => 2.0,
     }
 }

@@ -244,6 +244,8 @@ pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration)
         Framework::Megatron | Framework::Megatron2022 => [pb, 4.0, moments + master(true)],
         // fp32 accumulation buffer plus the bf16 `param.grad`
         Framework::Nanotron => [pb, 4.0 + cal.grad_extra_bytes, moments + master(true)],
+        // fp32 weights and gradients, fp32 moments, no master copy
+        Framework::Maxtext => [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0],
     }
 }
 
@@ -380,6 +382,15 @@ fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, 
                 runtime::megatron_reserve_bytes(q.ep),
             )
         }
+        // XLA saves the same GEMM inputs and attention tensors (splash
+        // attention keeps no scores); the loss upcasts the logits to fp32;
+        // buffers are planned statically (no allocator, no NCCL)
+        Framework::Maxtext => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, None) * ab,
+            1.0,
+            1.0,
+            0.0,
+        ),
         _ => (
             framework_bytes_per_token_layer(a, q.tp, q.sp, q.remat) * ab,
             cal.activation_scale,

@@ -80,11 +80,14 @@ fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
 /// built-in H100 profile was fitted on the Playbook's AWS EFA cluster and
 /// carries an InfiniBand sub-profile that shares its compute and memory
 /// parameters); a GPU without a fitted profile gets one transferred from a
-/// fitted chip ([`transfer_base`]); `None` for TPUs (the calibrated model
-/// costs GPU networks only). A user profile is used as written: it was
+/// fitted chip ([`transfer_base`]); a TPU its MaxText/ICI profile
+/// ([`super::tpu::tpu_profile`]). A user profile is used as written: it was
 /// calibrated on the user's own cluster.
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
     let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
+        if chip.ici.is_some() {
+            return Ok(super::tpu::tpu_profile(chip));
+        }
         return Ok(transfer_base(chip).and_then(|b| transferred(chip, b)));
     };
     Ok(Some(match user {
@@ -110,10 +113,10 @@ pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<
 /// Megatron where an efficiency profile describes the chip, the book's
 /// accounting otherwise.
 pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
-    if profile.is_some() {
-        Framework::Megatron
-    } else {
-        Framework::Book
+    match profile {
+        Some(p) if p.profile.network == super::tpu::ICI => Framework::Maxtext,
+        Some(_) => Framework::Megatron,
+        None => Framework::Book,
     }
 }
 
