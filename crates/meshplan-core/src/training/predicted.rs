@@ -110,11 +110,14 @@ pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<
 }
 
 /// The framework a plan is predicted and accounted under when none is given:
-/// Megatron where an efficiency profile describes the chip, the book's
-/// accounting otherwise.
+/// Megatron where a GPU efficiency profile describes the chip, the book's
+/// accounting otherwise (TPUs included: their predictions run MaxText's
+/// runtime; `--framework maxtext` accounts memory as MaxText does).
 pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
     match profile {
-        Some(p) if p.profile.network == super::tpu::ICI => Framework::Maxtext,
+        // TPUs keep the book's accounting (its exercises are TPU ones); their
+        // prediction runs MaxText's runtime ([`predict_train`])
+        Some(p) if p.profile.network == super::tpu::ICI => Framework::Book,
         Some(_) => Framework::Megatron,
         None => Framework::Book,
     }
@@ -230,7 +233,11 @@ pub fn predict_train(
     model_flops: f64,
     floor_s: f64,
 ) -> std::result::Result<Predicted, String> {
-    let rs = run_spec(spec, pc, cfg)?;
+    let mut rs = run_spec(spec, pc, cfg)?;
+    if prof.profile.network == super::tpu::ICI && cfg.framework == Framework::Book {
+        // the book's accounting has no runtime: a TPU runs MaxText's
+        rs.framework = Framework::Maxtext;
+    }
     if let Some(r) = dtype_unsupported(chip, cfg) {
         return Err(r);
     }
