@@ -659,7 +659,9 @@ impl<'a> TrainSearch<'a> {
             self.chip,
             &r.topologies[f.topo],
             &cfg,
-            self.profile.as_ref(),
+            self.profile
+                .as_ref()
+                .filter(|p| ranks_by_prediction(p, &self.base)),
             &mut NoTrace,
         )
     }
