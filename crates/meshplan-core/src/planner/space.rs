@@ -155,9 +155,7 @@ pub fn inner_choices(
                             continue;
                         }
                         for &v in &space.virtual_stages {
-                            // Megatron's split: L, or L + embedding + loss
-                            let k = deg.pp.saturating_mul(v);
-                            if v >= 2 && (n_layers % k == 0 || (n_layers + 2) % k == 0) {
+                            if v >= 2 && n_layers % deg.pp.saturating_mul(v) == 0 {
                                 out.push(Choice {
                                     virtual_stages: v,
                                     ..c
