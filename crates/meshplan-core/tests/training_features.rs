@@ -131,7 +131,10 @@ fn llama70b_nemo_memory_by_hand() {
     // p = 4, v = 5: 4 + 3/5 = 4.6 micro-batches in flight;
     // + the embedding output, 2 B·4096·8192/4 = 16.8 MB (SP-sharded)
     let act = 4.6 * 20.0 * 4096.0 * 68608.0 + 2.0 * 4096.0 * 8192.0 / 4.0;
-    assert!((m.activations_bytes.get() / act - 1.0).abs() < 1e-9, "{act}");
+    assert!(
+        (m.activations_bytes.get() / act - 1.0).abs() < 1e-9,
+        "{act}"
+    );
     // runtime reserve: NCCL 1.06 GB + 1 GiB allocator slack
     assert!((m.reserve_bytes.get() - (1.06e9 + 1_073_741_824.0)).abs() < 1.0);
     // optimizer: fp32 master + 2 moments = 12 B/param over dp·cp = 4
@@ -145,7 +148,10 @@ fn uneven_pipeline_is_accepted_and_split_like_megatron() {
     let a = &cat.model("llama-3.1-405b").expect("model").arch;
     // 126 layers on 8 stages: 15 | 16 × 6 | 15 (embedding and loss count as a layer)
     let s = stages(a, 8, Framework::Megatron);
-    assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), [15, 16, 16, 16, 16, 16, 16, 15]);
+    assert_eq!(
+        s.iter().map(|x| x.0).collect::<Vec<_>>(),
+        [15, 16, 16, 16, 16, 16, 16, 15]
+    );
     assert!(s[7].1 && !s[0].1);
     // 126 on 16: 7 | 8 × 14 | 7
     let s = stages(a, 16, Framework::Megatron);
@@ -233,7 +239,10 @@ fn fp8_gemms_run_at_the_fp8_peak_with_casts() {
     // flagged outside the fitted range (dtype)
     let p = f8.predicted.as_ref().expect("predicted");
     let out = p.outside_fitted_range.as_ref().expect("ranges");
-    assert!(out.iter().any(|o| format!("{o:?}").contains("dtype")), "{out:?}");
+    assert!(
+        out.iter().any(|o| format!("{o:?}").contains("dtype")),
+        "{out:?}"
+    );
     // weights stay bf16 with fp32 master and optimizer: memory unchanged
     assert_eq!(bf.memory_per_device, f8.memory_per_device);
 }
@@ -327,7 +336,13 @@ fn no_completed_playbook_run_is_judged_not_to_fit() {
     for r in runs.iter().filter(|r| r.completed) {
         let p = predict(&r.spec, chip, &prof);
         let v = judge(p.memory.total_bytes.get(), p.usable_gb * 1e9);
-        assert_ne!(v.level, FitLevel::DoesNotFit, "{} ({:.1} GB)", r.id, p.peak_mem_gb);
+        assert_ne!(
+            v.level,
+            FitLevel::DoesNotFit,
+            "{} ({:.1} GB)",
+            r.id,
+            p.peak_mem_gb
+        );
         if let (true, Some(m)) = (r.clean, r.peak_mem_gb) {
             if p.peak_mem_gb >= 50.0 {
                 errs.push(p.peak_mem_gb / m - 1.0);

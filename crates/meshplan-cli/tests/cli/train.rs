@@ -395,7 +395,9 @@ fn tpu_is_predicted_under_maxtext() {
     assert_eq!(v["framework"], "book");
     assert_eq!(v["predicted"]["framework"], "maxtext");
     assert_eq!(v["predicted"]["transferred_from"], "h100");
-    assert!(v["predicted"]["step_time_s"].as_f64().unwrap() >= v["step_time_lower_s"].as_f64().unwrap());
+    assert!(
+        v["predicted"]["step_time_s"].as_f64().unwrap() >= v["step_time_lower_s"].as_f64().unwrap()
+    );
     assert!(v["prediction_note"].is_null());
 }
 

@@ -277,8 +277,10 @@ impl<'a> Geometry<'a> {
             causal: f.causal,
             attn_params: match &a.mla {
                 Some(_) => spec.params.attention as f64 / a.n_layers.max(1) as f64,
-                None => (a.d_model * a.n_heads * a.d_head * 2
-                    + a.d_model * a.n_kv_heads * a.d_head * 2) as f64,
+                None => {
+                    (a.d_model * a.n_heads * a.d_head * 2 + a.d_model * a.n_kv_heads * a.d_head * 2)
+                        as f64
+                }
             },
             hbm_bw: chip.hbm_bandwidth.get() * p.hbm_efficiency,
             tp,

@@ -60,7 +60,5 @@ pub fn usable_bytes(chip: &Chip, framework: Framework, fraction: f64) -> f64 {
 /// Megatron-Core's runtime reserve counted in the peak: NCCL buffers (plus
 /// the all-to-all ones with expert parallelism) and the allocator slack.
 pub fn megatron_reserve_bytes(ep: u64) -> f64 {
-    NCCL_BUFFERS_BYTES
-        + ALLOCATOR_SLACK_BYTES
-        + if ep > 1 { NCCL_ALL_TO_ALL_BYTES } else { 0.0 }
+    NCCL_BUFFERS_BYTES + ALLOCATOR_SLACK_BYTES + if ep > 1 { NCCL_ALL_TO_ALL_BYTES } else { 0.0 }
 }

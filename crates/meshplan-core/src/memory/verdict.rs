@@ -87,13 +87,22 @@ pub fn verdict(
     }
     let mut alts: Vec<(&str, MemoryQuery)> = Vec::new();
     if q.zero == 0 && q.repl > 1 {
-        alts.push(("distributed optimizer (--zero 1)", MemoryQuery { zero: 1, ..*q }));
+        alts.push((
+            "distributed optimizer (--zero 1)",
+            MemoryQuery { zero: 1, ..*q },
+        ));
     }
     if q.tp > 1 && !q.sp {
         alts.push(("sequence parallelism", MemoryQuery { sp: true, ..*q }));
     }
     if q.remat != Remat::Full {
-        alts.push(("full recompute (--remat full)", MemoryQuery { remat: Remat::Full, ..*q }));
+        alts.push((
+            "full recompute (--remat full)",
+            MemoryQuery {
+                remat: Remat::Full,
+                ..*q
+            },
+        ));
     }
     for (what, alt) in alts {
         let p = per_device(a, pc, &alt, cal, &mut NoTrace).total_bytes.get();

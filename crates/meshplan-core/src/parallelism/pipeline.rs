@@ -216,6 +216,9 @@ mod tests {
             microbatches_in_flight_at(1, 4, 8, 2, Schedule::Interleaved),
             4.5
         );
-        assert_eq!(microbatches_in_flight_at(3, 4, 8, 1, Schedule::OneFOneB), 1.0);
+        assert_eq!(
+            microbatches_in_flight_at(3, 4, 8, 1, Schedule::OneFOneB),
+            1.0
+        );
     }
 }
