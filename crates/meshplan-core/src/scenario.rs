@@ -182,6 +182,8 @@ pub struct TrainingSection {
     pub framework: Option<String>,
     /// Fraction of link bandwidth collectives achieve, in (0, 1] (default 1).
     pub comm_efficiency: Option<f64>,
+    /// Compute dtype of the GEMMs: "bf16" (default), "fp8", "int8", "fp4".
+    pub compute_dtype: Option<String>,
 }
 
 /// `[inference]` (filled in by `meshplan infer`).

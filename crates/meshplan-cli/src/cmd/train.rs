@@ -50,6 +50,11 @@ pub struct WorkloadArgs {
     /// Fraction of link bandwidth collectives achieve (default 1).
     #[arg(long)]
     pub comm_efficiency: Option<f64>,
+    /// Compute dtype of the GEMMs: bf16 (default), fp8, int8, fp4 (where the
+    /// chip has a peak for it); weights stay bf16 with fp32 master and optimizer.
+    #[arg(long = "dtype")]
+    #[serde(rename = "compute_dtype", skip_serializing_if = "Option::is_none")]
+    pub compute_dtype: Option<String>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]

@@ -119,7 +119,8 @@ fn train_hw_profile_file_changes_the_prediction() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// TPU: no profile, roofline ranking, a one-line note.
+/// TPU under the book's accounting: roofline ranking, a one-line note
+/// (`--framework maxtext` ranks by the TPU profile's predictions).
 #[test]
 fn train_on_tpu_ranks_by_the_roofline() {
     let (code, out, err) = run(&[
@@ -141,7 +142,7 @@ fn train_on_tpu_ranks_by_the_roofline() {
     assert_eq!(code, 0, "{err}");
     assert_contains(
         &out,
-        &["note: no efficiency profile for this chip: times are roofline bounds"],
+        &["note: TPU plans are ranked by roofline bounds under the book's accounting; --framework maxtext ranks them by the TPU profile's predictions"],
     );
     assert!(!out.contains("(pred.)"), "{out}");
 }

@@ -386,15 +386,19 @@ fn context_parallelism_is_predicted() {
     );
 }
 
-/// TPU (the book's chip): no profile, a one-line note.
+/// TPU (the book's chip): the book's accounting, and a prediction from the
+/// TPU profile under MaxText's runtime, flagged as not fitted on the chip
+/// (issue 14).
 #[test]
-fn tpu_has_no_prediction() {
+fn tpu_is_predicted_under_maxtext() {
     let v = json(&["train", Q3C, "--json"]);
-    assert!(v["predicted"].is_null());
-    assert_eq!(
-        v["prediction_note"],
-        "no efficiency profile for this chip: times are roofline bounds"
+    assert_eq!(v["framework"], "book");
+    assert_eq!(v["predicted"]["framework"], "maxtext");
+    assert_eq!(v["predicted"]["transferred_from"], "h100");
+    assert!(
+        v["predicted"]["step_time_s"].as_f64().unwrap() >= v["step_time_lower_s"].as_f64().unwrap()
     );
+    assert!(v["prediction_note"].is_null());
 }
 
 /// Issue 11: `--chips N` on a TPU picks the offered slice of N chips; any

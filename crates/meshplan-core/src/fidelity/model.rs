@@ -8,9 +8,11 @@ use super::profile::EfficiencyProfile;
 use crate::hardware::Chip;
 use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
 use crate::mesh::GpuSplit;
+use crate::model::flops::{head_dims, layer_keys};
 use crate::parallelism::pipeline::stage_extremes;
 use crate::parallelism::{Degrees, Framework, LogicalAxis, Remat, RunSpec, Schedule};
 use crate::trace::NoTrace;
+use crate::units::DType;
 
 /// Step time by part (seconds per optimizer step, critical path).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -85,6 +87,47 @@ pub struct Prediction {
     pub extrapolated: bool,
 }
 
+/// What a prediction reads besides the replica ([`RunSpec`]): the GEMMs'
+/// compute dtype and the attention mask. The data sets are bf16 and causal
+/// ([`Features::default`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Features {
+    /// Dtype of the GEMMs (attention kernels stay bf16).
+    pub compute_dtype: DType,
+    /// Causal attention (FlashAttention skips the masked half).
+    pub causal: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features {
+            compute_dtype: DType::Bf16,
+            causal: true,
+        }
+    }
+}
+
+/// Fraction of the low-precision peak a large GEMM reaches, relative to the
+/// fraction a bf16 GEMM reaches of the bf16 peak: 1. cuBLASLt E4M3 8192³ on
+/// H100 SXM: 1,608.6 TFLOP/s mean over 16 GPUs = 0.81 of 1,979 (cuBLASLt FP8
+/// cross-check report, d-robotics test_gpu_scripts, 2026-05-24), the fraction
+/// large bf16 GEMMs reach of 989 (0.7–0.8, book ch12 "~80–85 % achievable"),
+/// so the profile's bf16 GEMM efficiency is applied to the fp8 peak.
+pub const LOW_PRECISION_GEMM_RELATIVE: f64 = 1.0;
+
+/// HBM bytes per element of a Transformer Engine fp8 cast (delayed scaling,
+/// amax fused): read bf16 (2), write the fp8 copy (1) and its transpose for
+/// the weight gradient (1) — every GEMM input forward and every output
+/// gradient backward (TE `cast_transpose`).
+pub const FP8_CAST_BYTES: f64 = 4.0;
+
+/// The busiest expert's tokens over the mean with a load-balancing loss:
+/// 1.25, the capacity factor GShard (Lepikhin et al. 2020) and Switch
+/// (Fedus et al. 2021) size the busiest expert for; in dropless MoE
+/// (Megatron-Core) the busiest expert's rank sets the pace of its grouped GEMM
+/// and of the all-to-all.
+pub const MOE_LOAD_IMBALANCE: f64 = 1.25;
+
 /// GEMM efficiency for an `[m, k] × [k, n]` matmul: `e_max · x/(x + x½)` with
 /// `x = min(m, k, n)` after rounding up to the 128-wide tensor-core tile
 /// (padding waste `x/ceil128(x)`).
@@ -94,17 +137,31 @@ pub fn gemm_efficiency(p: &EfficiencyProfile, m: f64, k: f64, n: f64) -> f64 {
     p.matmul_efficiency * (x / padded) * x / (x + p.matmul_half_dim)
 }
 
+/// [`LOW_PRECISION_GEMM_RELATIVE`] for 8-bit and narrower GEMMs, 1 otherwise.
+fn low_precision_relative(d: DType) -> f64 {
+    if d.bytes_per_element() < 2.0 {
+        LOW_PRECISION_GEMM_RELATIVE
+    } else {
+        1.0
+    }
+}
+
 /// Bus bandwidth (bytes/s) of a ring collective over a group.
 /// Intra-node: NVLink one-way × `intra_node_efficiency`.
 /// Across k nodes: (GPUs of the group per node) × scale-out per GPU ×
 /// `inter_node_efficiency` × k^−`inter_node_congestion` (capped by NVLink).
 fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) -> f64 {
-    let nv = chip
-        .nvlink
-        .as_ref()
-        .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
-            n.per_gpu.one_way_rate().get()
-        });
+    // a TPU slice is one ICI domain: a ring collective along one torus axis
+    // with wraparound moves data both ways round the ring, 2 links' one-way
+    // bandwidth per chip (book ch3: T = V/(2·W_ici) for an all-gather)
+    let ici = chip.ici.as_ref().map(|i| 2.0 * i.link.one_way_rate().get());
+    let nv = ici.unwrap_or_else(|| {
+        chip.nvlink
+            .as_ref()
+            .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
+                n.per_gpu.one_way_rate().get()
+            })
+    });
     let intra = nv * p.intra_node_efficiency;
     if nodes <= 1 {
         return intra;
@@ -149,7 +206,15 @@ struct Geometry<'a> {
     spec: &'a RunSpec,
     chip: &'a Chip,
     p: &'a EfficiencyProfile,
+    /// bf16 peak (attention kernels) and the GEMMs' peak (compute dtype).
     peak: f64,
+    mm_peak: f64,
+    /// The GEMMs run in fp8/int8/fp4: their inputs are cast every pass.
+    low_precision: bool,
+    causal: bool,
+    /// Attention projection parameters of one layer (MLA: its own
+    /// down/up projections; otherwise the Q, K, V, O matrices).
+    attn_params: f64,
     hbm_bw: f64,
     tp: u64,
     pp: u64,
@@ -181,9 +246,13 @@ struct Geometry<'a> {
 }
 
 impl<'a> Geometry<'a> {
-    fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile) -> Self {
+    fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile, f: &Features) -> Self {
         let a = &spec.arch;
-        let per_node = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).max(1);
+        // a TPU slice is one ICI domain (multi-slice DCN jobs are not modelled)
+        let per_node = match (&chip.ici, &chip.nvlink) {
+            (Some(_), _) => spec.n_gpus.max(1),
+            (None, n) => n.as_ref().map_or(8, |n| n.domain_size).max(1),
+        };
         let (tp, pp, dp, cp) = (
             spec.tp.max(1),
             spec.pp.max(1),
@@ -191,14 +260,28 @@ impl<'a> Geometry<'a> {
             spec.cp.max(1),
         );
         let seq = (spec.seq_len / cp) as f64;
-        let nodes = super::range::job_nodes(spec, chip);
+        let nodes = if chip.ici.is_some() {
+            1
+        } else {
+            super::range::job_nodes(spec, chip)
+        };
         let deg = spec.degrees();
         let split = GpuSplit::new(&deg, per_node);
         Geometry {
             spec,
             chip,
             p,
-            peak: chip.flops(crate::units::DType::Bf16).get(),
+            peak: chip.flops(DType::Bf16).get(),
+            mm_peak: chip.flops(f.compute_dtype).get() * low_precision_relative(f.compute_dtype),
+            low_precision: f.compute_dtype.bytes_per_element() < 2.0,
+            causal: f.causal,
+            attn_params: match &a.mla {
+                Some(_) => spec.params.attention as f64 / a.n_layers.max(1) as f64,
+                None => {
+                    (a.d_model * a.n_heads * a.d_head * 2 + a.d_model * a.n_kv_heads * a.d_head * 2)
+                        as f64
+                }
+            },
             hbm_bw: chip.hbm_bandwidth.get() * p.hbm_efficiency,
             tp,
             pp,
@@ -227,7 +310,7 @@ impl<'a> Geometry<'a> {
     }
     /// Time of a `[m, k] × [k, n]` GEMM of `flops` at its efficiency.
     fn gemm(&self, flops: f64, m: f64, k: f64, n: f64) -> f64 {
-        flops / (self.peak * gemm_efficiency(self.p, m, k, n))
+        flops / (self.mm_peak * gemm_efficiency(self.p, m, k, n))
     }
     /// A collective group over the mesh axes `group`: (GPUs of it per node,
     /// nodes spanned).
@@ -283,7 +366,7 @@ fn ffn_time(g: &Geometry) -> f64 {
             let tall = (g.ep as f64 * g.tok * k / e).max(1.0);
             let moe_layer = mo.n_shared_experts as f64
                 * mlp_time(g, g.tok, g.tok, a.d_ff_shared() as f64)
-                + mlp_time(g, g.tok * k, tall, a.d_ff_expert() as f64)
+                + MOE_LOAD_IMBALANCE * mlp_time(g, g.tok * k, tall, a.d_ff_expert() as f64)
                 + g.gemm(2.0 * g.tok * g.d * e, g.tok, g.d, e);
             let phi = a.moe_fraction();
             (1.0 - phi) * dense + phi * moe_layer
@@ -311,8 +394,13 @@ fn attention_time(g: &Geometry) -> (f64, f64, f64) {
         );
     }
     // with context parallelism the local queries attend to the whole
-    // (causal, load-balanced) sequence: the K/V length is seq_len, not seq/cp
-    let fl = 4.0 * g.tok * g.spec.seq_len as f64 * g.nh / tpf * 0.5;
+    // (causal, load-balanced) sequence: the K/V length is seq_len, not seq/cp;
+    // keys per query averaged over the layers (causal half, sliding windows),
+    // per-head widths of MLA (model::flops)
+    let a = &g.spec.arch;
+    let keys = layer_keys(a, g.spec.seq_len, g.causal) / a.n_layers.max(1) as f64;
+    let (hqk, hv) = head_dims(a);
+    let fl = 2.0 * g.tok * a.n_heads as f64 * (hqk + hv) as f64 * keys / tpf;
     let t = fl / (g.peak * g.p.attention_efficiency);
     (fl, t, 2.5 * t) // FA2 backward = 2.5 × forward
 }
@@ -321,14 +409,28 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
     let tpf = g.tpf();
     let (d, tok) = (g.d, g.tok);
     let qkv = (g.nh + 2.0 * g.kh) / tpf;
-    let mm_fwd = g.gemm(2.0 * tok * d * qkv, tok, d, qkv)
-        + g.gemm(2.0 * tok * (g.nh / tpf) * d, tok, g.nh / tpf, d)
-        + ffn_time(g);
+    let attn_mm = if g.spec.arch.mla.is_some() {
+        // MLA: the down/up projections as one GEMM of the layer's attention
+        // parameters, D deep
+        let width = g.attn_params / d / tpf;
+        g.gemm(2.0 * tok * g.attn_params / tpf, tok, d, width)
+    } else {
+        g.gemm(2.0 * tok * d * qkv, tok, d, qkv)
+            + g.gemm(2.0 * tok * (g.nh / tpf) * d, tok, g.nh / tpf, d)
+    };
+    let mm_fwd = attn_mm + ffn_time(g);
     let (attn_fwd_flops, attn_fwd, attn_bwd) = attention_time(g);
     // element-wise traffic per token·layer (fwd+bwd), bf16: norms+residual 20·D
     // (sharded by SP), SwiGLU 8·F and RoPE 8·N·H (sharded by TP)
     let dsh = if g.sp || g.tp == 1 { d / tpf } else { d };
-    let ew = 2.0 * tok * (20.0 * dsh + 8.0 * g.f / tpf + 8.0 * g.nh / tpf) / g.hbm_bw;
+    let mut ew = 2.0 * tok * (20.0 * dsh + 8.0 * g.f / tpf + 8.0 * g.nh / tpf) / g.hbm_bw;
+    if g.low_precision {
+        // fp8 casts of every GEMM input (forward: D, N·H, D, F) and output
+        // gradient (backward: N·H + 2·K·H, D, (m−1)·F, D)
+        let mats = g.spec.arch.mlp.matrices() as f64;
+        let elems = (2.0 * d + g.nh + g.f + g.nh + 2.0 * g.kh + 2.0 * d + (mats - 1.0) * g.f) / tpf;
+        ew += FP8_CAST_BYTES * tok * elems / g.hbm_bw;
+    }
     // LM head + loss on the last stage (vocab-parallel over tp)
     let head_mm = 3.0 * g.gemm(2.0 * tok * d * g.v / tpf, tok, d, g.v / tpf);
     let loss = 6.0 * tok * g.v / tpf * 4.0 / g.hbm_bw;
@@ -440,7 +542,7 @@ fn ep_layer(g: &Geometry) -> f64 {
             let epf = g.ep as f64;
             let (bw, lat) = g.link(g.layout(&[LogicalAxis::Ep]));
             let rows = g.tok * mo.top_k as f64 / if g.sp { g.tpf() } else { 1.0 };
-            let bytes = rows * g.d * 2.0 * (epf - 1.0) / epf;
+            let bytes = MOE_LOAD_IMBALANCE * rows * g.d * 2.0 * (epf - 1.0) / epf;
             let passes = if g.spec.remat == Remat::Full {
                 6.0
             } else {
@@ -554,7 +656,7 @@ fn stage_params(g: &Geometry) -> f64 {
 /// Gradient bytes per parameter a framework reduces.
 fn grad_bytes(fw: Framework) -> f64 {
     match fw {
-        Framework::Nanotron => 4.0,
+        Framework::Nanotron | Framework::Maxtext => 4.0,
         _ => 2.0,
     }
 }
@@ -651,8 +753,12 @@ fn roofline(g: &Geometry, attn_fwd_flops: f64) -> f64 {
     let a = &g.spec.arch;
     let mats = a.mlp.matrices() as f64;
     let (d, tok, tpf) = (g.d, g.tok, g.tpf());
-    let fwd_layer =
-        2.0 * tok * (d * (g.nh + 2.0 * g.kh) + g.nh * d + mats * d * g.f) / tpf + attn_fwd_flops;
+    let attn_proj = if a.mla.is_some() {
+        g.attn_params
+    } else {
+        d * (g.nh + 2.0 * g.kh) + g.nh * d
+    };
+    let fwd_layer = 2.0 * tok * (attn_proj + mats * d * g.f) / tpf + attn_fwd_flops;
     let rec = match g.spec.remat {
         Remat::None => 0.0,
         Remat::Full => fwd_layer,
@@ -665,7 +771,17 @@ fn roofline(g: &Geometry, attn_fwd_flops: f64) -> f64 {
 /// Predict the step time of one run, by part, and whether the job is
 /// larger than the profile was fitted on (its job-size terms were held).
 pub fn predict_time(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> (TimeBreakdown, bool) {
-    let g = Geometry::new(spec, chip, p);
+    predict_time_with(spec, chip, p, &Features::default())
+}
+
+/// [`predict_time`] with the compute dtype and attention mask of `f`.
+pub fn predict_time_with(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+    f: &Features,
+) -> (TimeBreakdown, bool) {
+    let g = Geometry::new(spec, chip, p, f);
     let mb = microbatch(&g);
     let fsdp_mb = fsdp_microbatch(&g, &mb);
     let (bubble, t_pp) = pipeline(&g, mb.t_core + fsdp_mb);
@@ -698,7 +814,7 @@ pub fn predict_time(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> (Time
 pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction {
     let (time, extrapolated) = predict_time(spec, chip, p);
     let memory = peak_memory(spec, chip, p);
-    let usable = chip.hbm_capacity.get() * p.usable_hbm_fraction;
+    let usable = crate::memory::runtime::usable_bytes(chip, spec.framework, p.usable_hbm_fraction);
     let n = spec.n_gpus.max(1) as f64;
     Prediction {
         step_time_s: time.total,

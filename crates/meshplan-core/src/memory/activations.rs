@@ -69,3 +69,45 @@ pub fn framework_bytes_per_token_layer(a: &Arch, tp: u64, sp: bool, remat: Remat
         }
     }
 }
+
+/// Megatron-Core's saved activation *bytes* per token per layer in a 2-byte
+/// dtype, Transformer Engine layers (Korthikanti et al. 2022, Table 2,
+/// without the dropout masks — Llama-style models train without dropout —
+/// generalised to grouped-query attention and gated MLPs): each norm's input
+/// and output (`LayerNormLinear` / `LayerNormMLP` keep the normalised input
+/// for the weight gradient), Q, K, V, the attention output, the FC1 output
+/// (gate and up: 2F gated, F plain) and the activation output (FC2's input,
+/// F): `2·(4·D' + (2·N·H + 2·K·H)/t + (m+1)·F/t)` bytes with `D' = D/t`
+/// under sequence parallelism (or t = 1), else `D`; GPT-3's `4·D` MLP gives
+/// Korthikanti's `32·s·b·h` (34 with the two dropout masks). Without
+/// FlashAttention (`unfused`, Megatron 2022) and without selective
+/// recompute the `5·N·s/t` bytes of scores, softmax and dropout per token
+/// come on top. Full recompute keeps the layer input (`2·D'`).
+pub fn megatron_bytes_per_token_layer(
+    a: &Arch,
+    tp: u64,
+    sp: bool,
+    remat: Remat,
+    unfused: Option<u64>,
+) -> f64 {
+    let (d, f) = (a.d_model as f64, a.ffn_width_active());
+    let (hqk, hv) = crate::model::flops::head_dims(a);
+    let nh = (a.n_heads * hqk.max(hv)) as f64;
+    let kh = match &a.mla {
+        // MLA keeps per-head K and V after the up-projection
+        Some(_) => nh,
+        None => (a.n_kv_heads * a.d_head) as f64,
+    };
+    let t = tp.max(1) as f64;
+    let dsh = if sp || tp <= 1 { d / t } else { d };
+    if remat == Remat::Full {
+        return 2.0 * dsh;
+    }
+    let mats = a.mlp.matrices() as f64; // 3 gated (gate, up, down), 2 plain
+    let elems = 4.0 * dsh + (2.0 * nh + 2.0 * kh) / t + mats * f / t;
+    let scores = match unfused {
+        Some(seq) if remat != Remat::Selective => 5.0 * a.n_heads as f64 * seq as f64 / t,
+        _ => 0.0,
+    };
+    2.0 * elems + scores
+}

@@ -22,14 +22,21 @@ across its replicas (see [`RunSpec::shard_groups`]).
 */
 
 mod activations;
+pub mod runtime;
+pub mod verdict;
 
-pub use activations::{book_elems_per_token_layer, framework_bytes_per_token_layer};
+pub use activations::{
+    book_elems_per_token_layer, framework_bytes_per_token_layer, megatron_bytes_per_token_layer,
+};
+pub use verdict::{FitLevel, MemoryVerdict};
 
 use serde::Serialize;
 
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
-use crate::parallelism::pipeline::{microbatches_in_flight, stage_extremes};
+use crate::parallelism::pipeline::{
+    first_stage_layers, microbatches_in_flight, microbatches_in_flight_at, stage_extremes,
+};
 use crate::parallelism::{Framework, Optimizer, Remat, RunSpec, TrainConfig};
 use crate::trace::{Step, Tracer};
 use crate::units::{Bytes, DType};
@@ -57,6 +64,11 @@ pub struct MemoryQuery {
     pub tokens_mb: f64,
     /// Micro-batches whose activations are alive at once on the first stage.
     pub in_flight: f64,
+    /// Micro-batches alive on the second stage (the busiest one when the
+    /// first gives a layer to the embedding).
+    pub in_flight_second: f64,
+    /// Local sequence length (T/cp): the unfused attention's score term.
+    pub seq_local: u64,
     /// Checkpoint policy.
     pub remat: Remat,
     /// Parameter dtype.
@@ -112,6 +124,14 @@ impl MemoryQuery {
             zero,
             tokens_mb: cfg.tokens_per_device() / m as f64,
             in_flight: microbatches_in_flight(d.pp, m, cfg.virtual_stages, cfg.schedule),
+            in_flight_second: microbatches_in_flight_at(
+                1,
+                d.pp,
+                m,
+                cfg.virtual_stages,
+                cfg.schedule,
+            ),
+            seq_local: cfg.seq_len / d.cp,
             remat: cfg.remat,
             param_dtype: cfg.param_dtype,
             grad_dtype: cfg.grad_dtype,
@@ -137,6 +157,14 @@ impl MemoryQuery {
             zero: r.zero,
             tokens_mb: r.mbs as f64 * (r.seq_len / r.cp.max(1)) as f64,
             in_flight: microbatches_in_flight(r.pp, r.grad_acc, r.virtual_stages, r.schedule),
+            in_flight_second: microbatches_in_flight_at(
+                1,
+                r.pp,
+                r.grad_acc,
+                r.virtual_stages,
+                r.schedule,
+            ),
+            seq_local: r.seq_len / r.cp.max(1),
             remat: r.remat,
             param_dtype: DType::Bf16,
             grad_dtype: DType::Bf16,
@@ -216,6 +244,8 @@ pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration)
         Framework::Megatron | Framework::Megatron2022 => [pb, 4.0, moments + master(true)],
         // fp32 accumulation buffer plus the bf16 `param.grad`
         Framework::Nanotron => [pb, 4.0 + cal.grad_extra_bytes, moments + master(true)],
+        // fp32 weights and gradients, fp32 moments, no master copy
+        Framework::Maxtext => [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0],
     }
 }
 
@@ -334,7 +364,45 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
     breakdown(state, act, 0.0, 0.0, params_dev)
 }
 
-/// A framework's busiest stage (module docs).
+/// The framework-specific terms of [`framework`]: (activation bytes per
+/// token per layer, multiplier on them, fp32 logits copies, runtime reserve).
+/// Megatron-Core: the Transformer Engine tensor list at face value, one fp32
+/// copy of the logits (`vocab_parallel_cross_entropy` upcasts them and keeps
+/// the softmax for the backward), the named runtime terms of [`runtime`];
+/// nanotron: the eager tensor list with the terms its profile fitted.
+fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, f64, f64, f64) {
+    let ab = q.activation_dtype.bytes_per_element() / 2.0;
+    match q.framework {
+        Framework::Megatron | Framework::Megatron2022 => {
+            let unfused = (q.framework == Framework::Megatron2022).then_some(q.seq_local);
+            (
+                megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, unfused) * ab,
+                1.0,
+                1.0,
+                runtime::megatron_reserve_bytes(q.ep),
+            )
+        }
+        // XLA saves the same GEMM inputs and attention tensors (splash
+        // attention keeps no scores); the loss upcasts the logits to fp32;
+        // buffers are planned statically (no allocator, no NCCL)
+        Framework::Maxtext => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, None) * ab,
+            1.0,
+            1.0,
+            0.0,
+        ),
+        _ => (
+            framework_bytes_per_token_layer(a, q.tp, q.sp, q.remat) * ab,
+            cal.activation_scale,
+            cal.logits_fp32_copies,
+            cal.reserve_bytes,
+        ),
+    }
+}
+
+/// A framework's busiest stage (module docs): the first (embedding, most
+/// micro-batches in flight), the second when the first gave a layer to the
+/// embedding (Megatron's uneven split), or the one with the LM head.
 fn framework(
     a: &Arch,
     pc: &ParamCounts,
@@ -352,7 +420,7 @@ fn framework(
         / tpf;
     let bytes = state_bytes_per_param(q, a, cal);
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
-    let act_tl = framework_bytes_per_token_layer(a, q.tp, q.sp, q.remat) * ab;
+    let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
     let gathered = if q.shard > 1 {
         // ZeRO-3: the layer in use and the one prefetched, gathered
@@ -363,26 +431,37 @@ fn framework(
     let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
         let mut state = sharded(q, params, bytes);
         state[0] += gathered;
-        let act = cal.activation_scale * in_flight * tok * layers * act_tl
+        let act = act_scale * in_flight * tok * layers * act_tl
             + 2.0 * ab * tok * d / if q.sp { tpf } else { 1.0 };
         let logits = if head {
-            tok * v / tpf * (2.0 + 4.0 * cal.logits_fp32_copies)
+            tok * v / tpf * (2.0 + 4.0 * logits_copies)
         } else {
             0.0
         };
         let params_dev = params / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
-        breakdown(state, act, logits, cal.reserve_bytes, params_dev)
+        breakdown(state, act, logits, reserve, params_dev)
     };
     if q.pp <= 1 {
         let tied = if a.tied_embeddings { 1.0 } else { 2.0 };
         return stage(l, l * layer + tied * emb, q.in_flight, true);
     }
-    let (first, with_head) = stage_extremes(a, q.pp, q.framework);
-    let (first, with_head) = (first as f64, with_head as f64);
-    let a0 = stage(first, first * layer + emb, q.in_flight, false);
+    let (plain, with_head) = stage_extremes(a, q.pp, q.framework);
+    // nanotron's cost-balanced split puts the most layers on the first stage
+    let first = match q.framework {
+        Framework::Megatron | Framework::Megatron2022 => first_stage_layers(a, q.pp, q.framework),
+        _ => plain,
+    } as f64;
+    let (plain, with_head) = (plain as f64, with_head as f64);
+    let mut best = stage(first, first * layer + emb, q.in_flight, false);
+    if plain > first && q.pp > 2 {
+        let second = stage(plain, plain * layer, q.in_flight_second, false);
+        if second.total_bytes > best.total_bytes {
+            best = second;
+        }
+    }
     let last = stage(with_head, with_head * layer + emb, 1.0, true);
-    if a0.total_bytes >= last.total_bytes {
-        a0
+    if best.total_bytes >= last.total_bytes {
+        best
     } else {
         last
     }

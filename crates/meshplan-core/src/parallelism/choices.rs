@@ -173,11 +173,16 @@ named_choice! {
         /// plus bf16 gradients, fp32 master + Adam, pipeline stages balanced by
         /// compute cost, fp32 DP reduction on the last micro-batch.
         Nanotron,
+        /// MaxText (JAX/XLA on TPU): fp32 weights (`weight_dtype: float32`),
+        /// gradients in the weights' dtype and fp32 Adam moments, no separate
+        /// master copy; one XLA program per step (no per-kernel host
+        /// overhead), collectives asynchronous under the compute; even stages.
+        Maxtext,
     }
 }
 
 impl Framework {
-    /// Parse "book", "megatron", "megatron-2022", "nanotron".
+    /// Parse "book", "megatron", "megatron-2022", "nanotron", "maxtext".
     pub fn parse(s: &str) -> Result<Self> {
         parse_choice("framework", s)
     }

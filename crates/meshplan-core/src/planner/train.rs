@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
-use crate::fidelity::model::predict_time;
+use crate::fidelity::model::{predict_time_with, Features};
 use crate::hardware::Chip;
 use crate::mesh::{Mesh, Topology};
 use crate::model::ModelSpec;
-use crate::parallelism::{named_choice, Choice, Degrees, RunSpec, TrainConfig};
+use crate::parallelism::{named_choice, Choice, Degrees, Framework, RunSpec, TrainConfig};
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
 use crate::training::predicted::{
@@ -332,7 +332,11 @@ impl Shared<'_, '_> {
         };
         let s = self.search;
         let rs = RunSpec::from_config(&s.spec.arch, self.ctx.pc, cfg).map_err(|_| ())?;
-        let (t, _) = predict_time(&rs, s.chip, &p.profile);
+        let f = Features {
+            compute_dtype: cfg.compute_dtype,
+            causal: cfg.causal,
+        };
+        let (t, _) = predict_time_with(&rs, s.chip, &p.profile, &f);
         let t = t.at_least(e.lower);
         let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
@@ -456,6 +460,13 @@ impl Shared<'_, '_> {
     }
 }
 
+/// Whether `p`'s predictions rank a search of `base`: always on GPUs; on a
+/// TPU only under MaxText's accounting (the book's TPU exercises rank by the
+/// roofline).
+fn ranks_by_prediction(p: &ActiveProfile, base: &TrainConfig) -> bool {
+    p.profile.network != crate::training::tpu::ICI || base.framework == Framework::Maxtext
+}
+
 impl<'a> TrainSearch<'a> {
     /// A search with the default space, all cores, top 10, and the chip's
     /// built-in efficiency profile.
@@ -474,7 +485,10 @@ impl<'a> TrainSearch<'a> {
             top_k: 10,
             space: TrainSpace::default(),
             threads: None,
-            profile: active_profile(chip, None).ok().flatten(),
+            profile: active_profile(chip, None)
+                .ok()
+                .flatten()
+                .filter(|p| ranks_by_prediction(p, &base)),
         }
     }
 
@@ -498,6 +512,13 @@ impl<'a> TrainSearch<'a> {
         let unsupported = model_unsupported(self.spec, &self.base);
         match (&self.profile, unsupported) {
             (None, _) => (None, Some(NO_PROFILE_NOTE.to_string())),
+            (Some(p), _) if !ranks_by_prediction(p, &self.base) => (
+                None,
+                Some(
+                    "TPU plans are ranked by roofline bounds under the book's accounting; --framework maxtext ranks them by the TPU profile's predictions"
+                        .to_string(),
+                ),
+            ),
             (Some(_), Some(r)) => (
                 None,
                 Some(format!(
@@ -638,7 +659,9 @@ impl<'a> TrainSearch<'a> {
             self.chip,
             &r.topologies[f.topo],
             &cfg,
-            self.profile.as_ref(),
+            self.profile
+                .as_ref()
+                .filter(|p| ranks_by_prediction(p, &self.base)),
             &mut NoTrace,
         )
     }

@@ -74,7 +74,7 @@ impl<'a> TrainCtx<'a> {
             pc,
             flops,
             peak: chip.flops(cfg.compute_dtype).get(),
-            hbm: chip.hbm_capacity.get() * cal.usable_hbm_fraction,
+            hbm: crate::memory::runtime::usable_bytes(chip, cfg.framework, cal.usable_hbm_fraction),
             cal,
         }
     }

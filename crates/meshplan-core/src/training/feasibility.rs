@@ -203,7 +203,7 @@ impl std::fmt::Display for Infeasible {
             ),
             Infeasible::Interleave { pp, v, layers } => write!(
                 f,
-                "interleaved schedule: pp·v = {pp}·{v} does not divide the {layers} layers"
+                "interleaved schedule: pp·v = {pp}·{v} divides neither the {layers} layers nor the layers + embedding + loss"
             ),
         }
     }
@@ -260,7 +260,12 @@ pub fn choice_problems(a: &Arch, d: &Degrees, c: &Choice) -> impl Iterator<Item 
             m: c.microbatches,
             pp,
         }),
-        (c.schedule == Schedule::Interleaved && pp > 1 && a.n_layers % pp.saturating_mul(v) != 0)
+        // Megatron accepts L or, counting the embedding and the loss as one
+        // layer each (`account_for_*_in_pipeline_split`), L + 2 units
+        (c.schedule == Schedule::Interleaved
+            && pp > 1
+            && a.n_layers % pp.saturating_mul(v) != 0
+            && (a.n_layers + 2) % pp.saturating_mul(v) != 0)
             .then_some(Infeasible::Interleave {
                 pp,
                 v,

@@ -30,6 +30,7 @@ pub mod rules;
 mod run_time;
 pub mod scenario;
 pub mod sizing;
+pub mod tpu;
 pub mod transfer;
 
 pub use comms::{CommEntry, CommSink, Transfer};

@@ -9,16 +9,17 @@
 //! report's memory is the one memory model under the plan's framework.
 //!
 //! Not predicted (the report says `prediction not available: <reason>`):
-//! MLA, sliding-window attention, non-causal attention, a compute dtype other
-//! than bf16, optimizers other than Adam/AdamW, and more micro-batches than
-//! sequences per replica.
+//! fp32 GEMMs, a low-precision dtype the chip has no peak for, optimizers
+//! other than Adam/AdamW, and more micro-batches than sequences per replica.
+//! MLA, sliding windows, non-causal masks and fp8/int8/fp4 GEMMs are
+//! predicted (the last outside the fitted range: `fitted_on.dtype`).
 
 use serde::Serialize;
 
 use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
-use crate::fidelity::model::{predict_time, TimeBreakdown};
+use crate::fidelity::model::{predict_time_with, Features, TimeBreakdown};
 use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
@@ -79,11 +80,14 @@ fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
 /// built-in H100 profile was fitted on the Playbook's AWS EFA cluster and
 /// carries an InfiniBand sub-profile that shares its compute and memory
 /// parameters); a GPU without a fitted profile gets one transferred from a
-/// fitted chip ([`transfer_base`]); `None` for TPUs (the calibrated model
-/// costs GPU networks only). A user profile is used as written: it was
+/// fitted chip ([`transfer_base`]); a TPU its MaxText/ICI profile
+/// ([`super::tpu::tpu_profile`]). A user profile is used as written: it was
 /// calibrated on the user's own cluster.
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
     let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
+        if chip.ici.is_some() {
+            return Ok(super::tpu::tpu_profile(chip));
+        }
         return Ok(transfer_base(chip).and_then(|b| transferred(chip, b)));
     };
     Ok(Some(match user {
@@ -106,13 +110,16 @@ pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<
 }
 
 /// The framework a plan is predicted and accounted under when none is given:
-/// Megatron where an efficiency profile describes the chip, the book's
-/// accounting otherwise.
+/// Megatron where a GPU efficiency profile describes the chip, the book's
+/// accounting otherwise (TPUs included: their predictions run MaxText's
+/// runtime; `--framework maxtext` accounts memory as MaxText does).
 pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
-    if profile.is_some() {
-        Framework::Megatron
-    } else {
-        Framework::Book
+    match profile {
+        // TPUs keep the book's accounting (its exercises are TPU ones); their
+        // prediction runs MaxText's runtime ([`predict_train`])
+        Some(p) if p.profile.network == super::tpu::ICI => Framework::Book,
+        Some(_) => Framework::Megatron,
+        None => Framework::Book,
     }
 }
 
@@ -120,23 +127,17 @@ pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
 pub const NO_PROFILE_NOTE: &str = "no efficiency profile for this chip: times are roofline bounds";
 
 /// Why the fidelity model cannot predict this model / fixed configuration at
-/// all (whatever the parallelism), if it cannot.
+/// all (whatever the parallelism), if it cannot. MLA (its projections and
+/// per-head widths), sliding windows and non-causal masks (the keys each
+/// query attends to, `model::flops`) and low-precision GEMMs (the chip's
+/// peak for the dtype, with the casts) are predicted; optimizers other than
+/// Adam are not.
 pub fn model_unsupported(spec: &ModelSpec, cfg: &TrainConfig) -> Option<String> {
-    let a = &spec.arch;
-    if a.mla.is_some() {
-        return Some("multi-head latent attention is not modelled by the fidelity model".into());
-    }
-    if a.sliding_window.is_some() {
-        return Some("sliding-window attention is not modelled by the fidelity model".into());
-    }
-    if !cfg.causal {
-        return Some("non-causal attention is not modelled by the fidelity model".into());
-    }
-    if cfg.compute_dtype != DType::Bf16 {
-        return Some(format!(
-            "compute dtype {} (the efficiency profiles are calibrated for bf16)",
-            cfg.compute_dtype
-        ));
+    let _ = spec;
+    if matches!(cfg.compute_dtype, DType::Fp32) {
+        return Some(
+            "compute dtype fp32 (the efficiency profiles describe tensor-core GEMMs)".into(),
+        );
     }
     if !matches!(cfg.optimizer, Optimizer::Adam | Optimizer::AdamW) {
         return Some(
@@ -145,6 +146,18 @@ pub fn model_unsupported(spec: &ModelSpec, cfg: &TrainConfig) -> Option<String> 
         );
     }
     None
+}
+
+/// Why `chip` cannot run the GEMMs of `cfg` in its compute dtype (the
+/// catalog gives no peak for it), if it cannot.
+pub fn dtype_unsupported(chip: &Chip, cfg: &TrainConfig) -> Option<String> {
+    let d = cfg.compute_dtype;
+    (d.bytes_per_element() < 2.0 && chip.peak.get(d).is_none()).then(|| {
+        format!(
+            "{} has no {d} peak in its catalog entry (no {d} tensor-core path)",
+            chip.name
+        )
+    })
 }
 
 /// The replica the fidelity model predicts for `cfg` (the book's accounting
@@ -220,8 +233,19 @@ pub fn predict_train(
     model_flops: f64,
     floor_s: f64,
 ) -> std::result::Result<Predicted, String> {
-    let rs = run_spec(spec, pc, cfg)?;
-    let (time, extrapolated) = predict_time(&rs, chip, &prof.profile);
+    let mut rs = run_spec(spec, pc, cfg)?;
+    if prof.profile.network == super::tpu::ICI && cfg.framework == Framework::Book {
+        // the book's accounting has no runtime: a TPU runs MaxText's
+        rs.framework = Framework::Maxtext;
+    }
+    if let Some(r) = dtype_unsupported(chip, cfg) {
+        return Err(r);
+    }
+    let features = Features {
+        compute_dtype: cfg.compute_dtype,
+        causal: cfg.causal,
+    };
+    let (time, extrapolated) = predict_time_with(&rs, chip, &prof.profile, &features);
     let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;

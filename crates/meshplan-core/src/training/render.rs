@@ -40,6 +40,24 @@ fn memory_fields(r: &TrainReport) -> Vec<(String, String)> {
             fmt_si(r.memory_margin_bytes, "B")
         ),
     ));
+    let v = &r.memory_verdict;
+    rows.push(field(
+        "  fit verdict",
+        format!(
+            "{} (true peak likely {}-{}: {})",
+            match v.level {
+                crate::memory::FitLevel::Fits => "fits",
+                crate::memory::FitLevel::Tight => "tight: within the memory model's error band",
+                crate::memory::FitLevel::DoesNotFit => "does not fit",
+            },
+            fmt_si(v.peak_low_bytes, "B"),
+            fmt_si(v.peak_high_bytes, "B"),
+            v.band_source
+        ),
+    ));
+    for w in &v.would_change {
+        rows.push(field("    would change it", w.clone()));
+    }
     rows
 }
 

@@ -59,6 +59,9 @@ pub struct TrainReport {
     pub fits: bool,
     /// HBM − total (negative when it does not fit).
     pub memory_margin_bytes: f64,
+    /// How sure the fit verdict is: the band of the memory model's errors
+    /// around the peak, and what would change the answer.
+    pub memory_verdict: crate::memory::MemoryVerdict,
     /// Unsharded params + grads + optimizer + activations of the whole job.
     pub memory_total_unsharded_bytes: Bytes,
     /// Parameters one device holds (after tp/pp/ep and ZeRO-3/FSDP sharding).
@@ -163,6 +166,14 @@ pub fn analyze_with<T: Tracer>(
     r.reasons = reasons;
     r.notes = notes;
     r.feasible = r.reasons.is_empty();
+    r.memory_verdict = crate::memory::verdict::verdict(
+        &spec.arch,
+        &ctx.pc,
+        &MemoryQuery::from_config(cfg),
+        &ctx.cal,
+        r.memory_per_device.total_bytes.get(),
+        ctx.hbm,
+    );
     predicted::attach(&mut r, spec, chip, cfg, profile);
     r
 }
@@ -338,6 +349,7 @@ fn assemble<T: Tracer>(
         hbm_bytes: Bytes::new(ctx.hbm),
         fits: e.fits,
         memory_margin_bytes: ctx.hbm - total,
+        memory_verdict: crate::memory::verdict::judge(total, ctx.hbm),
         memory_total_unsharded_bytes: Bytes::new(unsharded),
         params_per_device: e.memory.params_per_device,
         optimizer_bytes_per_param: ob,

@@ -141,6 +141,7 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
         cfg.activation_dtype,
         "activation_dtype",
     )?;
+    cfg.compute_dtype = dtype(&t.compute_dtype, cfg.compute_dtype, "compute_dtype")?;
     if let Some(o) = &t.optimizer {
         cfg.optimizer = Optimizer::parse(o)?;
     }
@@ -174,8 +175,9 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
     Ok(cfg)
 }
 
-/// The `[parallelism]` section into `cfg`: no degree at all → pure data
-/// parallelism over every chip, ZeRO ≤ 3, micro-batches default to `pp`.
+/// The `[parallelism]` section into `cfg`: without `dp`, data parallelism
+/// over the chips the other degrees leave (no degree at all → pure data
+/// parallelism), ZeRO ≤ 3, micro-batches default to `pp`.
 fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Result<()> {
     let pick = |s: Option<u64>| s.unwrap_or(1);
     cfg.degrees = Degrees {
@@ -212,8 +214,14 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
             crate::mesh::MAX_CHIPS
         )));
     }
-    if cfg.degrees == Degrees::default() && chips > 1 {
-        cfg.degrees.dp = chips;
+    // dp fills the chips the other degrees leave (Megatron's and NeMo's
+    // convention: data-parallel size = world / (tp·pp·cp), ep carved out of
+    // the data ranks); no degree at all is pure data parallelism
+    if p.dp.is_none() {
+        let rest = cfg.degrees.product();
+        if rest > 0 && chips % rest == 0 && chips / rest > 1 {
+            cfg.degrees.dp = chips / rest;
+        }
     }
     let zero = p.zero.unwrap_or(0);
     if zero > 3 {
