@@ -83,8 +83,13 @@ where
     Ok(out)
 }
 
-/// The series legend of every plot: at `pos`, on a translucent white box
-/// with a black border, in plotters' default font or `font_size`.
+/// A chart on an SVG drawing with x and y axes of ranges `X` and `Y`.
+type Chart<'b, X, Y> = ChartContext<
+    'b,
+    SVGBackend<'b>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
 /// A chart captioned `caption` over the whole of `root`, with room `labels`
 /// (x, y) for the axis labels: the frame every single-chart plot shares.
 fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
@@ -93,7 +98,7 @@ fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
     labels: (u32, u32),
     x: X,
     y: Y,
-) -> Result<ChartContext<'b, SVGBackend<'b>, Cartesian2d<X::CoordDescType, Y::CoordDescType>>> {
+) -> Result<Chart<'b, X, Y>> {
     ChartBuilder::on(root)
         .caption(caption, ("sans-serif", 20))
         .margin(15)
@@ -103,6 +108,8 @@ fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
         .map_err(err)
 }
 
+/// The series legend of every plot: at `pos`, on a translucent white box
+/// with a black border, in plotters' default font or `font_size`.
 fn legend<'a, CT: CoordTranslate>(
     ch: &mut ChartContext<'a, SVGBackend<'a>, CT>,
     pos: SeriesLabelPosition,
