@@ -88,6 +88,10 @@ def test_errors_carry_the_core_message():
         meshplan.train("does/not/exist.toml")
     with pytest.raises(meshplan.MeshplanError, match="unknown scenario section"):
         meshplan.train(model="llama-3-8b", chip="h100", chips=8, trainnig={"seq_len": 1})
+    # the core's one "no model" rule, worded for Python, in every function
+    for f in (meshplan.train, meshplan.infer, meshplan.plan_train, meshplan.plan_infer):
+        with pytest.raises(meshplan.MeshplanError, match="no model given: pass model=NAME"):
+            f(chip="h100", chips=8)
     assert issubclass(meshplan.MeshplanError, Exception)
 
 

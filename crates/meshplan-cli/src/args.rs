@@ -59,9 +59,7 @@ impl TargetArgs {
         }
         flags["hardware"] = json!({"chip": self.hw, "mesh": self.mesh, "chips": self.chips});
         let sc = overrides::apply(&sc, &flags, &flag_name)?;
-        if sc.model.name.is_none() && !sc.model.has_overrides() {
-            anyhow::bail!("no model given: use --model NAME or a scenario with [model]");
-        }
+        sc.require_model("use --model NAME or a scenario with [model]")?;
         Ok(sc)
     }
 }

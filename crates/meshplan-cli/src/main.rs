@@ -8,8 +8,11 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cmd::blocks::run;
-use meshplan_core::{mfu, roofline, sharding};
+use cmd::blocks::{run, BlockArgs};
+use meshplan_core::mfu::{self, MfuQuery};
+use meshplan_core::roofline::{self, RooflineQuery};
+use meshplan_core::sharding::collective::CollectiveQuery;
+use meshplan_core::sharding::{self, ShardQuery};
 
 /// `println!` for the report on stdout: a closed pipe ends the process quietly.
 macro_rules! outln {
@@ -80,13 +83,13 @@ enum Command {
     /// Fit a chip's efficiency parameters from measured runs.
     Calibrate(cmd::validate::CalibrateArgs),
     /// One collective's time on a mesh: AllGather, ReduceScatter, AllReduce, AllToAll, permute.
-    Collective(cmd::blocks::CollectiveArgs),
+    Collective(BlockArgs<CollectiveQuery>),
     /// One operation's roofline: FLOPs, bytes, intensity, T_math, T_mem, the bound.
-    Roofline(cmd::blocks::RooflineArgs),
+    Roofline(BlockArgs<RooflineQuery>),
     /// A sharded array's layout, or a sharded matmul's collectives and cost.
-    Shard(cmd::blocks::ShardArgs),
+    Shard(BlockArgs<ShardQuery>),
     /// Model FLOPs utilization of a measured run (tokens, time or chip-hours, chips).
-    Mfu(cmd::blocks::MfuArgs),
+    Mfu(BlockArgs<MfuQuery>),
     /// A local web page and JSON API on 127.0.0.1 (docs/web.md).
     Serve(meshplan_web::ServeArgs),
 }
@@ -104,10 +107,10 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::check::run_explain(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Calibrate(a) => cmd::validate::run_calibrate(a),
-        Command::Collective(a) => run(&a, &a.c.out, sharding::collective::evaluate),
-        Command::Roofline(a) => run(&a, &a.c.out, roofline::evaluate),
-        Command::Shard(a) => run(&a, &a.c.out, sharding::evaluate),
-        Command::Mfu(a) => run(&a, &a.c.out, mfu::evaluate),
+        Command::Collective(a) => run(&a, sharding::collective::evaluate),
+        Command::Roofline(a) => run(&a, roofline::evaluate),
+        Command::Shard(a) => run(&a, sharding::evaluate),
+        Command::Mfu(a) => run(&a, mfu::evaluate),
         Command::Serve(a) => {
             io::catalog().and_then(|c| Ok(meshplan_web::run(&a, c).map(|()| ExitCode::SUCCESS)?))
         }

@@ -152,6 +152,14 @@ impl Topology {
             }
         }
     }
+    /// `slices` TPU slices of `shape` each (`torus(2, &[16, 16, 16])` =
+    /// "2*16x16x16").
+    pub fn torus(slices: u64, shape: &[u64]) -> Topology {
+        Topology::Torus {
+            slices,
+            shape: shape.to_vec(),
+        }
+    }
     /// `n` GPUs in domains of `domain` (a partial node if `n < domain`).
     pub fn gpus(n: u64, domain: u64) -> Topology {
         if n <= domain || n % domain != 0 {

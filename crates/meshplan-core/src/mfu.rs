@@ -21,30 +21,30 @@ use crate::view::{field, pct, Doc, Render};
 
 /// The question, as written (flags of `meshplan mfu`, or a claim's `args`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct MfuQuery {
     /// A catalog model or a bare parameter count ("37B").
+    #[cfg_attr(feature = "clap", arg(long))]
     pub model: String,
     /// Tokens trained ("14.8T").
+    #[cfg_attr(feature = "clap", arg(long))]
     pub tokens: String,
     /// Wall-clock time ("54 days"), with `chips`.
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub time: Option<String>,
     /// Chips used.
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub chips: Option<String>,
     /// Chip-hours ("2.79M"), instead of `time` and `chips`.
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub chip_hours: Option<String>,
     /// The dtype the run computed in (default bf16).
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dtype: Option<String>,
-    /// The chip.
-    #[serde(default)]
+    /// The chip: a catalog name (NAME@book for the book's numbers).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub hw: Option<String>,
-    /// Not used (the building-block commands share the flag).
-    #[serde(default)]
-    pub dims: Option<String>,
 }
 
 /// What `meshplan mfu` reports (SI units).
@@ -84,9 +84,6 @@ pub struct MfuReport {
 
 /// Answer an MFU query.
 pub fn evaluate<T: Tracer>(q: &MfuQuery, cat: &Catalog, tr: &mut T) -> Result<MfuReport> {
-    if q.dims.is_some() {
-        return Err(Error::Invalid("mfu takes no --dims".into()));
-    }
     let spec = cat.model_or_bare(&q.model)?;
     let chip = cat.chip_given(&q.hw)?;
     let dtype = q

@@ -23,6 +23,17 @@ pub(crate) fn loose(s: &str) -> String {
         .collect()
 }
 
+/// A word with case and every separator dropped, for matching spellings of
+/// a keyword ("All-Gather", "all_gather" → "allgather"; "comms-bound" →
+/// "commsbound").
+pub(crate) fn squash(s: &str) -> String {
+    s.trim()
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect()
+}
+
 /// Closest names to `q` among `names`, best first (at most 3).
 pub fn suggestions<'a>(q: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
     let q = loose(q);

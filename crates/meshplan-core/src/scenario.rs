@@ -281,6 +281,19 @@ impl Scenario {
     pub fn parse(src: &str, file: &str) -> Result<Scenario> {
         from_toml(src, file)
     }
+
+    /// Refuse a scenario that names no model: neither a `[model] name` (a
+    /// catalog model, or a model file already loaded under that name) nor
+    /// inline hyperparameters. Every front end asks this before resolving,
+    /// so a missing model reads the same everywhere instead of as the first
+    /// missing hyperparameter; `how` says how that front end gives a model
+    /// (`"use --model NAME or a scenario with [model]"`).
+    pub fn require_model(&self, how: &str) -> Result<()> {
+        if self.model.name.is_none() && !self.model.has_overrides() {
+            return Err(Error::Invalid(format!("no model given: {how}")));
+        }
+        Ok(())
+    }
 }
 
 impl ModelSection {
@@ -473,11 +486,10 @@ pub fn add_model_file_with(
     } else {
         let mut s = Scenario::parse(text, path)?;
         load_model_file(cat, &mut s, path, read)?;
-        if s.model.name.is_none() && !s.model.has_overrides() {
-            return Err(Error::Invalid(format!(
-                "{path}: no model found: a model file needs an [arch] table, a scenario needs a [model] section with `name`, `file` or inline hyperparameters"
-            )));
-        }
+        s.require_model(
+            "a model file needs an [arch] table, a scenario a [model] section with `name`, `file` or inline hyperparameters",
+        )
+        .map_err(|e| Error::Invalid(format!("{path}: {e}")))?;
         let m = s
             .model
             .resolve(cat)
@@ -623,6 +635,18 @@ mod tests {
         .unwrap();
         let e = s.model.resolve(&Catalog::default()).unwrap_err();
         assert!(e.to_string().contains("not divisible"), "{e}");
+    }
+
+    #[test]
+    fn require_model_wants_a_name_or_inline_hyperparameters() {
+        let how = "use --model NAME";
+        let none = Scenario::parse("[training]\nseq_len = 8\n", "s.toml").unwrap();
+        let e = none.require_model(how).unwrap_err().to_string();
+        assert_eq!(e, "no model given: use --model NAME");
+        let named = Scenario::parse("[model]\nname = \"llama-2-7b\"\n", "s.toml").unwrap();
+        named.require_model(how).unwrap();
+        let inline = Scenario::parse("[model]\nn_layers = 2\n", "s.toml").unwrap();
+        inline.require_model(how).unwrap();
     }
 
     #[test]

@@ -223,15 +223,31 @@ fn fmt_binding(b: &Binding) -> String {
 
 /// Plain-text rendering, indented by depth.
 pub fn render_text(steps: &[Step]) -> String {
+    render(steps, &text_step)
+}
+
+/// Markdown rendering: a nested list, formulas in LaTeX math.
+pub fn render_markdown(steps: &[Step]) -> String {
+    render(steps, &md_step)
+}
+
+/// The steps depth first, each written by `step` (given its indent); one
+/// walk for every format.
+fn render(steps: &[Step], step: &dyn Fn(&Step, &str, &mut String)) -> String {
+    fn walk(s: &Step, depth: usize, step: &dyn Fn(&Step, &str, &mut String), out: &mut String) {
+        step(s, &"  ".repeat(depth), out);
+        for c in &s.children {
+            walk(c, depth + 1, step, out);
+        }
+    }
     let mut out = String::new();
     for s in steps {
-        text_step(s, 0, &mut out);
+        walk(s, 0, step, &mut out);
     }
     out
 }
 
-fn text_step(s: &Step, depth: usize, out: &mut String) {
-    let pad = "  ".repeat(depth);
+fn text_step(s: &Step, pad: &str, out: &mut String) {
     if s.formula == "inputs" {
         // a list of inputs has no value of its own (it holds NaN)
         out.push_str(&format!("{pad}{}: inputs\n", s.label));
@@ -250,22 +266,9 @@ fn text_step(s: &Step, depth: usize, out: &mut String) {
     if let Some(src) = &s.source {
         out.push_str(&format!("{pad}    [{src}]\n"));
     }
-    for c in &s.children {
-        text_step(c, depth + 1, out);
-    }
 }
 
-/// Markdown rendering: a nested list, formulas in LaTeX math.
-pub fn render_markdown(steps: &[Step]) -> String {
-    let mut out = String::new();
-    for s in steps {
-        md_step(s, 0, &mut out);
-    }
-    out
-}
-
-fn md_step(s: &Step, depth: usize, out: &mut String) {
-    let pad = "  ".repeat(depth);
+fn md_step(s: &Step, pad: &str, out: &mut String) {
     if s.formula == "inputs" {
         out.push_str(&format!("{pad}- **{}** (inputs)", s.label));
     } else {
@@ -294,9 +297,6 @@ fn md_step(s: &Step, depth: usize, out: &mut String) {
         out.push_str(&format!(" — _{src}_"));
     }
     out.push('\n');
-    for c in &s.children {
-        md_step(c, depth + 1, out);
-    }
 }
 
 /// Turn a book-style formula ("2·K·H·L·bytes", "W_ici", "⌊x⌋", "√(N/8)") into

@@ -281,48 +281,37 @@ impl Seconds {
     }
 }
 
-impl Div<FlopsPerSec> for Flops {
-    type Output = Seconds;
-    #[inline]
-    fn div(self, c: FlopsPerSec) -> Seconds {
-        Seconds(self.0 / c.0)
-    }
+/// Dimensional algebra between two quantities: `unit_algebra!(A / B = C)`
+/// divides, `unit_algebra!(A * B = C)` multiplies, in base units.
+macro_rules! unit_algebra {
+    ($a:ident / $b:ident = $out:ident) => {
+        impl Div<$b> for $a {
+            type Output = $out;
+            #[inline]
+            fn div(self, b: $b) -> $out {
+                $out(self.0 / b.0)
+            }
+        }
+    };
+    ($a:ident * $b:ident = $out:ident) => {
+        impl Mul<$b> for $a {
+            type Output = $out;
+            #[inline]
+            fn mul(self, b: $b) -> $out {
+                $out(self.0 * b.0)
+            }
+        }
+    };
 }
-impl Div<BytesPerSec> for Bytes {
-    type Output = Seconds;
-    #[inline]
-    fn div(self, w: BytesPerSec) -> Seconds {
-        Seconds(self.0 / w.0)
-    }
-}
-impl Div<Seconds> for Flops {
-    type Output = FlopsPerSec;
-    #[inline]
-    fn div(self, t: Seconds) -> FlopsPerSec {
-        FlopsPerSec(self.0 / t.0)
-    }
-}
-impl Div<Seconds> for Bytes {
-    type Output = BytesPerSec;
-    #[inline]
-    fn div(self, t: Seconds) -> BytesPerSec {
-        BytesPerSec(self.0 / t.0)
-    }
-}
-impl Mul<Seconds> for FlopsPerSec {
-    type Output = Flops;
-    #[inline]
-    fn mul(self, t: Seconds) -> Flops {
-        Flops(self.0 * t.0)
-    }
-}
-impl Mul<Seconds> for BytesPerSec {
-    type Output = Bytes;
-    #[inline]
-    fn mul(self, t: Seconds) -> Bytes {
-        Bytes(self.0 * t.0)
-    }
-}
+
+// time = work / rate; rate = work / time; work = rate · time
+unit_algebra!(Flops / FlopsPerSec = Seconds);
+unit_algebra!(Bytes / BytesPerSec = Seconds);
+unit_algebra!(Flops / Seconds = FlopsPerSec);
+unit_algebra!(Bytes / Seconds = BytesPerSec);
+unit_algebra!(FlopsPerSec * Seconds = Flops);
+unit_algebra!(BytesPerSec * Seconds = Bytes);
+
 /// C / W: the critical arithmetic intensity of a chip, in FLOPs per byte.
 impl Div<BytesPerSec> for FlopsPerSec {
     type Output = f64;

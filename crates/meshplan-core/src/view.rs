@@ -12,6 +12,8 @@ digits); a table says which of its columns are numeric (right-aligned).
 
 use serde::Serialize;
 
+use crate::units::Seconds;
+
 /// One block of a document.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -205,6 +207,13 @@ pub trait Render {
 /// `("label", value)` for [`Doc::fields`].
 pub fn field(label: &str, value: impl std::fmt::Display) -> (String, String) {
     (label.to_string(), value.to_string())
+}
+
+/// The time of a step whose compute and traffic may overlap: the lower
+/// bound (full overlap, the max) and the upper one (none, the sum).
+pub fn time_bounds(overlap_s: f64, none_s: f64) -> (String, String) {
+    let (lo, hi) = (Seconds::new(overlap_s), Seconds::new(none_s));
+    field("time (overlap / none)", format!("{lo} / {hi}"))
 }
 
 /// A percentage with one decimal ("41.3%").

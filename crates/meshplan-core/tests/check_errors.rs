@@ -41,55 +41,68 @@ fn unknown_quantity() {
     assert_eq!(v, vec![Verdict::CannotCheck, Verdict::Pass]);
 }
 
+/// Bad files, one case each: the line a parse error points at (`None`
+/// where the error is not tied to a line) and a phrase its message says
+/// (`""`: the line is what is checked).
 #[test]
-fn unit_mismatch_seconds_vs_bytes() {
-    let e = parse_err(&format!(
-        "{HEAD}quantity = \"kv_cache_bytes_per_token\"\nclaimed = \"1.3 ms\"\n"
-    ));
-    assert_eq!(line_of(&e), 9, "{e}");
-    assert!(e.to_string().contains("unit mismatch"), "{e}");
-}
-
-#[test]
-fn missing_scenario() {
-    let e = parse_err("[[claim]]\nid = \"a\"\nscenario = \"nope\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
-    assert_eq!(line_of(&e), 3, "{e}");
-    assert!(e.to_string().contains("unknown scenario"), "{e}");
-}
-
-#[test]
-fn missing_scenario_file() {
-    let e = parse_err("[[claim]]\nid = \"a\"\nscenario = \"missing.toml\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
-    assert_eq!(line_of(&e), 3, "{e}");
-}
-
-#[test]
-fn malformed_toml() {
-    let e = parse_err("title = \"x\"\n[[claim]\nid = 3\n");
-    assert_eq!(line_of(&e), 2, "{e}");
-}
-
-#[test]
-fn unknown_field_and_command() {
-    let e = parse_err(&format!(
-        "{HEAD}quantity = \"params_total\"\nclaimed = \"7\"\ntolerance = 0.1\n"
-    ));
-    assert_eq!(line_of(&e), 10, "{e}");
-    let e = parse_err(&format!(
-        "{HEAD}command = \"serve\"\nquantity = \"params_total\"\nclaimed = \"7\"\n"
-    ));
-    assert_eq!(line_of(&e), 8, "{e}");
-    assert!(e.to_string().contains("unknown command"), "{e}");
-}
-
-#[test]
-fn scenario_without_model_and_word_for_number() {
-    let e = parse_err("[scenarios.s]\nhardware = { chip = \"tpu-v5e\" }\n[[claim]]\nid = \"a\"\nscenario = \"s\"\nquantity = \"params_total\"\nclaimed = \"7\"\n");
-    assert_eq!(line_of(&e), 3, "{e}");
-    let e = parse_err(&format!(
-        "{HEAD}quantity = \"params_total\"\nclaimed = \"fits\"\n"
-    ));
-    assert!(e.to_string().contains("claim a number"), "{e}");
+fn bad_files_are_line_precise_errors() {
+    let cases: [(&str, String, Option<usize>, &str); 8] = [
+        (
+            "unit mismatch: seconds claimed for bytes",
+            format!("{HEAD}quantity = \"kv_cache_bytes_per_token\"\nclaimed = \"1.3 ms\"\n"),
+            Some(9),
+            "unit mismatch",
+        ),
+        (
+            "missing scenario",
+            "[[claim]]\nid = \"a\"\nscenario = \"nope\"\nquantity = \"params_total\"\nclaimed = \"7\"\n".into(),
+            Some(3),
+            "unknown scenario",
+        ),
+        (
+            "missing scenario file",
+            "[[claim]]\nid = \"a\"\nscenario = \"missing.toml\"\nquantity = \"params_total\"\nclaimed = \"7\"\n".into(),
+            Some(3),
+            "",
+        ),
+        (
+            "malformed TOML",
+            "title = \"x\"\n[[claim]\nid = 3\n".into(),
+            Some(2),
+            "",
+        ),
+        (
+            "unknown field",
+            format!("{HEAD}quantity = \"params_total\"\nclaimed = \"7\"\ntolerance = 0.1\n"),
+            Some(10),
+            "",
+        ),
+        (
+            "unknown command",
+            format!("{HEAD}command = \"serve\"\nquantity = \"params_total\"\nclaimed = \"7\"\n"),
+            Some(8),
+            "unknown command",
+        ),
+        (
+            "scenario without a model",
+            "[scenarios.s]\nhardware = { chip = \"tpu-v5e\" }\n[[claim]]\nid = \"a\"\nscenario = \"s\"\nquantity = \"params_total\"\nclaimed = \"7\"\n".into(),
+            Some(3),
+            "",
+        ),
+        (
+            "a word claimed for a number",
+            format!("{HEAD}quantity = \"params_total\"\nclaimed = \"fits\"\n"),
+            None,
+            "claim a number",
+        ),
+    ];
+    for (name, src, line, says) in cases {
+        let e = parse_err(&src);
+        if let Some(line) = line {
+            assert_eq!(line_of(&e), line, "{name}: {e}");
+        }
+        assert!(e.to_string().contains(says), "{name}: {e}");
+    }
 }
 
 proptest! {

@@ -220,66 +220,47 @@ fn book_ch7() {
 /// The wrong numbers of the seeds get the hint of their slip.
 #[test]
 fn seed_failures_name_their_slip() {
-    let cases: &[(&str, &str, Option<SlipKind>)] = &[
+    use SlipKind::*;
+    let cases: &[(&str, &[(&str, SlipKind)])] = &[
         (
             "examples/claims/seed-000-ch5.toml",
-            "ex3.2-slice-chips",
-            Some(SlipKind::DigitTypo),
-        ),
-        (
-            "examples/claims/seed-000-ch5.toml",
-            "ex3.2-activations-sum",
-            Some(SlipKind::OtherQuantity),
-        ),
-        (
-            "examples/claims/seed-000-ch5.toml",
-            "ex3.3-memory-per-device",
-            Some(SlipKind::OtherQuantity),
-        ),
-        (
-            "examples/claims/seed-000-ch5.toml",
-            "ex3.3-batch-per-chip",
-            Some(SlipKind::RoundedInputs),
+            &[
+                ("ex3.2-slice-chips", DigitTypo),
+                ("ex3.2-activations-sum", OtherQuantity),
+                ("ex3.3-memory-per-device", OtherQuantity),
+                ("ex3.3-batch-per-chip", RoundedInputs),
+            ],
         ),
         (
             "examples/claims/seed-002-ch7.toml",
-            "q1-params",
-            Some(SlipKind::DigitTypo),
-        ),
-        (
-            "examples/claims/seed-002-ch7.toml",
-            "q2-max-batch-exact",
-            Some(SlipKind::DigitTypo),
-        ),
-        (
-            "examples/claims/seed-002-ch7.toml",
-            "q3-load-time",
-            Some(SlipKind::RoundedInputs),
-        ),
-        (
-            "examples/claims/seed-002-ch7.toml",
-            "q5-forward-flops",
-            Some(SlipKind::ForwardVsTraining),
-        ),
-        (
-            "examples/claims/seed-002-ch7.toml",
-            "q6-load-time",
-            Some(SlipKind::RoundedInputs),
+            &[
+                ("q1-params", DigitTypo),
+                ("q2-max-batch-exact", DigitTypo),
+                ("q3-load-time", RoundedInputs),
+                ("q5-forward-flops", ForwardVsTraining),
+                ("q6-load-time", RoundedInputs),
+            ],
         ),
         (
             "examples/playbook/seed-003.toml",
-            "a2-optimizer-bytes-per-param-playbook",
-            Some(SlipKind::Factor),
+            &[("a2-optimizer-bytes-per-param-playbook", Factor)],
         ),
     ];
-    for (file, id, kind) in cases {
+    for (file, claims) in cases {
         let r = results(file);
-        let c = r
-            .iter()
-            .find(|c| c.id == *id)
-            .unwrap_or_else(|| panic!("{id}"));
-        assert_eq!(c.verdict, F, "{id}");
-        assert_eq!(c.hint.as_ref().map(|h| h.kind), *kind, "{id}: {:?}", c.hint);
+        for (id, kind) in *claims {
+            let c = r
+                .iter()
+                .find(|c| c.id == *id)
+                .unwrap_or_else(|| panic!("{file}: {id}"));
+            assert_eq!(c.verdict, F, "{file}: {id}");
+            assert_eq!(
+                c.hint.as_ref().map(|h| h.kind),
+                Some(*kind),
+                "{file}: {id}: {:?}",
+                c.hint
+            );
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cube, l13b_h100_4m, llama13, q3_workload, v5p};
+use common::{cube, l13b_h100_4m, llama13, model_and_chip, q3_workload, v5p};
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
 use meshplan_core::parallelism::{FlopConvention, Framework};
@@ -58,10 +58,7 @@ fn cases() -> Vec<(&'static str, &'static str, Topology, TrainConfig)> {
         (
             "book-ch5-llama-2-13b",
             "tpu-v5p@book",
-            Topology::Torus {
-                slices: 1,
-                shape: vec![4, 4, 8],
-            },
+            Topology::torus(1, &[4, 4, 8]),
             base(1 << 20, 4096),
         ),
         (
@@ -73,10 +70,7 @@ fn cases() -> Vec<(&'static str, &'static str, Topology, TrainConfig)> {
         (
             "llama-2-7b",
             "tpu-v5p",
-            Topology::Torus {
-                slices: 2,
-                shape: vec![2, 2, 4],
-            },
+            Topology::torus(2, &[2, 2, 4]),
             TrainConfig {
                 master_weights: true,
                 comm_efficiency: 0.7,
@@ -92,13 +86,11 @@ fn cases() -> Vec<(&'static str, &'static str, Topology, TrainConfig)> {
 /// two agree exactly (same feasibility, memory, bounds and bound).
 #[test]
 fn planner_evaluation_equals_analyze() {
-    let cat = Catalog::builtin();
     let space = TrainSpace::default();
     let mut compared = 0u64;
     let mut infeasible = 0u64;
     for (m, h, topo, base) in cases() {
-        let spec = cat.model(m).unwrap();
-        let chip = cat.chip(h).unwrap();
+        let (spec, chip) = model_and_chip(m, h);
         let ctx = TrainCtx::quiet(spec, chip, &base, None);
         let n = topo.chips();
         let mut buf = Vec::new();
@@ -223,11 +215,9 @@ fn objective_key(r: &meshplan_core::training::TrainReport, obj: TrainObjective) 
 
 #[test]
 fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
-    let cat = Catalog::builtin();
     for (m, h, topo, base) in cases().into_iter().take(3) {
         for obj in [TrainObjective::Time, TrainObjective::MemoryHeadroom] {
-            let spec = cat.model(m).unwrap();
-            let chip = cat.chip(h).unwrap();
+            let (spec, chip) = model_and_chip(m, h);
             let mut s = TrainSearch::new(spec, chip, topo.clone(), base);
             s.space.permute_torus = false;
             s.objective = obj;
@@ -357,8 +347,7 @@ fn book_ch5_q3() {
 #[test]
 fn bad_input_gives_a_verdict() {
     let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-70b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip) = model_and_chip("llama-2-70b", "h100");
     let base = TrainConfig {
         batch_tokens: 1 << 20,
         seq_len: 4096,
@@ -375,16 +364,7 @@ fn bad_input_gives_a_verdict() {
     assert!(r.closest_rejected.is_some());
     // TPU slice larger than the pod
     let tpu = cat.chip("tpu-v5p").unwrap();
-    let r = TrainSearch::new(
-        spec,
-        tpu,
-        Topology::Torus {
-            slices: 1,
-            shape: vec![32, 32, 32],
-        },
-        base,
-    )
-    .run();
+    let r = TrainSearch::new(spec, tpu, Topology::torus(1, &[32, 32, 32]), base).run();
     assert!(r.plans.is_empty() && !r.topology_reasons.is_empty());
     // serving: no offered slice of 7 chips
     let s = InferSearch::new(spec, tpu, ChipBudget::Exactly(7));
@@ -394,9 +374,7 @@ fn bad_input_gives_a_verdict() {
 
 #[test]
 fn infer_search_pareto_and_slo() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-3.1-70b").unwrap();
-    let chip = cat.chip("tpu-v5e").unwrap();
+    let (spec, chip) = model_and_chip("llama-3.1-70b", "tpu-v5e");
     let mut s = InferSearch::new(spec, chip, ChipBudget::AtMost(64));
     s.tpot_slo = Some(0.05);
     s.ttft_slo = Some(1.0);
@@ -501,10 +479,7 @@ fn searches_without_predictions_say_why() {
     let tpu = TrainSearch::new(
         cat.model("llama-2-7b").unwrap(),
         cat.chip("tpu-v5p").unwrap(),
-        Topology::Torus {
-            slices: 1,
-            shape: vec![2, 2, 4],
-        },
+        Topology::torus(1, &[2, 2, 4]),
         base,
     );
     assert!(tpu.profile.is_none());
@@ -563,12 +538,10 @@ fn mesh_chip_count_overflow_is_bad_input() {
 /// same collectives at peak bandwidth and the FLOPs at peak compute).
 #[test]
 fn predicted_step_never_below_the_roofline_lower_bound() {
-    let cat = Catalog::builtin();
     let space = TrainSpace::default();
     let mut checked = 0u64;
     for (m, h, topo, base) in cases() {
-        let spec = cat.model(m).unwrap();
-        let chip = cat.chip(h).unwrap();
+        let (spec, chip) = model_and_chip(m, h);
         let Some(profile) = active_profile(chip, None).unwrap() else {
             continue;
         };

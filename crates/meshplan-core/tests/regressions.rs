@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::l13b_h100_4m;
+use common::{l13b_h100_4m, model_and_chip};
 use meshplan_core::fidelity::peak_memory;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::mesh::{Degrees, Topology};
@@ -26,9 +26,7 @@ fn rel(a: f64, b: f64) -> f64 {
 /// 536,870,912 · 7/(8² · 450e9) = 130.5 µs per call (the old figure: 16.3 µs).
 #[test]
 fn r11_expert_all_to_all_moves_every_gpus_buffer() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("mixtral-8x7b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip) = model_and_chip("mixtral-8x7b", "h100");
     let cfg = TrainConfig {
         batch_tokens: 32 * 1024,
         seq_len: 4096,
@@ -97,9 +95,7 @@ fn r11_peak_memory_uses_the_framework_stage_split() {
 /// parameter, 26.95 GB — not 5.15 B/param (34.7 GB).
 #[test]
 fn r11_megatron_keeps_only_the_fp32_gradient_buffer() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-2-7b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip) = model_and_chip("llama-2-7b", "h100");
     let cfg = TrainConfig {
         batch_tokens: 8 * 4096,
         seq_len: 4096,
@@ -170,9 +166,7 @@ fn r11_gradient_accumulation_holds_one_microbatch() {
 /// Both get a prediction, never below the roofline lower bound.
 #[test]
 fn r14_uneven_pipeline_split_is_costed_at_the_busiest_stage() {
-    let cat = Catalog::builtin();
-    let spec = cat.model("llama-3.1-405b").unwrap();
-    let chip = cat.chip("h100").unwrap();
+    let (spec, chip) = model_and_chip("llama-3.1-405b", "h100");
     let cfg = |pp: u64, dp: u64| TrainConfig {
         batch_tokens: 2048 * 8192,
         seq_len: 8192,

@@ -38,10 +38,7 @@ fn run(model: &str, chip: &str, topo: Topology, deg: Degrees, batch: u64) -> rul
 /// → 8, not the book's F/2475 = 11.6.
 #[test]
 fn gpu_two_nodes_dp_and_tp() {
-    let topo = Topology::Gpu {
-        nodes: 2,
-        gpus_per_node: 8,
-    };
+    let topo = Topology::gpus(16, 8);
     let deg = Degrees {
         dp: 16,
         ..Degrees::default()
@@ -63,10 +60,7 @@ fn gpu_two_nodes_dp_and_tp() {
 /// = 306.9 (the book drops the ring's 127/128).
 #[test]
 fn ch12_quiz5_model_parallel_multiplies_dp_bandwidth() {
-    let topo = Topology::Gpu {
-        nodes: 1024,
-        gpus_per_node: 8,
-    };
+    let topo = Topology::gpus(8192, 8);
     let deg = Degrees {
         dp: 128,
         tp: 8,
@@ -90,10 +84,7 @@ fn moe_factor_in_the_dp_bound() {
     let m = c.model("mixtral-8x7b").unwrap();
     let pc = meshplan_core::model::params::count(&m.arch, &mut NoTrace);
     let moe = pc.total as f64 / pc.active as f64;
-    let topo = Topology::Gpu {
-        nodes: 1,
-        gpus_per_node: 8,
-    };
+    let topo = Topology::gpus(8, 8);
     let deg = Degrees {
         dp: 8,
         ..Degrees::default()
@@ -115,10 +106,7 @@ fn moe_factor_in_the_dp_bound() {
 /// Y = 8 → 13824·1.5e11/(8·1.97e14) = 1.32 ≥ 1, Y = 16 → 0.53 < 1: 8.
 #[test]
 fn short_tpu_axes_have_no_wraparound() {
-    let topo = Topology::Torus {
-        slices: 1,
-        shape: vec![4, 4],
-    };
+    let topo = Topology::torus(1, &[4, 4]);
     let deg = Degrees {
         dp: 16,
         ..Degrees::default()

@@ -57,10 +57,7 @@ fn params_opt(m: &MemoryBreakdown) -> f64 {
 
 /// The 8,960-chip v5p pod (16x20x28), `slices` of them over DCN.
 fn pods(slices: u64) -> Topology {
-    Topology::Torus {
-        slices,
-        shape: vec![16, 20, 28],
-    }
+    Topology::torus(slices, &[16, 20, 28])
 }
 
 /// The book's rules (as `analyze` reports them) for `cfg` with pure FSDP
@@ -97,10 +94,7 @@ fn ch5_q1_params() {
 /// The book's 10 B/param ignores gradients; meshplan reports them separately.
 #[test]
 fn ch5_q2_memory() {
-    let topo = Topology::Gpu {
-        nodes: 1,
-        gpus_per_node: 1,
-    };
+    let topo = Topology::gpus(1, 1);
     let chip = Catalog::builtin().chip("h100@book").unwrap();
     let cfg = TrainConfig {
         batch_tokens: 16_000_000,
@@ -428,10 +422,7 @@ fn seed003_gated_layer_flops() {
     };
     let spec = ModelSpec::custom("gated", arch(4 * h));
     let chip = Catalog::builtin().chip("h100@book").unwrap();
-    let topo = Topology::Gpu {
-        nodes: 1,
-        gpus_per_node: 1,
-    };
+    let topo = Topology::gpus(1, 1);
     let (s, b) = (2048u64, 1u64);
     let cfg = TrainConfig {
         batch_tokens: s * b,
@@ -459,10 +450,7 @@ fn seed003_gated_layer_flops() {
 fn seed003_pp_activation_memory() {
     let spec = Catalog::builtin().model("llama-2-7b").unwrap();
     let chip = Catalog::builtin().chip("h100").unwrap();
-    let topo = Topology::Gpu {
-        nodes: 1,
-        gpus_per_node: 8,
-    };
+    let topo = Topology::gpus(8, 8);
     let base = TrainConfig {
         batch_tokens: 64 * 4096,
         seq_len: 4096,
@@ -497,16 +485,7 @@ fn seed003_pp_activation_memory() {
         microbatches: 1,
         ..base
     };
-    let single = analyze(
-        spec,
-        chip,
-        &Topology::Gpu {
-            nodes: 1,
-            gpus_per_node: 1,
-        },
-        &one,
-        &mut NoTrace,
-    );
+    let single = analyze(spec, chip, &Topology::gpus(1, 1), &one, &mut NoTrace);
     let r = afab.memory_per_device.activations_bytes.get()
         / single.memory_per_device.activations_bytes.get();
     assert!((r - 0.25).abs() < 1e-9, "{r}");
@@ -516,13 +495,7 @@ fn seed003_pp_activation_memory() {
 
 #[test]
 fn infeasible_configs_are_values() {
-    let (cube, big) = (
-        cube(),
-        Topology::Torus {
-            slices: 1,
-            shape: vec![32, 32, 32],
-        },
-    );
+    let (cube, big) = (cube(), Topology::torus(1, &[32, 32, 32]));
     // (mesh, degrees, what the reasons must mention)
     let cases: [(&Topology, Degrees, &[&str]); 5] = [
         (

@@ -24,6 +24,7 @@ use meshplan_core::inference::{self, scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::TrainReport;
+use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 
@@ -80,6 +81,31 @@ where
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+/// A chart on an SVG drawing with x and y axes of ranges `X` and `Y`.
+type Chart<'b, X, Y> = ChartContext<
+    'b,
+    SVGBackend<'b>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
+/// A chart captioned `caption` over the whole of `root`, with room `labels`
+/// (x, y) for the axis labels: the frame every single-chart plot shares.
+fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
+    root: &DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+    labels: (u32, u32),
+    x: X,
+    y: Y,
+) -> Result<Chart<'b, X, Y>> {
+    ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(labels.0)
+        .y_label_area_size(labels.1)
+        .build_cartesian_2d(x, y)
+        .map_err(err)
 }
 
 /// The series legend of every plot: at `pos`, on a translucent white box
@@ -139,13 +165,7 @@ pub fn memory_svg(r: &TrainReport) -> Result<String> {
         if r.fits { "fits" } else { "DOES NOT FIT" }
     );
     render(|root| {
-        let mut ch = ChartBuilder::on(root)
-            .caption(caption, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(35)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..3f64, 0f64..top)
-            .map_err(err)?;
+        let mut ch = captioned(root, &caption, (35, 70), 0f64..3f64, 0f64..top)?;
         ch.configure_mesh()
             .disable_x_mesh()
             .disable_x_axis()
@@ -198,13 +218,7 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
     let top = upper.max(lower) * k * 1.1;
     let caption = format!("Step time: {} on {} × {}", r.model, r.chips, r.chip);
     render(|root| {
-        let mut ch = ChartBuilder::on(root)
-            .caption(caption, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(200)
-            .build_cartesian_2d(0f64..top * 1.6, 0f64..2f64)
-            .map_err(err)?;
+        let mut ch = captioned(root, &caption, (40, 200), 0f64..top * 1.6, 0f64..2f64)?;
         ch.configure_mesh()
             .disable_y_mesh()
             .y_labels(0)
@@ -314,13 +328,13 @@ pub fn roofline_svg(r: &InferReport) -> Result<String> {
         r.model, r.chips_per_replica, r.chip, r.batch, ridge
     );
     render(|root| {
-        let mut ch = ChartBuilder::on(root)
-            .caption(caption, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(80)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-            .map_err(err)?;
+        let mut ch = captioned(
+            root,
+            &caption,
+            (45, 80),
+            (x0..x1).log_scale(),
+            (y0..y1).log_scale(),
+        )?;
         ch.configure_mesh()
             .x_desc("arithmetic intensity (FLOPs/byte)")
             .y_desc("attainable FLOP/s (replica)")
@@ -591,16 +605,9 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
         r.chip
     );
     render(|root| {
-        let mut ch = ChartBuilder::on(root)
-            .caption(caption, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (xmin - pad)..(xmax + pad),
-                ((tmin - tpad).max(0.0) * k)..((tmax + tpad) * k),
-            )
-            .map_err(err)?;
+        let x = (xmin - pad)..(xmax + pad);
+        let y = ((tmin - tpad).max(0.0) * k)..((tmax + tpad) * k);
+        let mut ch = captioned(root, &caption, (45, 70), x, y)?;
         ch.configure_mesh()
             .x_desc(xdesc)
             .y_desc(format!("step time ({unit})"))

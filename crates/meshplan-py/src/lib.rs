@@ -49,14 +49,19 @@ fn json<T: serde::Serialize>(r: &T) -> PyResult<String> {
 
 /// The scenario the CLI would build: the file (if any), then the overrides
 /// (a JSON object of scenario sections, e.g. `{"hardware": {"chips": 8}}`)
-/// written over it by the core's `overrides::apply`, as the CLI's flags are.
+/// written over it by the core's `overrides::apply`, as the CLI's flags are;
+/// refused without a model, as the CLI refuses it.
 fn scenario(path: Option<&str>, overrides: &str) -> PyResult<Scenario> {
     let base = match path {
         Some(p) => Scenario::parse(&read(p)?, p).map_err(e)?,
         None => Scenario::default(),
     };
     let over: serde_json::Value = serde_json::from_str(overrides).map_err(e)?;
-    overrides::apply(&base, &over, &|section, key| format!("{section}.{key}")).map_err(e)
+    let sc =
+        overrides::apply(&base, &over, &|section, key| format!("{section}.{key}")).map_err(e)?;
+    sc.require_model("pass model=NAME or a scenario with [model]")
+        .map_err(e)?;
+    Ok(sc)
 }
 
 /// Every plot of a report that can be drawn, as (kind, SVG).
@@ -129,11 +134,6 @@ fn infer(
     tpot_slo: Option<f64>,
 ) -> PyResult<(String, Vec<(String, String)>)> {
     let sc = scenario(scenario_path, overrides)?;
-    if sc.model.name.is_none() && !sc.model.has_overrides() {
-        return Err(e(
-            "no model given: use --model NAME or a scenario with [model]",
-        ));
-    }
     let s = resolve_infer(&sc, catalog()).map_err(e)?;
     let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).map_err(e)?;
     let mut plots = Vec::new();

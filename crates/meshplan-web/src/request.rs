@@ -179,11 +179,8 @@ fn resolve<'c>(
             Cow::Owned(cat)
         }
     };
-    if sc.model.name.is_none() && !sc.model.has_overrides() {
-        return Err(ApiError::bad_request(
-            "no model given: set scenario.model.name (a catalog model) or paste a config.json",
-        ));
-    }
+    sc.require_model("set scenario.model.name (a catalog model) or paste a config.json")
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok((sc, cat))
 }
 

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::hardware::report::hw_report;
 use crate::model::report::{model_report, ModelQuery};
 use crate::scenario::{Count, Scenario};
-use crate::trace::{NoTrace, Recorder, Step};
+use crate::trace::{Recorder, Step};
 use crate::units::DType;
 
 /// The commands whose reports claims can refer to.
@@ -98,54 +98,39 @@ pub fn evaluate(
     args: &Args,
     with_trace: bool,
 ) -> Result<(Value, Vec<Step>), EvalError> {
+    let input = Input {
+        s: scenario,
+        cat: catalog,
+        args,
+        with_trace,
+    };
     match command {
-        Command::Model => eval_model(scenario, catalog, args, with_trace),
-        Command::Hw => eval_hw(scenario, catalog, args, with_trace),
-        Command::Train => eval_train(scenario, catalog, args, with_trace),
-        Command::Infer => eval_infer(scenario, catalog, args, with_trace),
-        Command::Collective => eval_block(
-            scenario,
-            catalog,
-            args,
-            with_trace,
-            false,
-            crate::sharding::collective::evaluate,
-        ),
-        Command::Roofline => eval_block(
-            scenario,
-            catalog,
-            args,
-            with_trace,
-            false,
-            crate::roofline::evaluate,
-        ),
-        Command::Shard => eval_block(
-            scenario,
-            catalog,
-            args,
-            with_trace,
-            false,
-            crate::sharding::evaluate,
-        ),
-        Command::Mfu => eval_block(
-            scenario,
-            catalog,
-            args,
-            with_trace,
-            true,
-            crate::mfu::evaluate,
-        ),
+        Command::Model => eval_model(&input),
+        Command::Hw => eval_hw(&input),
+        Command::Train => eval_train(&input),
+        Command::Infer => eval_infer(&input),
+        Command::Collective => eval_block(&input, false, crate::sharding::collective::evaluate),
+        Command::Roofline => eval_block(&input, false, crate::roofline::evaluate),
+        Command::Shard => eval_block(&input, false, crate::sharding::evaluate),
+        Command::Mfu => eval_block(&input, true, crate::mfu::evaluate),
     }
+}
+
+/// What every command's evaluation reads: the claim's scenario, the
+/// catalog, the claim's `args`, and whether to keep the derivation.
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    s: &'a Scenario,
+    cat: &'a Catalog,
+    args: &'a Args,
+    with_trace: bool,
 }
 
 /// A building-block command (`collective`, `roofline`, `shard`, `mfu`): the
 /// claim's `args` are the command's flags (`op`, `array`, `mesh`, `dims`, …);
 /// `hw` defaults to the scenario's chip and, for `mfu`, `model` to its model.
 fn eval_block<Q, R, F>(
-    s: &Scenario,
-    cat: &Catalog,
-    args: &Args,
-    with_trace: bool,
+    input: &Input,
     wants_model: bool,
     f: F,
 ) -> Result<(Value, Vec<Step>), EvalError>
@@ -154,7 +139,8 @@ where
     R: Serialize,
     F: FnOnce(&Q, &Catalog, &mut Recorder) -> crate::Result<R>,
 {
-    let mut a = args.clone();
+    let (s, cat) = (input.s, input.cat);
+    let mut a = input.args.clone();
     // an inline chip joins a copy of the catalog under its own name
     let mut local = None;
     if let Some(f) = &s.hardware.inline {
@@ -181,7 +167,8 @@ where
         .map_err(|e| EvalError::Input(Error::Invalid(format!("args: {e}"))))?;
     let mut r = Recorder::default();
     let rep = f(&q, cat, &mut r)?;
-    let steps = if with_trace {
+    // the block commands record their own inputs
+    let steps = if input.with_trace {
         r.into_steps()
     } else {
         Vec::new()
@@ -259,13 +246,10 @@ fn apply_args(s: &Scenario, args: &Args, cmd: Command) -> Result<Scenario, EvalE
 }
 
 fn need_model_and_chip(s: &Scenario, cmd: Command) -> Result<(), EvalError> {
-    if s.model.name.is_none() && !s.model.has_overrides() {
-        return Err(Error::Invalid(format!(
-            "`{}` needs a [model] (a catalog `name` or inline hyperparameters)",
-            cmd.name()
-        ))
-        .into());
-    }
+    s.require_model(&format!(
+        "`{}` needs a [model] (a catalog `name` or inline hyperparameters)",
+        cmd.name()
+    ))?;
     if s.hardware.chip.is_none() && s.hardware.inline.is_none() {
         return Err(Error::Invalid(format!(
             "`{}` needs a [hardware] chip (and a `mesh` or `chips`)",
@@ -276,33 +260,22 @@ fn need_model_and_chip(s: &Scenario, cmd: Command) -> Result<(), EvalError> {
     Ok(())
 }
 
-fn eval_train(
-    s: &Scenario,
-    cat: &Catalog,
-    args: &Args,
-    with_trace: bool,
-) -> Result<(Value, Vec<Step>), EvalError> {
-    let s = apply_args(s, args, Command::Train)?;
+fn eval_train(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
+    let s = apply_args(input.s, input.args, Command::Train)?;
     need_model_and_chip(&s, Command::Train)?;
-    let setup = crate::training::scenario::resolve(&s, cat)?;
+    let setup = crate::training::scenario::resolve(&s, input.cat)?;
     let (spec, chip, topo, cfg) = (&setup.spec, &setup.chip, &setup.topo, &setup.cfg);
-    if with_trace {
-        let mut r = Recorder::default();
+    let report = |r: &mut Recorder| Ok(crate::training::analyze(spec, chip, topo, cfg, r));
+    traced(input.with_trace, report, |_| {
         let d = cfg.degrees;
         let a = &spec.arch;
-        let mut inputs = Step::new(
-            "inputs.train",
-            &format!("Train {} on {} {}", spec.name, chip.name, topo.describe()),
-            "inputs",
-        )
-        .bind("L", a.n_layers as f64, "")
-        .bind("D", a.d_model as f64, "")
-        .bind("F", a.d_ff as f64, "")
-        .bind("B", cfg.batch_tokens as f64, "tokens")
-        .bind("T", cfg.seq_len as f64, "tokens")
-        .bind("N", topo.chips() as f64, "chips")
-        .bind("C", chip.flops(cfg.compute_dtype).get(), "FLOP/s")
-        .bind("HBM", chip.hbm_capacity.get(), "B");
+        let title = format!("Train {} on {} {}", spec.name, chip.name, topo.describe());
+        let mut inputs = inputs_step("inputs.train", &title, a)
+            .bind("B", cfg.batch_tokens as f64, "tokens")
+            .bind("T", cfg.seq_len as f64, "tokens")
+            .bind("N", topo.chips() as f64, "chips")
+            .bind("C", chip.flops(cfg.compute_dtype).get(), "FLOP/s")
+            .bind("HBM", chip.hbm_capacity.get(), "B");
         inputs.source = Some(format!(
             "dp={} fsdp={} tp={} pp={} cp={} ep={}, zero {}, remat {}, optimizer {} (state {}, master {}), MFU {}",
             d.dp,
@@ -318,45 +291,28 @@ fn eval_train(
             cfg.master_weights,
             cfg.mfu.map_or("-".to_string(), |m| m.to_string())
         ));
-        let rep = crate::training::analyze(spec, chip, topo, cfg, &mut r);
-        let mut steps = vec![inputs];
-        steps.extend(r.into_steps());
-        Ok((to_value(&rep)?, steps))
-    } else {
-        let rep = crate::training::analyze(spec, chip, topo, cfg, &mut NoTrace);
-        Ok((to_value(&rep)?, Vec::new()))
-    }
+        inputs
+    })
 }
 
-fn eval_infer(
-    s: &Scenario,
-    cat: &Catalog,
-    args: &Args,
-    with_trace: bool,
-) -> Result<(Value, Vec<Step>), EvalError> {
-    let s = apply_args(s, args, Command::Infer)?;
+fn eval_infer(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
+    let s = apply_args(input.s, input.args, Command::Infer)?;
     need_model_and_chip(&s, Command::Infer)?;
-    let setup = crate::inference::scenario::resolve(&s, cat)?;
+    let setup = crate::inference::scenario::resolve(&s, input.cat)?;
     let (m, chip, q) = (&setup.model, &setup.chip, &setup.query);
-    if with_trace {
-        let mut r = Recorder::default();
+    let report = |r: &mut Recorder| Ok(crate::inference::evaluate(m, chip, q, r)?);
+    traced(input.with_trace, report, |_| {
         let a = &m.arch;
-        let mut inputs = Step::new(
-            "inputs.infer",
-            &format!("Serve {} on {}", m.name, chip.name),
-            "inputs",
-        )
-        .bind("L", a.n_layers as f64, "")
-        .bind("D", a.d_model as f64, "")
-        .bind("F", a.d_ff as f64, "")
-        .bind("K", a.n_kv_heads as f64, "")
-        .bind("H", a.d_head as f64, "")
-        .bind("B", q.batch as f64, "sequences")
-        .bind("S", q.context as f64, "tokens")
-        .bind("N", q.mesh.iter().product::<u64>() as f64, "chips")
-        .bind("C", chip.flops(q.compute_dtype).get(), "FLOP/s")
-        .bind("W_hbm", chip.hbm_bandwidth.get(), "B/s")
-        .bind("HBM", chip.hbm_capacity.get(), "B");
+        let title = format!("Serve {} on {}", m.name, chip.name);
+        let mut inputs = inputs_step("inputs.infer", &title, a)
+            .bind("K", a.n_kv_heads as f64, "")
+            .bind("H", a.d_head as f64, "")
+            .bind("B", q.batch as f64, "sequences")
+            .bind("S", q.context as f64, "tokens")
+            .bind("N", q.mesh.iter().product::<u64>() as f64, "chips")
+            .bind("C", chip.flops(q.compute_dtype).get(), "FLOP/s")
+            .bind("W_hbm", chip.hbm_bandwidth.get(), "B/s")
+            .bind("HBM", chip.hbm_capacity.get(), "B");
         inputs.source = Some(format!(
             "weights {}, KV {}, compute {}, tp {}, ep {}, {} sharding",
             q.weights_dtype.name(),
@@ -366,14 +322,37 @@ fn eval_infer(
             q.ep.map_or("auto".to_string(), |e| e.to_string()),
             q.sharding
         ));
-        let rep = crate::inference::evaluate(m, chip, q, &mut r)?;
-        let mut steps = vec![inputs];
+        inputs
+    })
+}
+
+/// The first step of a derivation: its inputs, opened by the model's L, D
+/// and F (each command binds its own symbols after them).
+fn inputs_step(id: &str, title: &str, a: &crate::model::Arch) -> Step {
+    Step::new(id, title, "inputs")
+        .bind("L", a.n_layers as f64, "")
+        .bind("D", a.d_model as f64, "")
+        .bind("F", a.d_ff as f64, "")
+}
+
+/// A report as JSON and, when `with_trace`, its derivation opened by the
+/// step `inputs` builds from the report. The report is always recorded: one
+/// report's derivation costs microseconds, and one path serves both cases.
+fn traced<R: Serialize>(
+    with_trace: bool,
+    report: impl FnOnce(&mut Recorder) -> Result<R, EvalError>,
+    inputs: impl FnOnce(&R) -> Step,
+) -> Result<(Value, Vec<Step>), EvalError> {
+    let mut r = Recorder::default();
+    let rep = report(&mut r)?;
+    let steps = if with_trace {
+        let mut steps = vec![inputs(&rep)];
         steps.extend(r.into_steps());
-        Ok((to_value(&rep)?, steps))
+        steps
     } else {
-        let rep = crate::inference::evaluate(m, chip, q, &mut NoTrace)?;
-        Ok((to_value(&rep)?, Vec::new()))
-    }
+        Vec::new()
+    };
+    Ok((to_value(&rep)?, steps))
 }
 
 fn to_value<T: Serialize>(r: &T) -> Result<Value, EvalError> {
@@ -406,20 +385,11 @@ fn arg_count(args: &Args, k: &str) -> Result<Option<u64>, EvalError> {
     }
 }
 
-fn eval_model(
-    s: &Scenario,
-    cat: &Catalog,
-    args: &Args,
-    with_trace: bool,
-) -> Result<(Value, Vec<Step>), EvalError> {
+fn eval_model(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
+    let (s, args) = (input.s, input.args);
     check_args(args, &["seq_len", "kv_dtype", "causal"], "model")?;
-    if s.model.name.is_none() && !s.model.has_overrides() {
-        return Err(Error::Invalid(
-            "the scenario has no [model] (a catalog `name` or inline hyperparameters)".into(),
-        )
-        .into());
-    }
-    let spec = s.model.resolve(cat)?;
+    s.require_model("the scenario has no [model] (a catalog `name` or inline hyperparameters)")?;
+    let spec = s.model.resolve(input.cat)?;
     let mut q = ModelQuery::default();
     if let Some(t) = s.training.seq_len.or(s.inference.context) {
         q.seq_len = t.0;
@@ -444,13 +414,10 @@ fn eval_model(
     if q.seq_len == 0 {
         return Err(Error::Invalid("seq_len must be at least 1 token".into()).into());
     }
-    if with_trace {
-        let mut r = Recorder::default();
+    let report = |r: &mut Recorder| Ok(model_report(&spec, &q, r));
+    traced(input.with_trace, report, |_| {
         let a = &spec.arch;
-        let mut inputs = Step::new("inputs.model", &format!("Model {}", spec.name), "inputs")
-            .bind("L", a.n_layers as f64, "")
-            .bind("D", a.d_model as f64, "")
-            .bind("F", a.d_ff as f64, "")
+        let mut inputs = inputs_step("inputs.model", &format!("Model {}", spec.name), a)
             .bind("N", a.n_heads as f64, "")
             .bind("K", a.n_kv_heads as f64, "")
             .bind("H", a.d_head as f64, "")
@@ -480,32 +447,19 @@ fn eval_model(
             a.norms_per_layer,
             q.kv_dtype.name()
         ));
-        let rep = model_report(&spec, &q, &mut r);
-        let mut steps = vec![inputs];
-        steps.extend(r.into_steps());
-        Ok((to_value(&rep)?, steps))
-    } else {
-        Ok((
-            to_value(&model_report(&spec, &q, &mut NoTrace))?,
-            Vec::new(),
-        ))
-    }
+        inputs
+    })
 }
 
-fn eval_hw(
-    s: &Scenario,
-    cat: &Catalog,
-    args: &Args,
-    with_trace: bool,
-) -> Result<(Value, Vec<Step>), EvalError> {
-    check_args(args, &[], "hw")?;
+fn eval_hw(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
+    let s = input.s;
+    check_args(input.args, &[], "hw")?;
     if s.hardware.chip.is_none() && s.hardware.inline.is_none() {
         return Err(Error::Invalid("the scenario has no [hardware] chip".into()).into());
     }
-    let chip = s.hardware.resolve_chip(cat)?;
-    if with_trace {
-        let mut r = Recorder::default();
-        let rep = hw_report(&chip, &mut r);
+    let chip = s.hardware.resolve_chip(input.cat)?;
+    let report = |r: &mut Recorder| Ok(hw_report(&chip, r));
+    traced(input.with_trace, report, |rep| {
         let mut inputs = Step::new("inputs.hw", &format!("Chip {}", chip.name), "inputs")
             .bind("C", chip.flops(DType::Bf16).get(), "FLOP/s")
             .bind("W_hbm", chip.hbm_bandwidth.get(), "B/s")
@@ -514,12 +468,8 @@ fn eval_hw(
             inputs = inputs.bind("W_ici", w.get(), "B/s");
         }
         inputs.source = Some(chip.source.clone());
-        let mut steps = vec![inputs];
-        steps.extend(r.into_steps());
-        Ok((to_value(&rep)?, steps))
-    } else {
-        Ok((to_value(&hw_report(&chip, &mut NoTrace))?, Vec::new()))
-    }
+        inputs
+    })
 }
 
 /// Look up a dotted path (`memory_per_device.total_bytes`, `peak_flops_per_s.bf16`)

@@ -169,6 +169,16 @@ fn err_at(file: &str, line: usize, field: &str, message: String) -> Error {
     }
 }
 
+/// An error in a claim's `claimed` value, at the claim's line.
+fn claimed_err(file: &ClaimsFile, c: &Claim, message: String) -> Error {
+    err_at(
+        &file.file,
+        c.line,
+        &format!("claim `{}`.claimed", c.id),
+        message,
+    )
+}
+
 /// A claim's result before it is judged (CANNOT-CHECK, no values).
 fn blank_result(c: &Claim) -> ClaimResult {
     ClaimResult {
@@ -248,10 +258,9 @@ fn judge_number(
         return Ok(());
     };
     let Some(a) = a.as_f64() else {
-        return Err(err_at(
-            &file.file,
-            c.line,
-            &format!("claim `{}`.claimed", c.id),
+        return Err(claimed_err(
+            file,
+            c,
             format!(
                 "claimed a number but `{}` is {a}; claim a word (e.g. \"fits\", \"comms-bound\")",
                 c.quantity
@@ -309,10 +318,9 @@ fn judge_word(
             o["ok"].as_bool().unwrap_or(false).to_string()
         }
         other => {
-            return Err(err_at(
-                &file.file,
-                c.line,
-                &format!("claim `{}`.claimed", c.id),
+            return Err(claimed_err(
+                file,
+                c,
                 format!(
                     "claimed the word '{}' but `{}` is {other}; claim a number",
                     c.claimed_text, c.quantity

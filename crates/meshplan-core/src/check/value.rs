@@ -370,12 +370,7 @@ fn unit_is_pure_multiplier(u: &str) -> bool {
 
 /// Normalise a verdict word: lower case, separators removed, synonyms folded.
 pub fn normalize_word(s: &str) -> String {
-    let w: String = s
-        .trim()
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric())
-        .collect();
+    let w = crate::names::squash(s);
     match w.as_str() {
         "true" | "yes" | "fits" | "fit" | "ok" | "feasible" => "true".into(),
         "false" | "no" | "doesnotfit" | "doesntfit" | "notfit" | "oom" | "infeasible"

@@ -29,32 +29,32 @@ use crate::hardware::Chip;
 use crate::sharding::notation::{parse_array, parse_expr, ArraySpec, Combine, DimSizes};
 use crate::trace::{Step, Tracer};
 use crate::units::{fmt_si, sig4, DType, Seconds};
-use crate::view::{field, pct, Doc, Render, Table};
+use crate::view::{field, pct, time_bounds, Doc, Render, Table};
 
 /// The question, as written (flags of `meshplan roofline`, or a claim's `args`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct RooflineQuery {
     /// An einsum, an element-wise op, `attention`, or `load ARRAY`.
-    #[serde(default)]
     pub what: Option<String>,
     /// Raw FLOPs ("1e12", "62.4 GFLOPs").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub flops: Option<String>,
     /// Raw bytes ("1 GB").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub bytes: Option<String>,
     /// Dimension sizes ("B=512,D=8192,F=32768").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dims: Option<String>,
     /// Where the bytes come from: hbm (default), host (PCIe), ici, nvlink, dcn.
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub from: Option<String>,
     /// Compute dtype (default: the wider input's).
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dtype: Option<String>,
-    /// The chip.
-    #[serde(default)]
+    /// The chip: a catalog name (NAME@book for the book's numbers).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub hw: Option<String>,
 }
 
@@ -645,14 +645,7 @@ impl Render for RooflineReport {
             ),
             field("T_math", Seconds::new(self.t_math_s)),
             field("T_mem", Seconds::new(self.t_mem_s)),
-            field(
-                "time (overlap / none)",
-                format!(
-                    "{} / {}",
-                    Seconds::new(self.time_s),
-                    Seconds::new(self.time_upper_s)
-                ),
-            ),
+            time_bounds(self.time_s, self.time_upper_s),
             field(
                 "bound",
                 format!(

@@ -27,27 +27,30 @@ use crate::view::{field, Doc, Render, Table};
 /// The question, as written (flags of `meshplan collective`, or a claim's
 /// `args`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveQuery {
-    /// allgather | reducescatter | allreduce | alltoall | permute.
+    /// allgather | reducescatter | allreduce | alltoall | permute, with the
+    /// axes as a subscript (`allgather_X`).
     pub op: String,
     /// The array: V, the full array's size ("32 MiB"), or the array in the
     /// book's notation ("bf16[E_X, F]").
+    #[cfg_attr(feature = "clap", arg(long))]
     pub array: String,
     /// Dimension sizes for the array ("E=2048,F=8192").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dims: Option<String>,
     /// The mesh ("X=4,Y=4", "4x4", "2*16x16x16", GPUs "4x8").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub mesh: Option<String>,
     /// Axes to run over ("X", "X,Y" or "XY"); default from the array.
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub axes: Option<String>,
-    /// The chip (catalog name).
-    #[serde(default)]
+    /// The chip: a catalog name (NAME@book for the book's numbers).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub hw: Option<String>,
     /// The array's dtype when it writes none (default bf16).
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dtype: Option<String>,
 }
 
@@ -125,13 +128,7 @@ pub fn parse_op_axes(s: &str) -> Result<(Collective, Option<Vec<String>>)> {
 
 /// Parse a collective's name (AllGather, all-gather, ag, psum, ppermute …).
 pub fn parse_op(s: &str) -> Result<Collective> {
-    let n: String = s
-        .trim()
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    Ok(match n.as_str() {
+    Ok(match crate::names::squash(s).as_str() {
         "allgather" | "ag" | "gather" => Collective::AllGather,
         "reducescatter" | "rs" | "psumscatter" => Collective::ReduceScatter,
         "allreduce" | "ar" | "psum" => Collective::AllReduce,

@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::hardware::Chip;
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{fmt_si, Bytes, DType, Seconds};
-use crate::view::{field, pct, yes_no, Doc, Render, Table};
+use crate::view::{field, pct, time_bounds, yes_no, Doc, Render, Table};
 
 /// One collective of a strategy.
 #[derive(Clone, Debug, Serialize)]
@@ -345,6 +345,24 @@ fn resolve_conflicts<T: Tracer>(
     }
 }
 
+/// One collective over `axis` that takes the output from `cur` to `next`,
+/// recorded in the plan.
+fn move_output<T: Tracer>(
+    p: &mut Plan,
+    op: Collective,
+    cur: &ArraySpec,
+    next: &ArraySpec,
+    axis: &String,
+    ctx: &Ctx,
+    tr: &mut T,
+) -> Result<()> {
+    let axes = std::slice::from_ref(axis);
+    p.steps.push(collective(op, cur, next, axes, ctx, tr)?);
+    p.names
+        .push(format!("{op} {} over {axis}", label(cur, "C")));
+    Ok(())
+}
+
 /// Reach the requested output from the local product's output.
 fn reach_output<T: Tracer>(
     p: &mut Plan,
@@ -379,15 +397,7 @@ fn reach_output<T: Tracer>(
             }
             _ => Collective::AllReduce,
         };
-        p.steps.push(collective(
-            op,
-            &cur,
-            &next,
-            std::slice::from_ref(&u),
-            ctx,
-            tr,
-        )?);
-        p.names.push(format!("{op} {} over {u}", label(&cur, "C")));
+        move_output(p, op, &cur, &next, &u, ctx, tr)?;
         cur = next;
     }
     for i in 0..cur.dims.len() {
@@ -408,15 +418,7 @@ fn reach_output<T: Tracer>(
                 }
                 None => Collective::AllGather,
             };
-            p.steps.push(collective(
-                op,
-                &cur,
-                &next,
-                std::slice::from_ref(&x),
-                ctx,
-                tr,
-            )?);
-            p.names.push(format!("{op} {} over {x}", label(&cur, "C")));
+            move_output(p, op, &cur, &next, &x, ctx, tr)?;
             cur = next;
         }
     }
@@ -788,14 +790,7 @@ fn strategy_table(title: &str, s: &Strategy) -> (Vec<(String, String)>, Table) {
         field("FLOPs per device", fmt_si(s.flops_per_device, "FLOPs")),
         field("T_math", Seconds::new(s.t_math_s)),
         field("T_comms", Seconds::new(s.t_comms_s)),
-        field(
-            "time (overlap / none)",
-            format!(
-                "{} / {}",
-                Seconds::new(s.time_lower_s),
-                Seconds::new(s.time_upper_s)
-            ),
-        ),
+        time_bounds(s.time_lower_s, s.time_upper_s),
         field(
             "comms hidden by compute",
             format!(

@@ -33,21 +33,22 @@ use notation::{parse_expr, ArraySpec, DimSizes};
 
 /// The question `meshplan shard` answers (flags, or a claim's `args`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct ShardQuery {
     /// An array (`A[I_X, J_Y]`) or a product (`A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]`).
     pub what: String,
     /// Dimension sizes ("I=1024,J=4096").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dims: Option<String>,
     /// The mesh ("X=4,Y=2", "4x4").
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub mesh: Option<String>,
-    /// The chip (catalog name).
-    #[serde(default)]
+    /// The chip: a catalog name (NAME@book for the book's numbers).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub hw: Option<String>,
     /// The dtype of arrays that write none (default bf16).
-    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dtype: Option<String>,
 }
 

@@ -18,6 +18,12 @@ pub fn llama13() -> &'static ModelSpec {
     Catalog::builtin().model("book-ch5-llama-2-13b").unwrap()
 }
 
+/// A catalog model and chip by name.
+pub fn model_and_chip(model: &str, chip: &str) -> (&'static ModelSpec, &'static Chip) {
+    let cat = Catalog::builtin();
+    (cat.model(model).unwrap(), cat.chip(chip).unwrap())
+}
+
 /// TPU v5p with the book's numbers.
 pub fn v5p() -> &'static Chip {
     Catalog::builtin().chip("tpu-v5p@book").unwrap()
@@ -25,10 +31,7 @@ pub fn v5p() -> &'static Chip {
 
 /// One 16x16x16 v5p slice: 4,096 chips.
 pub fn cube() -> Topology {
-    Topology::Torus {
-        slices: 1,
-        shape: vec![16, 16, 16],
-    }
+    Topology::torus(1, &[16, 16, 16])
 }
 
 /// The workload: B = 3M tokens per step, T = 32,768; everything else default.
