@@ -3,6 +3,7 @@
 //! with parameters fitted on the other sources only. On the Playbook subset
 //! (every 10th row) plus the published runs, so that the three fits run in a
 //! debug test; the full-set figures are in docs/fidelity.md.
+#![allow(clippy::print_stderr)] // the figures are the report (cargo test -- --nocapture)
 
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::report::held_out;

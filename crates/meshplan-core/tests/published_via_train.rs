@@ -3,6 +3,7 @@
 //! (`training::analyze_with` with the chip's built-in active profile) — not
 //! only through `validate`, with the median |step-time error| reported and
 //! the two evaluators compared run by run.
+#![allow(clippy::print_stderr)] // the figures are the report (cargo test -- --nocapture)
 
 use meshplan_core::fidelity::data::{parse_published_json, Run};
 use meshplan_core::fidelity::stats::{compare, quantile};
