@@ -373,8 +373,12 @@ impl Render for ValidateReport {
                 pct(p.error)
             ));
         }
-        if let Some(h) = &self.held_out {
-            held_out_doc(&mut d, h);
+        match &self.held_out {
+            Some(h) => held_out_doc(&mut d, h),
+            None if s.step.n > 0 => {
+                d.line("in-sample only: these figures are on the runs the profiles were fitted on (or validated with); give two or more sources (e.g. playbook_h100_runs.csv published_runs.json) for held-out, leave-one-source-out figures");
+            }
+            None => {}
         }
         d.list("skipped", self.skipped.clone());
         if !self.failures.is_empty() {
