@@ -172,8 +172,19 @@ fn network_sub_profile_overrides_only_network() {
     assert_eq!(ib.pp_tp_step_latency_s, 0.0);
     assert_eq!(ib.pp_stall_s, 0.0);
     assert_eq!(ib.microbatch_overhead_s, 0.0);
-    assert!(base.pp_stall_s > 0.0 && base.pp_tp_step_latency_s > 0.0);
     assert_eq!(ib.latency_node_exponent, 0.0);
+    // the chip profile carries none of the Playbook cluster's terms; its
+    // named cluster profile does, for runs measured there only
+    assert_eq!(base.pp_stall_s, 0.0);
+    assert_eq!(base.microbatch_overhead_s, 0.0);
+    assert_eq!(base.net_scale, 1.0);
+    assert!(base.measured_bw_nodes.is_empty());
+    let pb = base.for_run("efa", meshplan_core::fidelity::data::PLAYBOOK_CLUSTER);
+    assert!(pb.pp_stall_s > 0.0 && pb.pp_tp_step_latency_s > 0.0 && pb.net_scale > 1.0);
+    assert!(!pb.measured_bw_nodes.is_empty());
+    assert_eq!(pb.matmul_efficiency, base.matmul_efficiency);
+    assert_eq!(base.for_run("efa", ""), base);
+    assert_eq!(base.for_run("infiniband", "other-cluster"), ib);
     // a profile written by calibrate still parses with its sub-profiles
     let again = EfficiencyProfile::parse(&base.to_toml(), "rt").unwrap();
     assert_eq!(again, base);
@@ -232,8 +243,9 @@ fn calibration_improves_held_out_playbook() {
         .into_iter()
         .filter(|(r, _)| r.clean)
         .partition(|(r, _)| !meshplan_core::fidelity::is_held_out(&r.id));
-    // the "uncalibrated" profile: literature starting values, measured curves kept
-    let mut start = prof("h100");
+    // the "uncalibrated" profile: literature starting values, the cluster's
+    // measured curves kept
+    let mut start = prof("h100").for_run("efa", meshplan_core::fidelity::data::PLAYBOOK_CLUSTER);
     start.matmul_efficiency = 0.75;
     start.matmul_half_dim = 64.0;
     start.attention_efficiency = 0.5;

@@ -17,8 +17,10 @@ use crate::output::{doc_text, emit, print_json, progress, Format, OutputArgs};
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
     /// Playbook CSV (models from `playbook_models.toml` beside it, else the embedded copy)
-    /// or published-runs JSON.
-    pub dataset: PathBuf,
+    /// or published-runs JSON; with several (two or more sources), also the
+    /// held-out (leave-one-source-out) figures.
+    #[arg(required = true)]
+    pub dataset: Vec<PathBuf>,
     /// Write a predicted-vs-measured step-time scatter (SVG).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -103,7 +105,12 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     if a.out.explain {
         anyhow::bail!("validate has no derivation (--explain): its numbers are predictions, see `meshplan train --explain` for one run");
     }
-    let (runs, skipped) = load(&a.dataset)?;
+    let (mut runs, mut skipped) = (Vec::new(), Vec::new());
+    for p in &a.dataset {
+        let (r, s) = load(p)?;
+        runs.extend(r);
+        skipped.extend(s);
+    }
     let user = user_profile(a.hw_profile.as_deref())?;
     let t = Thresholds {
         max_median_error: a.max_median_error,

@@ -94,6 +94,35 @@ fn published_pairs() {
     }
 }
 
+/// Two data sets, three sources: the held-out (leave-one-source-out) figures
+/// beside the in-sample ones; one source alone says it is in-sample only.
+#[test]
+fn held_out_with_several_sources() {
+    let v = json(&["validate", SUBSET, PUBLISHED, "--json"]);
+    let h = &v["held_out"];
+    let folds = h["folds"].as_array().unwrap();
+    assert_eq!(folds.len(), 3, "kor22, mcore24, playbook");
+    for fo in folds {
+        let held = fo["source"].as_str().unwrap();
+        let trained: Vec<&str> = fo["trained_on"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect();
+        assert!(!trained.contains(&held), "{fo}");
+        assert_eq!(trained.len(), 2, "{fo}");
+    }
+    for k in ["kor22", "mcore24", "playbook"] {
+        assert!(f(h, &format!("held_out.by_source.{k}.median")) >= 0.0);
+        assert!(f(h, &format!("in_sample.by_source.{k}.median")) >= 0.0);
+    }
+    assert!(u(h, "held_out.pooled.n") > 100);
+    let (code, out, err) = run(&["validate", SUBSET]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["in-sample only"]);
+}
+
 /// `meshplan calibrate SUBSET --chip h100 --bootstrap 0 --iters N [extra…]`.
 fn calibrate_subset(iters: &str, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec![

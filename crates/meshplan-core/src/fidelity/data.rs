@@ -53,7 +53,15 @@ pub struct Run {
     /// when unknown), from [`network_of`]; selects the
     /// profile's network sub-profile.
     pub network: String,
+    /// Named cluster the run was measured on (`playbook-efa` for the
+    /// Playbook runs, `""` otherwise): selects the profile's cluster profile
+    /// ([`super::profile::EfficiencyProfile::for_run`]).
+    pub cluster: String,
 }
+
+/// The Ultra-Scale Playbook cluster (H100, AWS EFA, nanotron): its runs'
+/// [`Run::cluster`].
+pub const PLAYBOOK_CLUSTER: &str = "playbook-efa";
 
 /// One entry of the Playbook model table.
 #[derive(Deserialize)]
@@ -364,6 +372,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             pair: None,
             // README: "communicating between nodes (EFA)"
             network: "efa".into(),
+            cluster: PLAYBOOK_CLUSTER.into(),
             spec,
         });
     }
@@ -498,6 +507,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         clean: true,
         pair,
         network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
+        cluster: String::new(),
         id,
     }))
 }
@@ -668,6 +678,7 @@ pub fn parse_calibration_csv(
             clean: step.is_some(),
             pair: None,
             network: String::new(),
+            cluster: String::new(),
         });
     }
     Ok(out)

@@ -156,6 +156,18 @@ pub struct EfficiencyProfile {
     /// [`EfficiencyProfile::for_network`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub networks: BTreeMap<String, NetworkProfile>,
+    /// Named cluster profiles: terms observed on one cluster only (stalls
+    /// without an identified mechanism, a scale on its measured bandwidth
+    /// curves, the curves themselves), applied only to runs measured on that
+    /// cluster ([`EfficiencyProfile::for_run`]) — the chip profile used for
+    /// any other cluster carries none of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub clusters: BTreeMap<String, ClusterProfile>,
+    /// Prediction interval from held-out calibration residuals
+    /// (`meshplan validate`, leave-one-source-out): measured / predicted step
+    /// time at p10 and p90 on the source this profile was not fitted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
     /// The inputs the parameters were fitted on, per input
     /// ([`FittedRanges::of_runs`] of the fitting data); predictions outside
     /// any of them name it. `None`: the profile does not say.
@@ -186,6 +198,55 @@ pub struct NetworkProfile {
     /// profile's other parameters) was fitted on; `None`: the base's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted_on: Option<FittedRanges>,
+    /// Prediction interval from this network's held-out residuals (the base
+    /// profile's does not carry over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+}
+
+/// A named cluster profile (`[clusters.NAME]`): parameter overrides and the
+/// cluster's own measured collective bandwidth curves, with their sources.
+/// Selected only for runs measured on that cluster (the validation data's
+/// cluster, see [`super::data::Run::cluster`]) or a profile file that names it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterProfile {
+    /// What cluster this is (hardware, fabric, framework).
+    #[serde(default)]
+    pub description: String,
+    /// Parameter overrides (names of [`Param`]).
+    #[serde(default)]
+    pub params: BTreeMap<String, f64>,
+    /// Node counts of the cluster's measured bandwidth curves.
+    #[serde(default)]
+    pub measured_bw_nodes: Vec<f64>,
+    /// Measured all-reduce bandwidth per node count, GB/s.
+    #[serde(default)]
+    pub measured_allreduce_gbs: Vec<f64>,
+    /// Measured all-gather / reduce-scatter bandwidth per node count, GB/s.
+    #[serde(default)]
+    pub measured_allgather_gbs: Vec<f64>,
+    /// Source per parameter and curve.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+    /// Prediction interval from this cluster's held-out residuals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+}
+
+/// A prediction interval as measured / predicted step-time ratios (p10, p90)
+/// of held-out residuals, with where they come from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interval {
+    /// p10 of measured / predicted.
+    pub p10: f64,
+    /// p90 of measured / predicted.
+    pub p90: f64,
+    /// Held-out runs the quantiles come from.
+    pub runs: u64,
+    /// Which fold of `meshplan validate` produced them.
+    pub source: String,
 }
 
 fn one() -> f64 {
@@ -339,6 +400,127 @@ pub const TIME_FIT: [Param; 18] = [
     Param::PpStallS,
 ];
 
+/// End-to-end-fitted parameters that describe how a software stack uses a
+/// chip: in a held-out (leave-one-source-out) fit they are fitted on the
+/// other sources pooled and carried to the held-out one.
+pub const SHARED_FIT: [Param; 7] = [
+    Param::MatmulEfficiency,
+    Param::MatmulHalfDim,
+    Param::TpOverlap,
+    Param::DpOverlap,
+    Param::LayerOverheadS,
+    Param::StepOverheadS,
+    Param::NodeOverheadS,
+];
+
+/// End-to-end-fitted parameters of one cluster (its collective latencies and
+/// the cluster-profile terms): fitted only on that cluster's runs; a
+/// held-out fit of the cluster has no data for them and uses [`PRIORS`].
+pub const CLUSTER_FIT: [Param; 11] = [
+    Param::CollectiveLatencyS,
+    Param::InterNodeLatencyS,
+    Param::P2pEfficiency,
+    Param::P2pLatencyS,
+    Param::LatencyNodeExponent,
+    Param::NetScale,
+    Param::MicrobatchOverheadS,
+    Param::P2pNodeExponent,
+    Param::PpTpStepLatencyS,
+    Param::MicrobatchNodeExponent,
+    Param::PpStallS,
+];
+
+/// Microbenchmark-level / literature values of every end-to-end-fitted
+/// parameter: where a held-out fit starts, and what it uses where no other
+/// source identifies a parameter. The network values are the ones the
+/// InfiniBand and A100 profiles state (NCCL, InfiniBand); the stall terms
+/// have no mechanism, so their prior is none.
+pub const PRIORS: [(Param, f64, &str); 22] = [
+    (
+        Param::MatmulEfficiency,
+        0.75,
+        "large bf16 GEMMs reach ~70-80 % of dense peak (cuBLAS on H100 ~700-750 of 989 TFLOP/s)",
+    ),
+    (
+        Param::MatmulHalfDim,
+        64.0,
+        "128-wide tensor-core tiles: efficiency halves near 64-wide dimensions",
+    ),
+    (
+        Param::TpOverlap,
+        0.3,
+        "start value only (always fitted: every source has TP runs)",
+    ),
+    (Param::DpOverlap, 0.3, "start value only"),
+    (
+        Param::LayerOverheadS,
+        2e-4,
+        "~20 kernel launches per layer fwd+bwd x ~10 us",
+    ),
+    (
+        Param::StepOverheadS,
+        0.1,
+        "start value only (optimizer launch, logging, data loading)",
+    ),
+    (Param::NodeOverheadS, 0.0, "none"),
+    (
+        Param::CollectiveLatencyS,
+        3e-6,
+        "NCCL ring step on NVLink ~2-5 us",
+    ),
+    (
+        Param::InterNodeLatencyS,
+        5e-6,
+        "InfiniBand/EFA ring step ~5 us",
+    ),
+    (
+        Param::P2pEfficiency,
+        0.8,
+        "send/recv ~80 % of the per-GPU scale-out rate",
+    ),
+    (Param::P2pLatencyS, 2e-5, "scale-out send/recv ~5-20 us"),
+    (
+        Param::LatencyNodeExponent,
+        0.0,
+        "no growth of latency with job size",
+    ),
+    (Param::NetScale, 1.0, "the measured curves as measured"),
+    (Param::MicrobatchOverheadS, 0.0, "no mechanism: none"),
+    (
+        Param::P2pNodeExponent,
+        0.0,
+        "no growth of latency with job size",
+    ),
+    (Param::PpTpStepLatencyS, 0.0, "no mechanism: none"),
+    (Param::MicrobatchNodeExponent, 0.0, "no mechanism: none"),
+    (Param::PpStallS, 0.0, "no mechanism: none"),
+    (
+        Param::LogitsFp32Copies,
+        2.0,
+        "fp32 logits and their gradient (PyTorch cross-entropy upcast)",
+    ),
+    (
+        Param::RuntimeReserveGb,
+        1.0,
+        "CUDA context, cuBLAS workspaces, NCCL buffers: ~1 GB",
+    ),
+    (
+        Param::GradExtraBytes,
+        0.0,
+        "fp32 gradient accumulation buffer only",
+    ),
+    (
+        Param::ActivationScale,
+        1.0,
+        "the Korthikanti et al. 2022 activation formulas as they are",
+    ),
+];
+
+/// The prior value of `q` ([`PRIORS`]), if it is end-to-end-fitted.
+pub fn prior(q: Param) -> Option<f64> {
+    PRIORS.iter().find(|(p, _, _)| *p == q).map(|x| x.1)
+}
+
 /// Parameters `calibrate` fits from peak memory.
 pub const MEM_FIT: [Param; 4] = [
     Param::LogitsFp32Copies,
@@ -381,12 +563,21 @@ impl EfficiencyProfile {
                 return Err(at("fitted_on", path, msg));
             }
         }
-        for (net, n) in &p.networks {
-            for (k, v) in &n.params {
+        let overrides = p
+            .networks
+            .iter()
+            .map(|(k, n)| (format!("networks.{k}"), &n.params))
+            .chain(
+                p.clusters
+                    .iter()
+                    .map(|(k, c)| (format!("clusters.{k}"), &c.params)),
+            );
+        for (net, params) in overrides {
+            for (k, v) in params {
                 if Param::from_name(k).is_none() || !v.is_finite() || *v < 0.0 {
                     return Err(at(
                         k,
-                        format!("networks.{net}.params.{k}"),
+                        format!("{net}.params.{k}"),
                         format!("{v}: unknown parameter or < 0"),
                     ));
                 }
@@ -425,6 +616,7 @@ impl EfficiencyProfile {
         };
         let mut p = self.clone();
         p.networks.clear();
+        p.clusters.clear();
         p.network = net.to_string();
         p.source = format!("{} | network '{net}': {}", self.source, n.description);
         p.measured_bw_nodes.clear();
@@ -434,6 +626,7 @@ impl EfficiencyProfile {
         if n.fitted_on.is_some() {
             p.fitted_on.clone_from(&n.fitted_on);
         }
+        p.interval.clone_from(&n.interval);
         for (k, v) in &n.params {
             if let Some(q) = Param::from_name(k) {
                 p.set_param(q, *v);
@@ -441,6 +634,44 @@ impl EfficiencyProfile {
         }
         for (k, v) in &n.sources {
             p.sources.insert(k.clone(), format!("network '{net}': {v}"));
+        }
+        p
+    }
+
+    /// The profile for a run measured on `cluster` over `network`: the named
+    /// cluster profile when this profile has one of that name, else
+    /// [`Self::for_network`].
+    pub fn for_run(&self, network: &str, cluster: &str) -> EfficiencyProfile {
+        match self.clusters.get(cluster).filter(|_| !cluster.is_empty()) {
+            Some(c) => self.for_cluster(cluster, c),
+            None => self.for_network(network),
+        }
+    }
+
+    /// This profile with cluster `name`'s overrides and measured curves.
+    fn for_cluster(&self, name: &str, c: &ClusterProfile) -> EfficiencyProfile {
+        let mut p = self.clone();
+        p.networks.clear();
+        p.clusters.clear();
+        p.source = format!("{} | cluster '{name}': {}", self.source, c.description);
+        if !c.measured_bw_nodes.is_empty() {
+            p.measured_bw_nodes.clone_from(&c.measured_bw_nodes);
+            p.measured_allreduce_gbs
+                .clone_from(&c.measured_allreduce_gbs);
+            p.measured_allgather_gbs
+                .clone_from(&c.measured_allgather_gbs);
+        }
+        if c.interval.is_some() {
+            p.interval.clone_from(&c.interval);
+        }
+        for (k, v) in &c.params {
+            if let Some(q) = Param::from_name(k) {
+                p.set_param(q, *v);
+            }
+        }
+        for (k, v) in &c.sources {
+            p.sources
+                .insert(k.clone(), format!("cluster '{name}': {v}"));
         }
         p
     }

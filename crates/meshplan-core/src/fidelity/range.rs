@@ -254,3 +254,39 @@ impl FittedRanges {
         }
     }
 }
+
+/// A prediction interval of one step time (`predicted.interval`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepInterval {
+    /// p10 of the step time, seconds.
+    pub p10_s: f64,
+    /// p90 of the step time, seconds.
+    pub p90_s: f64,
+    /// Where the residual quantiles come from.
+    pub source: String,
+}
+
+impl StepInterval {
+    /// "0.81–1.04 s (leave-one-source-out residuals of mcore24, 9 runs)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}–{} s ({})",
+            sig4(self.p10_s),
+            sig4(self.p90_s),
+            self.source
+        )
+    }
+}
+
+/// The interval of a step time `t` predicted with profile `p`: `t` times the
+/// p10 and p90 of measured / predicted in the held-out residuals the profile
+/// records (`interval` of the profile, its network or cluster profile, from
+/// `meshplan validate` on two or more sources); `None` when it records none.
+pub fn interval(p: &super::EfficiencyProfile, t: f64) -> Option<StepInterval> {
+    let i = p.interval.as_ref()?;
+    Some(StepInterval {
+        p10_s: t * i.p10,
+        p90_s: t * i.p90,
+        source: format!("{}, {} runs", i.source, i.runs),
+    })
+}

@@ -4,10 +4,16 @@
 
 use serde::Serialize;
 
-use super::calibrate::{calibrate, median_error, Calibration, Target};
+use std::collections::BTreeMap;
+
+use super::calibrate::{
+    calibrate, leave_one_source_out, median_error, Calibration, Fold, Slot, Target,
+};
 use super::data::{self, Run};
-use super::profile::{EfficiencyProfile, Param};
-use super::stats::{compare, summarize, ErrStats, Row, Summary};
+use super::profile::{EfficiencyProfile, Interval, Param};
+use super::stats::{
+    compare, compare_with, err_stats, interval_of, summarize, ErrStats, Row, Summary,
+};
 use super::{is_held_out, with_chips};
 use crate::error::{Error, Result};
 use crate::hardware::Chip;
@@ -56,6 +62,8 @@ pub struct ValidateReport {
     pub skipped: Vec<String>,
     /// Thresholds that failed (the command then exits 1).
     pub failures: Vec<String>,
+    /// Leave-one-source-out figures (data with two or more sources).
+    pub held_out: Option<HeldOutReport>,
     /// Whether the view lists every run.
     #[serde(skip)]
     pub list_runs: bool,
@@ -126,9 +134,11 @@ pub fn validate(
     t: &Thresholds,
     list_runs: bool,
 ) -> ValidateReport {
-    let rows = compare(&with_chips(runs), &|chip| profile_for(user, chip));
+    let rc = with_chips(runs);
+    let rows = compare(&rc, &|chip| profile_for(user, chip));
     let summary = summarize(&rows);
     ValidateReport {
+        held_out: held_out(&rc, &rows, user, 400),
         failures: failures(&summary, t),
         list_runs: list_runs || rows.len() <= 40,
         summary,
@@ -206,6 +216,136 @@ fn summary_table(s: &Summary, rows: &[Row]) -> Table {
     t
 }
 
+/// Error summaries of one set of predictions, by group.
+#[derive(Clone, Debug, Serialize)]
+pub struct Breakdown {
+    /// Every clean run with a step time.
+    pub pooled: ErrStats,
+    /// By source.
+    pub by_source: BTreeMap<String, ErrStats>,
+    /// By chip.
+    pub by_chip: BTreeMap<String, ErrStats>,
+    /// By framework.
+    pub by_framework: BTreeMap<String, ErrStats>,
+    /// Peak memory, clean runs with a measurement.
+    pub memory: ErrStats,
+}
+
+impl Breakdown {
+    fn of(rows: &[Row]) -> Breakdown {
+        let by = |key: &dyn Fn(&Row) -> String| {
+            let mut m: BTreeMap<String, ErrStats> = BTreeMap::new();
+            let keys: std::collections::BTreeSet<String> = rows.iter().map(key).collect();
+            for k in keys {
+                m.insert(k.clone(), step_stats(rows.iter().filter(|r| key(r) == k)));
+            }
+            m
+        };
+        Breakdown {
+            pooled: step_stats(rows.iter()),
+            by_source: by(&|r| r.source.clone()),
+            by_chip: by(&|r| r.chip.clone()),
+            by_framework: by(&|r| r.framework.clone()),
+            memory: err_stats(rows.iter().filter_map(|r| r.mem_error.map(|e| (r, e)))),
+        }
+    }
+}
+
+fn step_stats<'a>(rows: impl Iterator<Item = &'a Row>) -> ErrStats {
+    err_stats(rows.filter_map(|r| r.step_error.map(|e| (r, e))))
+}
+
+/// Leave-one-source-out validation: each source predicted by parameters
+/// fitted on the other sources only ([`leave_one_source_out`]), beside the
+/// in-sample figures of the same runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeldOutReport {
+    /// What each fold fitted and what it left at its prior.
+    pub folds: Vec<Fold>,
+    /// Held-out errors.
+    pub held_out: Breakdown,
+    /// In-sample errors of the same runs (the shipped profiles).
+    pub in_sample: Breakdown,
+    /// Prediction intervals from the held-out residuals, per source.
+    pub intervals: BTreeMap<String, Interval>,
+    /// Every held-out run with its prediction.
+    pub runs: Vec<Row>,
+}
+
+/// The held-out figures of `rc` (`None` with fewer than two sources).
+pub fn held_out(
+    rc: &[(&Run, &Chip)],
+    in_sample: &[Row],
+    user: Option<&EfficiencyProfile>,
+    iters: usize,
+) -> Option<HeldOutReport> {
+    let clean: Vec<(&Run, &Chip)> = rc
+        .iter()
+        .filter(|(r, _)| r.clean && r.step_time_s.is_some())
+        .copied()
+        .collect();
+    let slot = |r: &Run| {
+        let base = profile_for(user, &r.chip);
+        let cluster = !r.cluster.is_empty() && base.clusters.contains_key(&r.cluster);
+        (base.for_run(&r.network, &r.cluster), cluster)
+    };
+    let slots: Vec<Slot> = clean
+        .iter()
+        .map(|&(r, c)| {
+            let (profile, cluster) = slot(r);
+            Slot {
+                run: (r, c),
+                profile,
+                cluster,
+            }
+        })
+        .collect();
+    let n_sources = slots
+        .iter()
+        .map(|s| s.run.0.source.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    if n_sources < 2 {
+        return None;
+    }
+    let folds = leave_one_source_out(&slots, iters);
+    let mut rows = Vec::new();
+    for f in &folds {
+        let runs: Vec<(&Run, &Chip)> = clean
+            .iter()
+            .filter(|(r, _)| r.source == f.source)
+            .copied()
+            .collect();
+        rows.extend(compare_with(&runs, &|r: &Run| {
+            (f.apply(&slot(r).0), format!("held-out:{}", f.source))
+        }));
+    }
+    let ids: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let same: Vec<Row> = in_sample
+        .iter()
+        .filter(|r| ids.contains(r.id.as_str()))
+        .cloned()
+        .collect();
+    let intervals = folds
+        .iter()
+        .filter_map(|f| {
+            let v = rows.iter().filter(|r| r.source == f.source);
+            interval_of(
+                v,
+                &format!("leave-one-source-out residuals of {}", f.source),
+            )
+            .map(|i| (f.source.clone(), i))
+        })
+        .collect();
+    Some(HeldOutReport {
+        folds,
+        held_out: Breakdown::of(&rows),
+        in_sample: Breakdown::of(&same),
+        intervals,
+        runs: rows,
+    })
+}
+
 impl Render for ValidateReport {
     fn doc(&self) -> Doc {
         let s = &self.summary;
@@ -233,11 +373,87 @@ impl Render for ValidateReport {
                 pct(p.error)
             ));
         }
+        match &self.held_out {
+            Some(h) => held_out_doc(&mut d, h),
+            None if s.step.n > 0 => {
+                d.line("in-sample only: these figures are on the runs the profiles were fitted on (or validated with); give two or more sources (e.g. playbook_h100_runs.csv published_runs.json) for held-out, leave-one-source-out figures");
+            }
+            None => {}
+        }
         d.list("skipped", self.skipped.clone());
         if !self.failures.is_empty() {
             d.verdict(false, "THRESHOLD", "validate failed", self.failures.clone());
         }
         d
+    }
+}
+
+fn held_out_doc(d: &mut Doc, h: &HeldOutReport) {
+    let mut t = Table::new(
+        &[
+            "held out vs in-sample",
+            "n",
+            "held-out median",
+            "held-out p90",
+            "in-sample median",
+            "in-sample p90",
+        ],
+        &[
+            "n",
+            "held-out median",
+            "held-out p90",
+            "in-sample median",
+            "in-sample p90",
+        ],
+    );
+    let row = |name: String, a: &ErrStats, b: Option<&ErrStats>| {
+        vec![
+            name,
+            a.n.to_string(),
+            pct(a.median),
+            pct(a.p90),
+            b.map_or("-".into(), |b| pct(b.median)),
+            b.map_or("-".into(), |b| pct(b.p90)),
+        ]
+    };
+    let (ho, is) = (&h.held_out, &h.in_sample);
+    t.row(row(
+        "step time, pooled".into(),
+        &ho.pooled,
+        Some(&is.pooled),
+    ));
+    for (name, a, b) in [
+        ("source", &ho.by_source, &is.by_source),
+        ("chip", &ho.by_chip, &is.by_chip),
+        ("framework", &ho.by_framework, &is.by_framework),
+    ] {
+        for (k, s) in a {
+            t.row(row(format!("{name} {k}"), s, b.get(k)));
+        }
+    }
+    t.row(row("peak memory".into(), &ho.memory, Some(&is.memory)));
+    d.table(t);
+    for f in &h.folds {
+        let show = |v: &[(String, f64)]| {
+            v.iter()
+                .map(|(n, x)| format!("{n}={}", crate::units::sig4(*x)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        d.line(format!(
+            "held out {} ({} runs): fitted on {}: {}; at their prior (no other source identifies them): {}",
+            f.source,
+            f.runs,
+            f.trained_on.join(" + "),
+            show(&f.fitted),
+            if f.at_prior.is_empty() { "none".into() } else { show(&f.at_prior) }
+        ));
+    }
+    for (k, i) in &h.intervals {
+        d.line(format!(
+            "interval {k}: measured / predicted p10 {:.3}, p90 {:.3} ({} held-out runs)",
+            i.p10, i.p90, i.runs
+        ));
     }
 }
 
@@ -279,7 +495,18 @@ pub fn calibrate_runs(
     hold_out: bool,
     what: &str,
 ) -> Result<CalibrateReport> {
-    let mut start = start.clone();
+    // runs all measured on one named cluster of the profile (the Playbook
+    // CSV) start from that cluster's profile: its measured curves and terms
+    let mut start = match runs.first() {
+        Some(r0)
+            if runs
+                .iter()
+                .all(|r| r.cluster == r0.cluster && r.network == r0.network) =>
+        {
+            start.for_run(&r0.network, &r0.cluster)
+        }
+        _ => start.clone(),
+    };
     start.chip = chip.name.clone();
     let rc: Vec<(&Run, &Chip)> = runs.iter().filter(|r| r.clean).map(|r| (r, chip)).collect();
     if rc.is_empty() {

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::data::Run;
 use super::model::{predict, Prediction};
-use super::profile::EfficiencyProfile;
+use super::profile::{EfficiencyProfile, Interval};
 use crate::hardware::Chip;
 
 /// `q`-quantile (linear interpolation); NaN on empty input.
@@ -29,6 +29,10 @@ pub struct Row {
     pub source: String,
     /// Profile used: `chip` or `chip@network` when a network sub-profile was picked.
     pub profile: String,
+    /// Chip.
+    pub chip: String,
+    /// Framework (runtime).
+    pub framework: String,
     /// Model label.
     pub model: String,
     /// Nodes.
@@ -80,7 +84,8 @@ pub struct ErrStats {
     pub worst: String,
 }
 
-fn err_stats<'a>(rows: impl Iterator<Item = (&'a Row, f64)>) -> ErrStats {
+/// Error statistics of `(row, signed error)` pairs.
+pub fn err_stats<'a>(rows: impl Iterator<Item = (&'a Row, f64)>) -> ErrStats {
     let mut v: Vec<(f64, &str)> = rows.map(|(r, e)| (e.abs(), r.id.as_str())).collect();
     if v.is_empty() {
         return ErrStats::default();
@@ -161,10 +166,23 @@ pub fn compare(
     runs: &[(&Run, &Chip)],
     profile_for: &dyn Fn(&str) -> EfficiencyProfile,
 ) -> Vec<Row> {
+    compare_with(runs, &|r: &Run| {
+        // the chip's profile on the run's network or cluster (its
+        // sub-profile when it has one)
+        let base = profile_for(&r.chip);
+        (base.for_run(&r.network, &r.cluster), profile_key(&base, r))
+    })
+}
+
+/// Compare every run with its prediction under the profile `profile_of`
+/// gives it (with the name shown for it).
+pub fn compare_with(
+    runs: &[(&Run, &Chip)],
+    profile_of: &dyn Fn(&Run) -> (EfficiencyProfile, String),
+) -> Vec<Row> {
     runs.iter()
         .map(|(r, chip)| {
-            // the chip's profile on the run's network (sub-profile when it has one)
-            let p = profile_for(&r.chip).for_network(&r.network);
+            let (p, key) = profile_of(r);
             let pr = predict(&r.spec, chip, &p);
             let peak = chip.flops(crate::units::DType::Bf16).get();
             let n = r.spec.n_gpus.max(1) as f64;
@@ -174,11 +192,9 @@ pub fn compare(
             Row {
                 id: r.id.clone(),
                 source: r.source.clone(),
-                profile: if p.network.is_empty() {
-                    p.chip.clone()
-                } else {
-                    format!("{}@{}", p.chip, p.network)
-                },
+                profile: key,
+                chip: r.chip.clone(),
+                framework: r.spec.framework.to_string(),
                 model: r.model.clone(),
                 nodes: r.nodes,
                 config: format!(
@@ -215,6 +231,40 @@ pub fn compare(
             }
         })
         .collect()
+}
+
+/// `chip`, `chip@network` or `chip@cluster`: the profile [`EfficiencyProfile::for_run`]
+/// of `base` gives run `r`.
+pub fn profile_key(base: &EfficiencyProfile, r: &Run) -> String {
+    if !r.cluster.is_empty() && base.clusters.contains_key(&r.cluster) {
+        return format!("{}@{}", base.chip, r.cluster);
+    }
+    let net = if r.network.is_empty() || !base.networks.contains_key(&r.network) {
+        &base.network
+    } else {
+        &r.network
+    };
+    if net.is_empty() {
+        base.chip.clone()
+    } else {
+        format!("{}@{net}", base.chip)
+    }
+}
+
+/// The prediction interval of some compared rows: p10 and p90 of
+/// measured / predicted step time (`None` with fewer than 5 rows: too few
+/// for a p10).
+pub fn interval_of<'a>(rows: impl Iterator<Item = &'a Row>, source: &str) -> Option<Interval> {
+    let mut v: Vec<f64> = rows
+        .filter_map(|r| r.step_measured_s.map(|m| m / r.step_predicted_s))
+        .filter(|x| x.is_finite())
+        .collect();
+    (v.len() >= 5).then(|| Interval {
+        p10: quantile(&mut v, 0.1),
+        p90: quantile(&mut v, 0.9),
+        runs: v.len() as u64,
+        source: source.to_string(),
+    })
 }
 
 /// Summarise compared rows.

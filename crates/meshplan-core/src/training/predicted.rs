@@ -219,6 +219,9 @@ pub struct Predicted {
     pub outside_fitted_range: Option<Vec<OutOfRange>>,
     /// Step time by part (seconds).
     pub time_breakdown_s: TimeBreakdown,
+    /// p10–p90 step-time interval from the profile's held-out calibration
+    /// residuals ([`fidelity::range::interval`]); `None` when it has none.
+    pub interval: Option<fidelity::range::StepInterval>,
 }
 
 /// Predict one configuration; `model_flops` is the report's model FLOPs per
@@ -273,6 +276,7 @@ pub fn predict_train(
             .fitted_on
             .as_ref()
             .map(|f| f.outside(&rs, chip, cfg.compute_dtype)),
+        interval: fidelity::range::interval(&prof.profile, step),
         time_breakdown_s: time,
     })
 }

@@ -142,6 +142,9 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
         ),
     ];
     rows.extend(prediction_range(p));
+    if let Some(i) = &p.interval {
+        rows.push(field("step time p10–p90", i.describe()));
+    }
     let raise = p.time_breakdown_s.floor_raise;
     if raise > 0.0 {
         rows.push(field(
