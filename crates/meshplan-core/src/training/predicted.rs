@@ -276,7 +276,12 @@ pub fn predict_train(
             .fitted_on
             .as_ref()
             .map(|f| f.outside(&rs, chip, cfg.compute_dtype)),
-        interval: fidelity::range::interval(&prof.profile, step),
+        // The residuals were measured on the profile's own chip: a profile
+        // transferred to another chip (or a TPU) has no held-out interval.
+        interval: match prof.transferred_from {
+            None => fidelity::range::interval(&prof.profile, step),
+            Some(_) => None,
+        },
         time_breakdown_s: time,
     })
 }
