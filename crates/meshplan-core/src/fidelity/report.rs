@@ -496,16 +496,17 @@ pub fn calibrate_runs(
     what: &str,
 ) -> Result<CalibrateReport> {
     // runs all measured on one named cluster of the profile (the Playbook
-    // CSV) start from that cluster's profile: its measured curves and terms
-    let mut start = match runs.first() {
-        Some(r0)
-            if runs
-                .iter()
-                .all(|r| r.cluster == r0.cluster && r.network == r0.network) =>
-        {
-            start.for_run(&r0.network, &r0.cluster)
-        }
-        _ => start.clone(),
+    // CSV) are fitted with that cluster's profile (its measured curves and
+    // terms); the fitted values then go back where they live
+    let orig = start.clone();
+    let cluster = runs
+        .first()
+        .filter(|r0| runs.iter().all(|r| r.cluster == r0.cluster))
+        .map(|r0| r0.cluster.clone())
+        .filter(|c| orig.clusters.contains_key(c));
+    let mut start = match &cluster {
+        Some(c) => orig.for_run(&runs[0].network, c),
+        None => orig.clone(),
     };
     start.chip = chip.name.clone();
     let rc: Vec<(&Run, &Chip)> = runs.iter().filter(|r| r.clean).map(|r| (r, chip)).collect();
@@ -530,7 +531,10 @@ pub fn calibrate_runs(
         memory_before: median_error(&held, &start, Target::Memory),
         memory_after: median_error(&held, &c.profile, Target::Memory),
     });
-    let mut p = c.profile.clone();
+    let mut p = match &cluster {
+        Some(cl) => into_cluster(&orig, cl, &c.profile, &c.fitted),
+        None => c.profile.clone(),
+    };
     let fitted_runs: Vec<&Run> = fit_on.iter().map(|(r, _)| *r).collect();
     p.fitted_on = super::range::FittedRanges::of_runs(&fitted_runs);
     p.source = format!(
@@ -544,16 +548,51 @@ pub fn calibrate_runs(
         } else {
             String::new()
         };
-        p.sources.insert(
-            n.clone(),
-            format!("fitted by meshplan calibrate on {what}{sd}"),
-        );
+        let text = format!("fitted by meshplan calibrate on {what}{sd}");
+        let in_cluster = cluster
+            .as_ref()
+            .and_then(|cl| p.clusters.get_mut(cl))
+            .filter(|cp| cp.params.contains_key(n));
+        match in_cluster {
+            Some(cp) => cp.sources.insert(n.clone(), text),
+            None => p.sources.insert(n.clone(), text),
+        };
     }
     Ok(CalibrateReport {
         calibration: c,
         profile: p,
         held_out,
     })
+}
+
+/// `orig` with the `names` values of `fitted`: a parameter that cluster
+/// `cluster`'s profile sets goes into that table, every other into the base,
+/// so that the profile keeps its cluster and network sub-profiles.
+fn into_cluster(
+    orig: &EfficiencyProfile,
+    cluster: &str,
+    fitted: &EfficiencyProfile,
+    names: &[String],
+) -> EfficiencyProfile {
+    let mut out = orig.clone();
+    out.chip.clone_from(&fitted.chip);
+    for n in names {
+        let Some(q) = Param::from_name(n) else {
+            continue;
+        };
+        let v = fitted.param(q);
+        match out
+            .clusters
+            .get_mut(cluster)
+            .filter(|c| c.params.contains_key(n))
+        {
+            Some(c) => {
+                c.params.insert(n.clone(), v);
+            }
+            None => out.set_param(q, v),
+        }
+    }
+    out
 }
 
 impl Render for CalibrateReport {
