@@ -128,12 +128,5 @@ pub fn evaluate_scenario(data: &[u8]) {
 /// resolves against the built-in catalog.
 pub fn train_report(sc: &crate::scenario::Scenario) -> Option<crate::training::TrainReport> {
     let t = crate::training::scenario::resolve(sc, Catalog::builtin()).ok()?;
-    Some(crate::training::analyze_with(
-        &t.spec,
-        &t.chip,
-        &t.topo,
-        &t.cfg,
-        t.profile.as_ref(),
-        &mut NoTrace,
-    ))
+    Some(t.analyze(&mut NoTrace))
 }

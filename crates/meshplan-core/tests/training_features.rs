@@ -16,7 +16,7 @@ use meshplan_core::parallelism::{Framework, RunSpec};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::scenario::resolve;
-use meshplan_core::training::{analyze_with, TrainReport};
+use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;
 
 const PLAYBOOK: &str = include_str!("fixtures/validation/playbook_h100_runs.csv");
@@ -25,15 +25,9 @@ const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 /// `meshplan train` of a scenario body.
 fn train(body: &str) -> TrainReport {
     let sc = Scenario::parse(body, "t.toml").expect("scenario");
-    let t = resolve(&sc, Catalog::builtin()).expect("resolves");
-    analyze_with(
-        &t.spec,
-        &t.chip,
-        &t.topo,
-        &t.cfg,
-        t.profile.as_ref(),
-        &mut NoTrace,
-    )
+    resolve(&sc, Catalog::builtin())
+        .expect("resolves")
+        .analyze(&mut NoTrace)
 }
 
 /// A NeMo performance configuration on H100 (NVIDIA/NeMo

@@ -7,7 +7,6 @@ use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::planner::{plan_train, PlanTrainRequest, TrainObjective};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
-use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::{resolve, resolve_workload};
 use meshplan_plot::{
     memory_svg, pareto_front, pareto_svg, roofline_svg, serving_svg, serving_sweep, step_time_svg,
@@ -38,15 +37,9 @@ fn check_svg(svg: &str, name: &str) -> String {
 
 fn train_report() -> meshplan_core::training::TrainReport {
     let sc = scenario("examples/train/llama-3-8b-h100-3d.toml");
-    let s = resolve(&sc, Catalog::builtin()).unwrap();
-    analyze_with(
-        &s.spec,
-        &s.chip,
-        &s.topo,
-        &s.cfg,
-        s.profile.as_ref(),
-        &mut NoTrace,
-    )
+    resolve(&sc, Catalog::builtin())
+        .unwrap()
+        .analyze(&mut NoTrace)
 }
 
 #[test]

@@ -19,7 +19,6 @@ use meshplan_core::planner::{
 };
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
-use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
 use meshplan_core::units::DType;
 use meshplan_plot::{self as plot, kinds};
@@ -110,14 +109,7 @@ fn train(
 ) -> PyResult<(String, Vec<(String, String)>)> {
     let sc = scenario(scenario_path, overrides)?;
     let s = resolve_with(&sc, catalog(), None).map_err(e)?;
-    let r = analyze_with(
-        &s.spec,
-        &s.chip,
-        &s.topo,
-        &s.cfg,
-        s.profile.as_ref(),
-        &mut NoTrace,
-    );
+    let r = s.analyze(&mut NoTrace);
     let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&r, Some(k)));
     Ok((json(&r)?, plots))
 }

@@ -18,7 +18,6 @@ use meshplan_core::planner::{
     InferSearch, PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::trace::{NoTrace, Recorder, Step};
-use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
 use meshplan_core::view::{self, Render};
 use meshplan_core::Catalog;
@@ -72,12 +71,11 @@ pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
     q.no_slos()?;
     let (sc, cat) = q.resolve(cat)?;
     let s = resolve_with(&sc, &cat, None)?;
-    let prof = s.profile.as_ref();
     let mut rec = Recorder::default();
     let r = if q.explain {
-        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut rec)
+        s.analyze(&mut rec)
     } else {
-        analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut NoTrace)
+        s.analyze(&mut NoTrace)
     };
     let plots = vec![
         ("memory", meshplan_plot::memory_svg(&r)),

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use meshplan_core::trace::Recorder;
-use meshplan_core::training::analyze_with;
 use meshplan_core::training::scenario::resolve_with;
 
 use serde::Serialize;
@@ -173,10 +172,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
         &cat,
         user.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
     )?;
-    let prof = s.profile.as_ref();
     // one analysis: recording its derivation costs microseconds
     let mut rec = Recorder::default();
-    let r = analyze_with(&s.spec, &s.chip, &s.topo, &s.cfg, prof, &mut rec);
+    let r = s.analyze(&mut rec);
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     crate::plot::train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)

@@ -31,6 +31,21 @@ pub struct TrainSetup {
     pub profile: Option<ActiveProfile>,
 }
 
+impl TrainSetup {
+    /// [`super::analyze_with`] of this setup with its own profile: what
+    /// `train` (CLI, Python, web) reports.
+    pub fn analyze<T: crate::trace::Tracer>(&self, tr: &mut T) -> super::TrainReport {
+        super::analyze_with(
+            &self.spec,
+            &self.chip,
+            &self.topo,
+            &self.cfg,
+            self.profile.as_ref(),
+            tr,
+        )
+    }
+}
+
 /// A workload without a fixed plan (what the planner searches over).
 #[derive(Clone, Debug)]
 pub struct Workload {
