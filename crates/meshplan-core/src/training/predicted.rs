@@ -86,7 +86,11 @@ fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
     let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
         if chip.ici.is_some() {
-            return Ok(super::tpu::tpu_profile(chip));
+            return Ok(super::tpu::tpu_profile(chip).map(|profile| ActiveProfile {
+                profile,
+                origin: super::tpu::ORIGIN.into(),
+                transferred_from: Some("h100".into()),
+            }));
         }
         return Ok(transfer_base(chip).and_then(|b| transferred(chip, b)));
     };

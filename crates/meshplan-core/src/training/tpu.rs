@@ -8,7 +8,6 @@
 //! (`fidelity::model`, book ch3), so groups spanning several axes are
 //! costed conservatively (one axis' bandwidth).
 
-use super::predicted::ActiveProfile;
 use crate::fidelity::profile::Param;
 use crate::fidelity::EfficiencyProfile;
 use crate::hardware::Chip;
@@ -72,8 +71,11 @@ fn params() -> [(Param, f64, &'static str); 8] {
     ]
 }
 
+/// How [`tpu_profile`]'s profile is described (`predicted.profile_origin`).
+pub const ORIGIN: &str = "TPU profile (ici network, MaxText)";
+
 /// The built-in profile of a TPU chip, or `None` for chips without ICI.
-pub fn tpu_profile(chip: &Chip) -> Option<ActiveProfile> {
+pub fn tpu_profile(chip: &Chip) -> Option<EfficiencyProfile> {
     chip.ici.as_ref()?;
     let base = EfficiencyProfile::builtin("h100")?.for_network("infiniband");
     let mut profile = base.clone();
@@ -88,9 +90,5 @@ pub fn tpu_profile(chip: &Chip) -> Option<ActiveProfile> {
         "not fitted on {}: MaxText/JAX on one ICI slice, parameters from the book's and vendors' microbenchmark figures (sources per parameter); the other parameters are the h100 Megatron-Core ones | {}",
         chip.name, base.source
     );
-    Some(ActiveProfile {
-        profile,
-        origin: format!("TPU profile ({ICI} network, MaxText)"),
-        transferred_from: Some("h100".into()),
-    })
+    Some(profile)
 }
