@@ -81,7 +81,12 @@ fn weights_and_kv_capacity_per_stage() {
     // P = 1 on the 8 chips of one stage holds the whole model: more than
     // twice fewer sequences (weights per chip double, KV per sequence too)
     let one = eval(&q70(8, 8, 1, 64)).unwrap();
-    assert!(r.max_batch > 2 * one.max_batch, "{} vs {}", r.max_batch, one.max_batch);
+    assert!(
+        r.max_batch > 2 * one.max_batch,
+        "{} vs {}",
+        r.max_batch,
+        one.max_batch
+    );
 }
 
 /// At batch 1 the stages split the P = 1 step exactly (KV, matmuls,
@@ -103,7 +108,10 @@ fn tpot_grows_by_one_hop() {
     let p1 = eval(&q70(8, 8, 1, 1)).unwrap();
     let d = p2.decode_step_time_s.get() - p1.decode_step_time_s.get();
     let want = hop(2.0 * 8192.0 * 2.0);
-    assert!((d - want).abs() < 1e-6 * p1.decode_step_time_s.get(), "{d} vs {want}");
+    assert!(
+        (d - want).abs() < 1e-6 * p1.decode_step_time_s.get(),
+        "{d} vs {want}"
+    );
     let dt = p2.ttft_s.get() - p1.ttft_s.get();
     let want = hop(2.0 * 2048.0 * 8192.0 * 2.0);
     assert!((dt - want).abs() < 1e-6 * p1.ttft_s.get(), "{dt} vs {want}");
@@ -198,7 +206,10 @@ fn plan_infer_searches_pp() {
     s4.weights_dtypes = vec![DType::Bf16];
     s4.kv_dtypes = vec![DType::Bf16];
     let r4 = s4.run();
-    assert!(r4.pareto.iter().any(|p| p.pp > 1), "no pp point on the front");
+    assert!(
+        r4.pareto.iter().any(|p| p.pp > 1),
+        "no pp point on the front"
+    );
     assert!(r4.plans.iter().all(|p| p.pp <= 4));
     for p in r.plans.iter().filter(|p| p.pp == 2).take(3) {
         let rep = s.report(p).unwrap();

@@ -15,8 +15,8 @@ use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
 
 use super::latency::{self, DecodeStep, StepEfficiency};
-use super::roofline::{self, Bound, Component};
 use super::pipeline::{Pipeline, Stage};
+use super::roofline::{self, Bound, Component};
 use super::{axis_placement, ici_bandwidth, sharding, InferQuery, Sharding};
 
 /// The TP and EP collectives of a forward pass over `tokens` tokens.
@@ -98,7 +98,8 @@ impl Comms {
             AxisPlacement::Gpu(g) => g.per_node >= g.size,
             _ => true,
         };
-        if one_domain && e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
+        if one_domain && e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes
+        {
             let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
             if small < nccl {
                 return (small, true);
@@ -354,17 +355,15 @@ impl StepModel<'_> {
             .iter()
             .map(|s| self.stage_decode(s, rows, kvs))
             .collect();
-        let sum = |f: fn(&DecodeStep) -> Seconds| steps.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
+        let sum =
+            |f: fn(&DecodeStep) -> Seconds| steps.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
         let hops = pl.hop(rows as f64) * (p - 1) as f64;
         // the host schedules each micro-batch once (t_step) while the GPUs
         // run the others: in the latency once, in the cycle as one more
         // "stage" that every micro-batch passes
         let t_step = Seconds::new(self.engine.step_overhead_s);
         let through = t_step + sum(|d| d.step) + hops;
-        let busiest = steps
-            .iter()
-            .map(|d| d.step)
-            .fold(t_step, Seconds::max);
+        let busiest = steps.iter().map(|d| d.step).fold(t_step, Seconds::max);
         let cycle = busiest * n_mb as f64;
         let step = through.max(cycle);
         let (t_kv, t_weights, t_math) = (sum(|d| d.t_kv), sum(|d| d.t_weights), sum(|d| d.t_math));
@@ -376,7 +375,13 @@ impl StepModel<'_> {
             (t_fixed, Bound::Overhead),
         ]
         .iter()
-        .fold((t_kv, Bound::KvLoad), |best, &(t, k)| if t > best.0 { (t, k) } else { best })
+        .fold((t_kv, Bound::KvLoad), |best, &(t, k)| {
+            if t > best.0 {
+                (t, k)
+            } else {
+                best
+            }
+        })
         .1;
         tr.record(|| {
             Step::new(
@@ -497,12 +502,20 @@ impl StepModel<'_> {
         let h = self.q.prefix_cache_hit.clamp(0.0, 0.999);
         let tokens = (prompts.max(1) as f64 * len.max(1) as f64 * (1.0 - h)).max(1.0);
         let hop = pl.hop(tokens / units);
-        let sum = |f: fn(&PrefillTime) -> Seconds| per.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
-        let busiest = per.iter().map(|x| x.total).fold(Seconds::ZERO, Seconds::max);
-        let total = sum(|x| x.total) / units + hop * (p - 1) as f64 + busiest * ((units - 1.0) / units);
+        let sum =
+            |f: fn(&PrefillTime) -> Seconds| per.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
+        let busiest = per
+            .iter()
+            .map(|x| x.total)
+            .fold(Seconds::ZERO, Seconds::max);
+        let total =
+            sum(|x| x.total) / units + hop * (p - 1) as f64 + busiest * ((units - 1.0) / units);
         let comms = sum(|x| x.comms) + hop * (p - 1) as f64;
         let (compute, memory, fixed) = (sum(|x| x.compute), sum(|x| x.memory), sum(|x| x.fixed));
-        let bound = per.iter().max_by(|a, b| a.total.get().total_cmp(&b.total.get())).map_or(Bound::Compute, |x| x.bound);
+        let bound = per
+            .iter()
+            .max_by(|a, b| a.total.get().total_cmp(&b.total.get()))
+            .map_or(Bound::Compute, |x| x.bound);
         tr.record(|| {
             Step::new(
                 "infer.prefill_time",

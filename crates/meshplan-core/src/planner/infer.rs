@@ -518,13 +518,20 @@ impl InferSearch<'_> {
         // exact ties (the report says so, see InferObjective::ranking):
         // the smaller batch, then fewer-way tensor parallelism, then 1D
         // before 2D weight-stationary sharding
-        (a.batch, a.tp, a.pp, a.sharding == Sharding::TwoDWs, &a.engine).cmp(&(
-            b.batch,
-            b.tp,
-            b.pp,
-            b.sharding == Sharding::TwoDWs,
-            &b.engine,
-        ))
+        (
+            a.batch,
+            a.tp,
+            a.pp,
+            a.sharding == Sharding::TwoDWs,
+            &a.engine,
+        )
+            .cmp(&(
+                b.batch,
+                b.tp,
+                b.pp,
+                b.sharding == Sharding::TwoDWs,
+                &b.engine,
+            ))
     }
 
     /// Run the search.

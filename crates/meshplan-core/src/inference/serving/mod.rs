@@ -108,7 +108,13 @@ pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut 
         Some(pl) => pl
             .stages
             .iter()
-            .map(|s| (s.w_dev.get(), kvs_all * s.frac, of(s.w_dev.get(), kvs_all * s.frac)))
+            .map(|s| {
+                (
+                    s.w_dev.get(),
+                    kvs_all * s.frac,
+                    of(s.w_dev.get(), kvs_all * s.frac),
+                )
+            })
             .min_by(|x, y| x.2.total_cmp(&y.2))
             .unwrap_or((sm.w_dev.get(), kvs_all, 0.0)),
     };
