@@ -90,6 +90,9 @@ pub struct InferParallelArgs {
     /// Expert-parallel degree.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Pipeline stages, each of tp·ep chips.
+    #[arg(long)]
+    pub pp: Option<u64>,
     /// 1d | 2d-ws.
     #[arg(long)]
     pub sharding: Option<String>,

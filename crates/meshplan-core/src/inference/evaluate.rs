@@ -21,8 +21,12 @@ struct Layout {
     chips: u64,
     tp: u64,
     ep: u64,
-    /// Y·Z: chips per replica.
+    /// Y·Z: chips per pipeline stage (per replica without a pipeline).
     nr: u64,
+    /// P: pipeline stages.
+    pp: u64,
+    /// Layers per stage (empty when P = 1).
+    stage_layers: Vec<u64>,
     replicas: u64,
     /// The FFN width TP splits.
     f_tp: u64,
@@ -43,6 +47,11 @@ fn layout(m: &ModelSpec, chip: &Chip, q: &InferQuery) -> Result<Layout> {
     if q.tp == Some(0) || q.ep == Some(0) {
         return Err(bad("--tp and --ep must be at least 1 (1 = not used)".into()));
     }
+    let pp = q.pp.unwrap_or(1);
+    let stage_layers = match pp {
+        1 => Vec::new(),
+        _ => super::pipeline::stage_layers(a.n_layers, pp)?,
+    };
     if !(q.mfu > 0.0 && q.mfu <= 1.0) {
         return Err(bad(format!("mfu = {} must be in (0, 1]", q.mfu)));
     }
@@ -78,11 +87,22 @@ fn layout(m: &ModelSpec, chip: &Chip, q: &InferQuery) -> Result<Layout> {
     if chips % ep != 0 {
         return Err(bad(format!("--ep {ep} does not divide the {chips} chips")));
     }
+    if chips % ep.saturating_mul(pp) != 0 {
+        return Err(bad(format!(
+            "EP × PP = {ep} × {pp} does not divide the {chips} chips"
+        )));
+    }
     let tp =
-        q.tp.unwrap_or_else(|| default_tp(m, chip, chips / ep))
+        q.tp.unwrap_or_else(|| default_tp(m, chip, chips / ep / pp))
             .max(1);
     // Y·Z: chips per replica (a product above u64::MAX cannot divide the chips)
     let nr = match tp.checked_mul(ep) {
+        Some(nr) if pp > 1 && nr.checked_mul(pp).map_or(true, |r| chips % r != 0) => {
+            return Err(bad(format!(
+                "TP × EP × PP = {tp} × {ep} × {pp} = {} does not divide the {chips} chips",
+                u128::from(tp) * u128::from(ep) * u128::from(pp)
+            )));
+        }
         Some(nr) if chips % nr == 0 => nr,
         _ => {
             return Err(bad(format!(
@@ -110,7 +130,9 @@ fn layout(m: &ModelSpec, chip: &Chip, q: &InferQuery) -> Result<Layout> {
         tp,
         ep,
         nr,
-        replicas: chips / nr,
+        pp,
+        stage_layers,
+        replicas: chips / (nr * pp),
         f_tp,
     })
 }
@@ -149,6 +171,8 @@ struct MemoryPart {
     batch_fits: bool,
     kv_dev: Bytes,
     kv_layout: [u64; 3],
+    /// Pipeline stages (empty when P = 1).
+    stages: Vec<super::pipeline::Stage>,
 }
 
 fn memory_part<T: Tracer>(
@@ -168,9 +192,17 @@ fn memory_part<T: Tracer>(
     let p = params::count(a, tr);
     let wdt = q.weights_dtype;
     let weights = memory::weight_bytes(&p, wdt, tr);
-    let w_dev = memory::weight_bytes_per_device(&p, wdt, &pl, tr);
+    // a pipeline's weights per chip are its stages' (below)
+    let w_dev = match l.pp {
+        1 => memory::weight_bytes_per_device(&p, wdt, &pl, tr),
+        _ => Bytes::ZERO,
+    };
     let kvt = kv::bytes_per_token(a, q.kv_dtype, tr);
     let kvs = kv::bytes_per_sequence(a, q.context, q.kv_dtype, tr);
+    let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, l.nr);
+    if l.pp > 1 {
+        return pipeline_memory(m, chip, q, l, (p, weights, kvt, kvs), [kh, kb, ks], tr);
+    }
     let hbm = chip.hbm_capacity;
     let max = memory::max_batch(l.nr, hbm, w_dev, kvs, tr);
     // the largest batch if the model had one KV head (MQA); not for MLA
@@ -180,7 +212,6 @@ fn memory_part<T: Tracer>(
         let kvs1 = kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace);
         memory::max_batch(l.nr, hbm, w_dev, kvs1, &mut NoTrace).max_batch
     });
-    let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, l.nr);
     MemoryPart {
         fits: max.max_batch >= 1,
         batch_fits: memory::fits(l.nr, hbm, w_dev, kvs, q.batch),
@@ -193,6 +224,67 @@ fn memory_part<T: Tracer>(
         kvs,
         max,
         one_kv_head,
+        stages: Vec::new(),
+    }
+}
+
+/// [`memory_part`] of a pipeline: each stage holds its layers' weights and
+/// KV (`KV_seq·L_s/L` per sequence over its Y·Z chips); the reported
+/// weights, KV and largest batch are the binding stage's.
+fn pipeline_memory<T: Tracer>(
+    m: &ModelSpec,
+    chip: &Chip,
+    q: &InferQuery,
+    l: &Layout,
+    (p, weights, kvt, kvs): (ParamCounts, Bytes, Bytes, Bytes),
+    kv_layout: [u64; 3],
+    tr: &mut T,
+) -> MemoryPart {
+    let a = &m.arch;
+    let stages = super::pipeline::stages(m, &p, &l.stage_layers, q.weights_dtype, (l.tp, l.ep));
+    let hbm = chip.hbm_capacity;
+    let per_stage = |kv_seq: Bytes, s: &super::pipeline::Stage| {
+        memory::max_batch(l.nr, hbm, s.w_dev, kv_seq * s.frac, &mut NoTrace)
+    };
+    // the stage that admits the fewest sequences binds the replica
+    let bind = stages
+        .iter()
+        .min_by(|x, y| {
+            let (bx, by) = (per_stage(kvs, x), per_stage(kvs, y));
+            bx.max_batch_exact.total_cmp(&by.max_batch_exact)
+        })
+        .cloned()
+        .unwrap_or_else(|| stages[0].clone());
+    let max = memory::max_batch(l.nr, hbm, bind.w_dev, kvs * bind.frac, tr);
+    let one_kv_head = (a.mla.is_none() && a.n_kv_heads > 1).then(|| {
+        let mut a1 = a.clone();
+        a1.n_kv_heads = 1;
+        let kvs1 = kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace);
+        stages
+            .iter()
+            .map(|s| per_stage(kvs1, s).max_batch)
+            .min()
+            .unwrap_or(0)
+    });
+    let w_dev = stages.iter().map(|s| s.w_dev).fold(Bytes::ZERO, Bytes::max);
+    let batch_fits = stages
+        .iter()
+        .all(|s| memory::fits(l.nr, hbm, s.w_dev, kvs * s.frac, q.batch));
+    let kv_frac = stages.iter().map(|s| s.frac).fold(0.0, f64::max);
+    let kv_dev = memory::kv_bytes_per_device(q.batch, kvs * kv_frac, l.nr, tr);
+    MemoryPart {
+        fits: max.max_batch >= 1,
+        batch_fits,
+        kv_dev,
+        kv_layout,
+        p,
+        weights,
+        w_dev,
+        kvt,
+        kvs,
+        max,
+        one_kv_head,
+        stages,
     }
 }
 
@@ -554,6 +646,21 @@ pub fn evaluate<T: Tracer>(
         vector_ops: super::step::vector_ops(chip),
         comms: dcm,
         draft: None,
+        pipeline: None,
+    });
+    let pipe = (l.pp > 1).then(|| super::pipeline::Pipeline {
+        stages: mp.stages.clone(),
+        axis: super::axis_placement(chip, &q.mesh, l.nr, l.pp),
+        // an engine's send pays its small-message latency and moves the
+        // hidden states and the residual stream; the book one activation
+        alpha: Seconds::new(if engine.is_ideal() {
+            0.0
+        } else {
+            engine.allreduce_latency_s
+        }),
+        tensors: if engine.is_ideal() { 1.0 } else { 2.0 },
+        ab: cm.ab,
+        d: cm.d,
     });
     let sm = StepModel {
         engine: &engine,
@@ -574,6 +681,7 @@ pub fn evaluate<T: Tracer>(
         vector_ops: super::step::vector_ops(chip),
         comms: &cm,
         draft: draft_sm.as_ref(),
+        pipeline: pipe.as_ref(),
     };
     let ph = phases(&sm, q, &l, &mp, tr);
     let lim = limits(m, chip, q, &l, &cm, w_ici, m_y, ph.dec_latency_bound, tr);
@@ -607,8 +715,10 @@ fn report(
         chips: l.chips,
         tp: l.tp,
         ep: l.ep,
+        pp: l.pp,
+        stage_layers: l.stage_layers.clone(),
         replicas: l.replicas,
-        chips_per_replica: l.nr,
+        chips_per_replica: l.nr * l.pp,
         sharding: q.sharding,
         weights_dtype: q.weights_dtype,
         kv_dtype: q.kv_dtype,
@@ -635,7 +745,7 @@ fn report(
         batch_fits: mp.batch_fits,
         b_crit_tokens: b_crit,
         weight_load_time_s: t_load,
-        weight_load_time_even_s: mp.weights / (chip.hbm_bandwidth * l.nr as f64),
+        weight_load_time_even_s: mp.weights / (chip.hbm_bandwidth * (l.nr * l.pp) as f64),
         decode_kv_load_time_s: ds.t_kv,
         decode_compute_time_s: ds.t_math,
         decode_comms_time_s: ds.t_comms,

@@ -17,6 +17,7 @@ pub mod engine;
 mod evaluate;
 pub mod latency;
 pub mod memory;
+pub mod pipeline;
 mod render;
 pub mod roofline;
 pub mod scenario;
@@ -86,6 +87,8 @@ pub struct InferQuery {
     pub tp: Option<u64>,
     /// Z: expert parallelism (default 1).
     pub ep: Option<u64>,
+    /// P: pipeline stages per replica, each of Y·Z chips (default 1).
+    pub pp: Option<u64>,
     /// 1D or 2D weight-stationary.
     pub sharding: Sharding,
     /// Prefill MFU (fraction of peak; default 1, the roofline).
@@ -113,6 +116,7 @@ impl Default for InferQuery {
             mesh: vec![1],
             tp: None,
             ep: None,
+            pp: None,
             sharding: Sharding::OneD,
             mfu: 1.0,
             engine: None,
@@ -171,9 +175,15 @@ pub struct InferReport {
     pub tp: u64,
     /// Z.
     pub ep: u64,
+    /// P: pipeline stages (omitted when 1).
+    #[serde(skip_serializing_if = "is_one")]
+    pub pp: u64,
+    /// Layers of each pipeline stage (omitted without a pipeline).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stage_layers: Vec<u64>,
     /// Model copies in the slice.
     pub replicas: u64,
-    /// Chips per replica (Y·Z); step times use this N.
+    /// Chips per replica (Y·Z·P); step times use N = Y·Z per stage.
     pub chips_per_replica: u64,
     /// "1d" | "2d-ws".
     pub sharding: Sharding,
@@ -309,6 +319,10 @@ pub struct InferReport {
     /// Derived aggregates (slice HBM, batch KV, requests/s, FLOPs per dollar…).
     #[serde(flatten)]
     pub aggregates: derived::Aggregates,
+}
+
+fn is_one(x: &u64) -> bool {
+    *x == 1
 }
 
 pub(crate) fn ici_bandwidth(chip: &Chip, mesh: &[u64], tp: u64) -> (BytesPerSec, u64, bool) {

@@ -136,8 +136,20 @@ impl InferReport {
 impl Render for InferReport {
     fn doc(&self) -> Doc {
         let mut d = Doc::new();
+        // a pipeline shows its stages (P = 1 reads as before)
+        let pp = match self.pp {
+            1 => String::new(),
+            p => format!(
+                " × PP {p} (layers {})",
+                self.stage_layers
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            ),
+        };
         d.title(format!(
-            "{} on {} {} (TP {} × EP {} × {} replicas, {} sharding)",
+            "{} on {} {} (TP {} × EP {}{pp} × {} replicas, {} sharding)",
             self.model, self.chip, self.mesh, self.tp, self.ep, self.replicas, self.sharding
         ));
         for w in &self.warnings {

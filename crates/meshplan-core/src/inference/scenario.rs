@@ -105,6 +105,7 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
         mesh,
         tp: sc.parallelism.tp,
         ep: sc.parallelism.ep,
+        pp: sc.parallelism.pp,
         sharding: match sc.parallelism.sharding.as_deref() {
             Some(s) => Sharding::parse(s)?,
             None => Sharding::OneD,

@@ -15,6 +15,7 @@ use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
 
 use super::latency::{self, DecodeStep, StepEfficiency};
+use super::pipeline::{Pipeline, Stage};
 use super::roofline::{self, Bound, Component};
 use super::{axis_placement, ici_bandwidth, sharding, InferQuery, Sharding};
 
@@ -91,7 +92,14 @@ impl Comms {
         let steps = 2.0 * (self.tp.max(1) - 1) as f64;
         let alpha = Seconds::new(e.allreduce_latency_s + steps * e.allreduce_step_latency_s);
         let nccl = alpha + ring / e.nccl_efficiency;
-        if e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes {
+        // the one-shot kernel works over NVLink peer memory: one domain only
+        // (vLLM's custom all-reduce is disabled when the group spans nodes)
+        let one_domain = match &self.tp_axis {
+            AxisPlacement::Gpu(g) => g.per_node >= g.size,
+            _ => true,
+        };
+        if one_domain && e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes
+        {
             let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
             if small < nccl {
                 return (small, true);
@@ -168,6 +176,8 @@ pub(crate) struct StepModel<'a> {
     pub(crate) comms: &'a Comms,
     /// The draft model's step model (speculative decoding with a draft model).
     pub(crate) draft: Option<&'a StepModel<'a>>,
+    /// Pipeline stages (None: one stage of `nr` chips).
+    pub(crate) pipeline: Option<&'a Pipeline>,
 }
 
 impl StepModel<'_> {
@@ -200,6 +210,28 @@ impl StepModel<'_> {
         }
         let elems = bytes.get() / w.bytes_per_element();
         Seconds::new(elems * self.engine.dequant_ops_per_weight / self.vector_ops)
+    }
+
+    /// Chips of one replica: `Y·Z·P`.
+    pub(crate) fn replica_chips(&self) -> u64 {
+        self.nr * self.pipeline.map_or(1, |p| p.pp())
+    }
+
+    /// The engine's per-step host cost if `s` is the first stage.
+    fn step_of(&self, s: &Stage) -> Seconds {
+        Seconds::new(if s.first {
+            self.engine.step_overhead_s
+        } else {
+            0.0
+        })
+    }
+
+    /// Fixed cost of one stage's forward step: `L_s·k·t_kernel`, plus the
+    /// engine's step `t_step` on the first stage (the scheduler feeds it).
+    fn stage_fixed(&self, s: &Stage) -> Seconds {
+        let e = self.engine;
+        let step = if s.first { e.step_overhead_s } else { 0.0 };
+        Seconds::new(s.layers as f64 * e.small_kernels_per_layer * e.kernel_latency_s + step)
     }
 
     /// Fixed cost of one forward step: `L·k·t_kernel + t_step`.
@@ -249,11 +281,14 @@ impl StepModel<'_> {
         tr: &mut T,
     ) -> DecodeStep {
         let g = per_seq.max(1);
-        let batch = batch.saturating_mul(g);
-        let b = batch as f64;
         // KV per token-row: the sequence's KV shared by its g query rows
         let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace)
             * (self.kv_read_factor() / g as f64);
+        if let Some(pl) = self.pipeline {
+            return self.pipeline_decode(pl, (batch, g), kvs, tr);
+        }
+        let batch = batch.saturating_mul(g);
+        let b = batch as f64;
         let w = self.weights_read(b);
         let e = self.engine;
         let eff = StepEfficiency {
@@ -267,6 +302,113 @@ impl StepModel<'_> {
         let (t_comms, _) = self.comms.time(b);
         let work = (batch, kvs, self.p.matmul_active as f64, w);
         latency::decode_step_with(work, (self.nr, self.hw.c, self.hw.w_hbm), t_comms, &eff, tr)
+    }
+
+    /// One stage's decode step over `rows` token rows (KV per row `kvs`
+    /// for the whole model): its layers' share of the KV, matmuls and
+    /// collectives, its own weights, its fixed cost, sampling on the last.
+    fn stage_decode(&self, s: &Stage, rows: u64, kvs: Bytes) -> DecodeStep {
+        let b = rows as f64;
+        let e = self.engine;
+        let w = s.w_dev - s.routed_dev * (1.0 - self.experts_read(b));
+        let sampling = if s.last {
+            self.sampling(b)
+        } else {
+            Seconds::ZERO
+        };
+        let eff = StepEfficiency {
+            hbm: e.hbm_efficiency,
+            kv: e.kv_hbm_efficiency,
+            gemm: e.gemm_efficiency_for(self.q.compute_dtype, b),
+            t_dequant: self.dequant(w),
+            // the engine's step (host scheduling) is counted once per
+            // micro-batch in `pipeline_decode`
+            t_fixed: self.stage_fixed(s) - self.step_of(s) + sampling,
+            comms_overlap: e.comms_overlap,
+        };
+        let t_comms = self.comms.time(b).0 * s.frac;
+        let work = (rows, kvs * s.frac, s.matmul, w);
+        let hw = (self.nr, self.hw.c, self.hw.w_hbm);
+        latency::decode_step_with(work, hw, t_comms, &eff, &mut NoTrace)
+    }
+
+    /// The decode step of a pipeline: the `seqs` sequences run as up to P
+    /// micro-batches of `b = ⌈seqs/P⌉`; one micro-batch's step traverses
+    /// every stage and the P − 1 sends, while the stages work on the other
+    /// micro-batches, so each sequence advances one token every
+    /// `max(t_step + Σ_s T_s(b) + (P − 1)·T_hop, n_mb·max(t_step, max_s T_s(b)))`
+    /// (t_step: the engine's host step, overlapped with the stages).
+    fn pipeline_decode<T: Tracer>(
+        &self,
+        pl: &Pipeline,
+        (seqs, g): (u64, u64),
+        kvs: Bytes,
+        tr: &mut T,
+    ) -> DecodeStep {
+        let p = pl.pp();
+        let seqs = seqs.max(1);
+        let mb = seqs.div_ceil(p);
+        let n_mb = seqs.div_ceil(mb);
+        let rows = mb.saturating_mul(g);
+        let steps: Vec<DecodeStep> = pl
+            .stages
+            .iter()
+            .map(|s| self.stage_decode(s, rows, kvs))
+            .collect();
+        let sum =
+            |f: fn(&DecodeStep) -> Seconds| steps.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
+        let hops = pl.hop(rows as f64) * (p - 1) as f64;
+        // the host schedules each micro-batch once (t_step) while the GPUs
+        // run the others: in the latency once, in the cycle as one more
+        // "stage" that every micro-batch passes
+        let t_step = Seconds::new(self.engine.step_overhead_s);
+        let through = t_step + sum(|d| d.step) + hops;
+        let busiest = steps.iter().map(|d| d.step).fold(t_step, Seconds::max);
+        let cycle = busiest * n_mb as f64;
+        let step = through.max(cycle);
+        let (t_kv, t_weights, t_math) = (sum(|d| d.t_kv), sum(|d| d.t_weights), sum(|d| d.t_math));
+        let (t_comms, t_fixed) = (sum(|d| d.t_comms) + hops, sum(|d| d.t_fixed) + t_step);
+        let bound = [
+            (t_weights, Bound::WeightLoad),
+            (t_math, Bound::Compute),
+            (t_comms, Bound::Comms),
+            (t_fixed, Bound::Overhead),
+        ]
+        .iter()
+        .fold((t_kv, Bound::KvLoad), |best, &(t, k)| {
+            if t > best.0 {
+                (t, k)
+            } else {
+                best
+            }
+        })
+        .1;
+        tr.record(|| {
+            Step::new(
+                "infer.pipeline_decode_step",
+                "Decode step of a pipeline (time per output token)",
+                "max(t_step + Σ_s T_s(b) + (P − 1)·T_hop, n_mb·max(t_step, max_s T_s(b))), b = ⌈B/P⌉, n_mb = ⌈B/b⌉",
+            )
+            .bind("P", p as f64, "stages")
+            .bind("B", seqs as f64, "sequences")
+            .bind("b", mb as f64, "sequences")
+            .bind("n_mb", n_mb as f64, "micro-batches")
+            .bind("t_step", t_step.get(), "s")
+            .bind("Σ_s T_s", (through - hops - t_step).get(), "s")
+            .bind("max_s T_s", busiest.get(), "s")
+            .bind("T_hop", pl.hop(rows as f64).get(), "s")
+            .result(step.get(), "s")
+            .source("vLLM pipeline_parallel_size: stages run in sequence, one micro-batch per stage in flight (docs/inference.md)")
+        });
+        DecodeStep {
+            t_kv,
+            t_weights,
+            t_math,
+            t_comms,
+            t_fixed,
+            step,
+            bound,
+        }
     }
 
     /// Time per output token of `batch` sequences at KV length `context`:
@@ -331,6 +473,86 @@ impl StepModel<'_> {
         len: u64,
         tr: &mut T,
     ) -> PrefillTime {
+        match self.pipeline {
+            None => self.prefill_stage(comps, prompts, len, None, tr),
+            Some(pl) => self.pipeline_prefill(pl, comps, prompts, len, tr),
+        }
+    }
+
+    /// The prefill of a pipeline: the work split into `n_u` units (the
+    /// engine's chunks, or up to P micro-batches of prompts) flowing through
+    /// the stages: `Σ_s T_s/n_u + (P − 1)·T_hop + (n_u − 1)·max_s T_s/n_u`
+    /// (one prompt, one chunk: every stage in sequence plus the sends).
+    fn pipeline_prefill<T: Tracer>(
+        &self,
+        pl: &Pipeline,
+        comps: &[Component],
+        prompts: u64,
+        len: u64,
+        tr: &mut T,
+    ) -> PrefillTime {
+        let per: Vec<PrefillTime> = pl
+            .stages
+            .iter()
+            .map(|s| self.prefill_stage(comps, prompts, len, Some(s), &mut NoTrace))
+            .collect();
+        let p = pl.pp();
+        let chunks = per.first().map_or(1, |x| x.chunks);
+        let units = chunks.max(prompts.clamp(1, p)) as f64;
+        let h = self.q.prefix_cache_hit.clamp(0.0, 0.999);
+        let tokens = (prompts.max(1) as f64 * len.max(1) as f64 * (1.0 - h)).max(1.0);
+        let hop = pl.hop(tokens / units);
+        let sum =
+            |f: fn(&PrefillTime) -> Seconds| per.iter().map(f).fold(Seconds::ZERO, |a, x| a + x);
+        let busiest = per
+            .iter()
+            .map(|x| x.total)
+            .fold(Seconds::ZERO, Seconds::max);
+        let total =
+            sum(|x| x.total) / units + hop * (p - 1) as f64 + busiest * ((units - 1.0) / units);
+        let comms = sum(|x| x.comms) + hop * (p - 1) as f64;
+        let (compute, memory, fixed) = (sum(|x| x.compute), sum(|x| x.memory), sum(|x| x.fixed));
+        let bound = per
+            .iter()
+            .max_by(|a, b| a.total.get().total_cmp(&b.total.get()))
+            .map_or(Bound::Compute, |x| x.bound);
+        tr.record(|| {
+            Step::new(
+                "infer.prefill_time",
+                "Prefill time of a pipeline (TTFT)",
+                "Σ_s T_s/n_u + (P − 1)·T_hop + (n_u − 1)·max_s T_s/n_u",
+            )
+            .bind("P", p as f64, "stages")
+            .bind("prompts", prompts as f64, "")
+            .bind("T", len as f64, "tokens")
+            .bind("n_u", units, "units")
+            .bind("Σ_s T_s", sum(|x| x.total).get(), "s")
+            .bind("max_s T_s", busiest.get(), "s")
+            .bind("T_hop", hop.get(), "s")
+            .result(total.get(), "s")
+            .source("pipeline fill and drain of the prefill units (docs/inference.md); stage times from the engine profile")
+        });
+        PrefillTime {
+            compute,
+            memory,
+            comms,
+            fixed,
+            total,
+            bound,
+            chunks,
+        }
+    }
+
+    /// The prefill terms of the whole model (`stage` None) or of one
+    /// pipeline stage's share of it.
+    fn prefill_stage<T: Tracer>(
+        &self,
+        comps: &[Component],
+        prompts: u64,
+        len: u64,
+        stage: Option<&Stage>,
+        tr: &mut T,
+    ) -> PrefillTime {
         let e = self.engine;
         let b = prompts.max(1) as f64;
         // prefix caching: only the (1 − h) uncached tokens are prefilled
@@ -353,6 +575,14 @@ impl StepModel<'_> {
                 w_bytes += c.bytes.get();
             }
         }
+        if let Some(s) = stage {
+            // the stage's layers' attention and KV, its matmuls and weights
+            let all_w = self.q.weights_dtype.bytes_per_element() * self.p.total as f64;
+            f_att *= s.frac;
+            kv_bytes *= s.frac;
+            f_mm *= s.matmul / (self.p.matmul_active as f64).max(1.0);
+            w_bytes *= s.weight_bytes / all_w.max(1.0);
+        }
         let (n, cc, w) = (self.nr as f64, self.hw.c.get(), self.hw.w_hbm.get());
         let mfu = self.q.mfu;
         let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
@@ -363,10 +593,14 @@ impl StepModel<'_> {
         let memory = Seconds::new(
             (ch * w_bytes / e.hbm_efficiency + kv_bytes / e.kv_hbm_efficiency) / (n * w),
         );
-        let comms = self.comms.time(per_chunk).0 * ch;
+        let comms = self.comms.time(per_chunk).0 * ch * stage.map_or(1.0, |s| s.frac);
         // every chunk pays the fixed step cost; the b prompts' first tokens
         // are sampled once
-        let fixed = self.fixed() * ch + self.sampling(b);
+        let fixed = match stage {
+            None => self.fixed() * ch + self.sampling(b),
+            Some(s) if s.last => self.stage_fixed(s) * ch + self.sampling(b),
+            Some(s) => self.stage_fixed(s) * ch,
+        };
         let total = if e.comms_overlap {
             compute.max(memory).max(comms) + fixed
         } else {

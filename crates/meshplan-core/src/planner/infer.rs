@@ -37,9 +37,9 @@ impl InferObjective {
     /// How plans are ranked, tie-breakers included (printed in the report).
     pub const fn ranking(self) -> &'static str {
         match self {
-            InferObjective::Throughput => "ranked by tokens/s per chip; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
-            InferObjective::Cost => "ranked by $ per million tokens; ties by lower TPOT, fewer chips, smaller batch, smaller tp, then 1d before 2d-ws",
-            InferObjective::Latency => "ranked by TPOT; ties by lower TTFT, more tokens/s per chip, smaller batch, smaller tp, then 1d before 2d-ws",
+            InferObjective::Throughput => "ranked by tokens/s per chip; ties by lower TPOT, fewer chips, smaller batch, smaller tp, fewer pipeline stages, then 1d before 2d-ws",
+            InferObjective::Cost => "ranked by $ per million tokens; ties by lower TPOT, fewer chips, smaller batch, smaller tp, fewer pipeline stages, then 1d before 2d-ws",
+            InferObjective::Latency => "ranked by TPOT; ties by lower TTFT, more tokens/s per chip, smaller batch, smaller tp, fewer pipeline stages, then 1d before 2d-ws",
         }
     }
 
@@ -48,6 +48,9 @@ impl InferObjective {
         crate::parallelism::parse_choice("objective", s)
     }
 }
+
+/// Most pipeline stages the serving search tries.
+pub const MAX_PP: u64 = 8;
 
 /// How many chips the search may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +161,8 @@ pub struct InferPoint {
     pub tp: u64,
     /// Z.
     pub ep: u64,
+    /// P: pipeline stages (each of Y·Z chips).
+    pub pp: u64,
     /// Copies of the model.
     pub replicas: u64,
     /// 1D or 2D-WS.
@@ -206,6 +211,7 @@ impl InferPoint {
             mesh: self.mesh.clone(),
             tp: Some(self.tp),
             ep: Some(self.ep),
+            pp: Some(self.pp),
             sharding: self.sharding,
             mfu: s.mfu,
             engine: e,
@@ -251,6 +257,7 @@ struct Layout {
     mesh: Vec<u64>,
     tp: u64,
     ep: u64,
+    pp: u64,
     sharding: Sharding,
     wdt: DType,
     kdt: DType,
@@ -376,7 +383,7 @@ impl InferSearch<'_> {
                 None => vec![1],
             };
             for &ep in &eps {
-                for tp in divisors(chips / ep) {
+                for (tp, pp) in self.tp_pp(chips / ep) {
                     let shardings: &[Sharding] = if self.chip.kind == ChipKind::Tpu && tp > 1 {
                         &[Sharding::OneD, Sharding::TwoDWs]
                     } else {
@@ -401,6 +408,7 @@ impl InferSearch<'_> {
                                     mesh: mesh.clone(),
                                     tp,
                                     ep,
+                                    pp,
                                     sharding,
                                     wdt,
                                     kdt,
@@ -413,6 +421,31 @@ impl InferSearch<'_> {
             }
         }
         (out, bad)
+    }
+
+    /// (tp, pp) pairs over `n` chips per expert group: every tp dividing
+    /// them, and pipelines of `pp` stages (dividing what tp leaves, at
+    /// least one layer per stage) on GPUs when the slice spans several
+    /// NVLink domains, up to one stage per domain and at most
+    /// [`MAX_PP`]: pipelines serve models across nodes; inside one domain
+    /// (and on a TPU torus) tensor parallelism is the better use of the links.
+    fn tp_pp(&self, n: u64) -> Vec<(u64, u64)> {
+        let dom = self.chip.nvlink.as_ref().map_or(0, |x| x.domain_size);
+        let chips = n;
+        let max_pp = if self.chip.ici.is_none() && dom > 0 && chips > dom {
+            (chips / dom).min(MAX_PP).min(self.spec.arch.n_layers)
+        } else {
+            1
+        };
+        let mut v = Vec::new();
+        for tp in divisors(n) {
+            for pp in divisors(n / tp) {
+                if pp <= max_pp {
+                    v.push((tp, pp));
+                }
+            }
+        }
+        v
     }
 
     /// Weight dtype × KV dtype × engine.
@@ -441,6 +474,7 @@ impl InferSearch<'_> {
             mesh: l.mesh.clone(),
             tp: Some(l.tp),
             ep: Some(l.ep),
+            pp: Some(l.pp),
             sharding: l.sharding,
             mfu: self.mfu,
             engine: Some(engine.clone()),
@@ -484,12 +518,20 @@ impl InferSearch<'_> {
         // exact ties (the report says so, see InferObjective::ranking):
         // the smaller batch, then fewer-way tensor parallelism, then 1D
         // before 2D weight-stationary sharding
-        (a.batch, a.tp, a.sharding == Sharding::TwoDWs, &a.engine).cmp(&(
-            b.batch,
-            b.tp,
-            b.sharding == Sharding::TwoDWs,
-            &b.engine,
-        ))
+        (
+            a.batch,
+            a.tp,
+            a.pp,
+            a.sharding == Sharding::TwoDWs,
+            &a.engine,
+        )
+            .cmp(&(
+                b.batch,
+                b.tp,
+                b.pp,
+                b.sharding == Sharding::TwoDWs,
+                &b.engine,
+            ))
     }
 
     /// Run the search.
@@ -603,6 +645,7 @@ fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
         chips: r.chips,
         tp: r.tp,
         ep: r.ep,
+        pp: r.pp,
         replicas: r.replicas,
         sharding: r.sharding,
         weights_dtype: r.weights_dtype,

@@ -235,7 +235,7 @@ pub(crate) fn steady_state<T: Tracer>(
         concurrency: pt.c,
         requests_per_s: pt.r * reps,
         output_tokens_per_s: pt.r * reps * q.gen_len as f64,
-        output_tokens_per_s_per_chip: pt.r * q.gen_len as f64 / sm.nr as f64,
+        output_tokens_per_s_per_chip: pt.r * q.gen_len as f64 / sm.replica_chips() as f64,
         prefill_utilisation: pt.rho,
         decode_step_s: pt.t_d,
         ttft_s: ttft_percentiles(pt.s_1, pt.t_d, pt.rho, pt.w_mean),
@@ -326,7 +326,7 @@ pub(crate) fn disaggregated<T: Tracer>(
                 .map(|s| s.per_chip.one_way_rate().get())
         })
         .unwrap_or(0.0)
-        * sm.nr as f64;
+        * sm.replica_chips() as f64;
     let kv = prompt_kv_bytes(sm, q.prompt_len).get();
     let kv_transfer_s = if link > 0.0 { kv / link } else { 0.0 };
     let rho = (r / n_p as f64 * s_p).min(RHO_MAX);
@@ -357,7 +357,7 @@ pub(crate) fn disaggregated<T: Tracer>(
         decode_concurrency: c,
         requests_per_s: r,
         output_tokens_per_s: r * q.gen_len as f64,
-        output_tokens_per_s_per_chip: r * q.gen_len as f64 / (replicas * sm.nr) as f64,
+        output_tokens_per_s_per_chip: r * q.gen_len as f64 / (replicas * sm.replica_chips()) as f64,
         prefill_utilisation: rho,
         kv_transfer_s,
         ttft_s: ttft_percentiles(s_1 + kv_transfer_s, 0.0, rho, w_mean),

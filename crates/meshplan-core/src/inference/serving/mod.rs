@@ -86,20 +86,37 @@ fn no_prefix_cache(h: &f64) -> bool {
 pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut T) -> u64 {
     let e = sm.engine;
     let hbm = chip.hbm_capacity.get();
-    let w = sm.w_dev.get();
-    let usable = if e.memory_of_free {
-        e.memory_utilization * (hbm - w)
-    } else {
-        e.memory_utilization * hbm - w
-    };
     let blk = e.kv_block_tokens.max(1);
     let ctx = sm.q.context.div_ceil(blk) * blk;
-    let kvs = kv::bytes_per_sequence(&sm.m.arch, ctx, sm.q.kv_dtype, &mut NoTrace);
+    let kvs_all = kv::bytes_per_sequence(&sm.m.arch, ctx, sm.q.kv_dtype, &mut NoTrace);
     let n = sm.nr as f64;
-    let b = if kvs.get() > 0.0 && usable > 0.0 {
-        (n * usable / kvs.get()).floor()
-    } else {
-        0.0
+    let of = |w: f64, kvs: Bytes| {
+        let usable = if e.memory_of_free {
+            e.memory_utilization * (hbm - w)
+        } else {
+            e.memory_utilization * hbm - w
+        };
+        if kvs.get() > 0.0 && usable > 0.0 {
+            (n * usable / kvs.get()).floor()
+        } else {
+            0.0
+        }
+    };
+    // a pipeline: the stage that holds the fewest sequences (its layers' KV)
+    let (w, kvs, b) = match sm.pipeline {
+        None => (sm.w_dev.get(), kvs_all, of(sm.w_dev.get(), kvs_all)),
+        Some(pl) => pl
+            .stages
+            .iter()
+            .map(|s| {
+                (
+                    s.w_dev.get(),
+                    kvs_all * s.frac,
+                    of(s.w_dev.get(), kvs_all * s.frac),
+                )
+            })
+            .min_by(|x, y| x.2.total_cmp(&y.2))
+            .unwrap_or((sm.w_dev.get(), kvs_all, 0.0)),
     };
     tr.record(|| {
         Step::new(
@@ -152,7 +169,7 @@ pub(crate) fn static_batch<T: Tracer>(sm: &StepModel, replicas: u64, tr: &mut T)
         tpot_s: tpot.get(),
         total_time_s: total.get(),
         output_tokens_per_s: tps,
-        output_tokens_per_s_per_chip: tps / (replicas * sm.nr) as f64,
+        output_tokens_per_s_per_chip: tps / (replicas * sm.replica_chips()) as f64,
         prefill_chunks: pf.chunks,
     }
 }
