@@ -2,8 +2,8 @@
 //! (per-query-head KV reads, NCCL's latency model, sampling), each checked
 //! against a value derived by hand from the formula in docs/inference.md.
 
-use meshplan_core::inference::serving::speculative::{DraftMethod, Speculative};
 use meshplan_core::inference::serving::EngineProfile;
+use meshplan_core::inference::speculative::{DraftMethod, Speculative};
 use meshplan_core::inference::{self, InferQuery, InferReport};
 use meshplan_core::trace::NoTrace;
 use meshplan_core::units::DType;

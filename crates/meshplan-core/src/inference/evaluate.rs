@@ -10,7 +10,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::engine::EngineProfile;
-use crate::inference::serving::speculative::{DraftMethod, Speculative};
+use crate::inference::speculative::{DraftMethod, Speculative};
 use crate::model::params::ParamCounts;
 use crate::model::{kv, params, ModelSpec};
 use crate::trace::{NoTrace, Step, Tracer};

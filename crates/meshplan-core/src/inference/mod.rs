@@ -23,6 +23,7 @@ pub mod roofline;
 pub mod scenario;
 pub mod serving;
 pub mod sharding;
+pub mod speculative;
 pub(crate) mod step;
 pub mod validation;
 
@@ -98,7 +99,7 @@ pub struct InferQuery {
     /// Static batch or continuous batching.
     pub workload: Workload,
     /// Speculative decoding (None: one token per step).
-    pub speculative: Option<serving::speculative::Speculative>,
+    pub speculative: Option<speculative::Speculative>,
     /// Fraction of each prompt already in the prefix cache, in [0, 1).
     pub prefix_cache_hit: f64,
 }

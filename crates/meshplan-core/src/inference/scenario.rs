@@ -6,8 +6,8 @@
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{parse_shape, Chip};
-use crate::inference::serving::speculative::{check_prefix_hit, DraftMethod, Speculative};
 use crate::inference::serving::{EngineProfile, Workload};
+use crate::inference::speculative::{check_prefix_hit, DraftMethod, Speculative};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::scenario::{InferenceSection, Scenario};

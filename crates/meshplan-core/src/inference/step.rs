@@ -418,8 +418,8 @@ impl StepModel<'_> {
         &self,
         batch: u64,
         context: u64,
-    ) -> (Seconds, Option<super::serving::speculative::SpecReport>) {
-        use super::serving::speculative::{DraftMethod, SpecReport};
+    ) -> (Seconds, Option<super::speculative::SpecReport>) {
+        use super::speculative::{DraftMethod, SpecReport};
         let plain = self.decode(batch, context, &mut NoTrace).step;
         let Some(sp) = &self.q.speculative else {
             return (plain, None);

@@ -16,7 +16,8 @@ module composes them into what a benchmark reports.
 
 pub mod continuous;
 pub mod queue;
-pub mod speculative;
+// Kept here too: the speculative-decoding options were first published under `serving`.
+pub use super::speculative;
 pub mod workload;
 
 use serde::Serialize;
