@@ -100,19 +100,15 @@ pub fn decode_step_with<T: Tracer>(
     } else {
         t_kv + t_math.max(t_weights) + t_comms + e.t_fixed
     };
-    let mut bound = Bound::KvLoad;
-    let mut best = t_kv;
-    for (t, k) in [
-        (t_weights, Bound::WeightLoad),
-        (t_math, Bound::Compute),
-        (t_comms, Bound::Comms),
-        (e.t_fixed, Bound::Overhead),
-    ] {
-        if t > best {
-            best = t;
-            bound = k;
-        }
-    }
+    let bound = Bound::dominant(
+        (t_kv, Bound::KvLoad),
+        &[
+            (t_weights, Bound::WeightLoad),
+            (t_math, Bound::Compute),
+            (t_comms, Bound::Comms),
+            (e.t_fixed, Bound::Overhead),
+        ],
+    );
     let book = *e == StepEfficiency::BOOK;
     tr.record(|| {
         let s = if book {

@@ -30,6 +30,19 @@ pub enum Bound {
 }
 
 impl Bound {
+    /// The bound of the largest of the times: `first` wins ties, then the
+    /// earlier of `rest` (what bounds a step whose parts add up).
+    pub(crate) fn dominant(first: (Seconds, Bound), rest: &[(Seconds, Bound)]) -> Bound {
+        rest.iter()
+            .fold(
+                first,
+                |best, &(t, k)| if t > best.0 { (t, k) } else { best },
+            )
+            .1
+    }
+}
+
+impl Bound {
     /// Name as printed and serialised.
     pub fn name(self) -> &'static str {
         match self {

@@ -368,21 +368,15 @@ impl StepModel<'_> {
         let step = through.max(cycle);
         let (t_kv, t_weights, t_math) = (sum(|d| d.t_kv), sum(|d| d.t_weights), sum(|d| d.t_math));
         let (t_comms, t_fixed) = (sum(|d| d.t_comms) + hops, sum(|d| d.t_fixed) + t_step);
-        let bound = [
-            (t_weights, Bound::WeightLoad),
-            (t_math, Bound::Compute),
-            (t_comms, Bound::Comms),
-            (t_fixed, Bound::Overhead),
-        ]
-        .iter()
-        .fold((t_kv, Bound::KvLoad), |best, &(t, k)| {
-            if t > best.0 {
-                (t, k)
-            } else {
-                best
-            }
-        })
-        .1;
+        let bound = Bound::dominant(
+            (t_kv, Bound::KvLoad),
+            &[
+                (t_weights, Bound::WeightLoad),
+                (t_math, Bound::Compute),
+                (t_comms, Bound::Comms),
+                (t_fixed, Bound::Overhead),
+            ],
+        );
         tr.record(|| {
             Step::new(
                 "infer.pipeline_decode_step",
@@ -606,20 +600,14 @@ impl StepModel<'_> {
         } else {
             compute.max(memory) + comms + fixed
         };
-        let bound = [
-            (memory, Bound::Memory),
-            (comms, Bound::Comms),
-            (fixed, Bound::Overhead),
-        ]
-        .iter()
-        .fold((compute, Bound::Compute), |best, &(t, k)| {
-            if t > best.0 {
-                (t, k)
-            } else {
-                best
-            }
-        })
-        .1;
+        let bound = Bound::dominant(
+            (compute, Bound::Compute),
+            &[
+                (memory, Bound::Memory),
+                (comms, Bound::Comms),
+                (fixed, Bound::Overhead),
+            ],
+        );
         record_prefill(
             e,
             (b, len, chunks),
