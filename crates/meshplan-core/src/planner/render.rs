@@ -152,6 +152,9 @@ impl Render for PlanTrainReport {
             d.note(n.clone());
         }
         d.table(plans_table(r));
+        if let Some(l) = interval_line(r) {
+            d.line(l);
+        }
         for n in range_notes(r) {
             d.note(n);
         }
@@ -182,6 +185,18 @@ impl Render for PlanTrainReport {
 
 /// The ranked plans' inputs outside the profile's fitted ranges: one note
 /// when every plan shares them, else one per plan that has any.
+/// The best plan's p10–p90 step time from the profile's held-out
+/// residuals (each plan's is in the JSON, `report.predicted.interval`).
+fn interval_line(r: &PlanTrainReport) -> Option<String> {
+    let best = r.plans.first()?;
+    let i = best.report.predicted.as_ref()?.interval.as_ref()?;
+    Some(format!(
+        "plan {} step time p10–p90: {}",
+        best.rank,
+        i.describe()
+    ))
+}
+
 fn range_notes(r: &PlanTrainReport) -> Vec<String> {
     use crate::fidelity::range::one_line;
     let outside: Vec<(usize, String)> = r
