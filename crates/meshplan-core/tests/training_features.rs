@@ -354,3 +354,30 @@ fn no_completed_playbook_run_is_judged_not_to_fit() {
     assert!((q(0.05) - ERROR_P05).abs() < 1e-3, "{}", q(0.05));
     assert!((q(0.95) - ERROR_P95).abs() < 1e-3, "{}", q(0.95));
 }
+
+#[test]
+fn interval_is_the_held_out_residual_band_of_the_profiles_own_chip() {
+    // data/profiles/h100.toml [networks.infiniband.interval]: p10 0.811,
+    // p90 1.035 of measured/predicted over the 9 mcore24 runs held out, so
+    // the band is step × 0.811 … step × 1.035 (the built-in h100 runs on
+    // that InfiniBand sub-profile in `train`).
+    let r = h100_predicted("zero = 1\nmicrobatches = 8", "llama-3-8b", "");
+    let p = r.predicted.as_ref().expect("predicted");
+    let i = p.interval.as_ref().expect("h100 has a held-out interval");
+    let t = p.step_time_s.get();
+    assert!((i.p10_s - 0.811 * t).abs() < 1e-9 * t, "{i:?} vs {t}");
+    assert!((i.p90_s - 1.035 * t).abs() < 1e-9 * t, "{i:?} vs {t}");
+    assert!(i.source.contains("mcore24") && i.source.contains("9 runs"));
+    // B200 (profile transferred from h100) and a TPU: residuals measured on
+    // another chip give no interval
+    for chip in ["b200", "tpu-v5p"] {
+        let r = train(&format!(
+            "[model]\nname = \"llama-3-8b\"\n[hardware]\nchip = \"{chip}\"\nchips = 64\n[training]\nbatch_tokens = \"4Mi\"\n[parallelism]\nfsdp = 64\n"
+        ));
+        let p = r.predicted.as_ref().expect("predicted");
+        assert!(
+            p.transferred_from.is_some() && p.interval.is_none(),
+            "{chip}"
+        );
+    }
+}
