@@ -205,13 +205,8 @@ fn memory_part<T: Tracer>(
     }
     let hbm = chip.hbm_capacity;
     let max = memory::max_batch(l.nr, hbm, w_dev, kvs, tr);
-    // the largest batch if the model had one KV head (MQA); not for MLA
-    let one_kv_head = (a.mla.is_none() && a.n_kv_heads > 1).then(|| {
-        let mut a1 = a.clone();
-        a1.n_kv_heads = 1;
-        let kvs1 = kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace);
-        memory::max_batch(l.nr, hbm, w_dev, kvs1, &mut NoTrace).max_batch
-    });
+    let one_kv_head = mqa_kv_per_sequence(a, q)
+        .map(|kvs1| memory::max_batch(l.nr, hbm, w_dev, kvs1, &mut NoTrace).max_batch);
     MemoryPart {
         fits: max.max_batch >= 1,
         batch_fits: memory::fits(l.nr, hbm, w_dev, kvs, q.batch),
@@ -226,6 +221,16 @@ fn memory_part<T: Tracer>(
         one_kv_head,
         stages: Vec::new(),
     }
+}
+
+/// KV bytes per sequence if the model had one KV head (MQA), for the "what
+/// MQA would allow" batch; `None` for MLA or a model that already has one.
+fn mqa_kv_per_sequence(a: &crate::model::Arch, q: &InferQuery) -> Option<Bytes> {
+    (a.mla.is_none() && a.n_kv_heads > 1).then(|| {
+        let mut a1 = a.clone();
+        a1.n_kv_heads = 1;
+        kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace)
+    })
 }
 
 /// [`memory_part`] of a pipeline: each stage holds its layers' weights and
@@ -256,10 +261,7 @@ fn pipeline_memory<T: Tracer>(
         .cloned()
         .unwrap_or_else(|| stages[0].clone());
     let max = memory::max_batch(l.nr, hbm, bind.w_dev, kvs * bind.frac, tr);
-    let one_kv_head = (a.mla.is_none() && a.n_kv_heads > 1).then(|| {
-        let mut a1 = a.clone();
-        a1.n_kv_heads = 1;
-        let kvs1 = kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace);
+    let one_kv_head = mqa_kv_per_sequence(a, q).map(|kvs1| {
         stages
             .iter()
             .map(|s| per_stage(kvs1, s).max_batch)
