@@ -15,7 +15,7 @@ pub struct OutputArgs {
     /// with --explain the derivation is under "derivation".
     #[arg(long)]
     pub json: bool,
-    /// Print the derivation in the book's symbols.
+    /// Print the derivation in the book's symbols (`check`: of every FAIL).
     #[arg(long)]
     pub explain: bool,
     /// Format of the human output and the derivation.

@@ -220,13 +220,13 @@ fn validate(path: &str, all: bool) -> PyResult<String> {
         None
     };
     let (runs, skipped) = load_dataset(&src, path, models.as_deref()).map_err(e)?;
-    let t = Thresholds {
-        max_median_error: None,
-        max_p90_error: None,
-        max_memory_error: None,
-        min_oom_accuracy: None,
-    };
-    json(&validate_runs(&runs, skipped, None, &t, all))
+    json(&validate_runs(
+        &runs,
+        skipped,
+        None,
+        &Thresholds::default(),
+        all,
+    ))
 }
 
 /// The extension module.

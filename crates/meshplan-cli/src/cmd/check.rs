@@ -12,7 +12,7 @@ use meshplan_core::check::render::{explain_all, explain_failures};
 use meshplan_core::check::{check, parse_claims, CheckReport};
 
 use crate::io;
-use crate::output::{doc_text, print_json, Format};
+use crate::output::{doc_text, print_json, Format, OutputArgs};
 
 /// Arguments of `meshplan check`.
 #[derive(clap::Args, Debug)]
@@ -20,15 +20,10 @@ pub struct CheckArgs {
     /// A claims file (TOML; see docs/check.md).
     #[arg(value_name = "FILE.toml")]
     pub file: PathBuf,
-    /// Print one JSON object {claims: [...], summary} instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// For every FAIL, print the derivation of meshplan's value.
-    #[arg(long)]
-    pub explain: bool,
-    /// Format of the --explain output.
-    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
-    pub explain_format: Format,
+    /// --json: one object {claims: [...], summary}; --explain: the
+    /// derivation of meshplan's value for every FAIL.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Exit 1 also when a claim cannot be checked.
     #[arg(long)]
     pub strict: bool,
@@ -68,15 +63,16 @@ fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
 
 /// Run `check`.
 pub fn run(a: CheckArgs) -> Result<ExitCode> {
-    let rep = run_check(&a.file, a.explain)?;
-    if a.json {
+    let o = &a.out;
+    let rep = run_check(&a.file, o.explain)?;
+    if o.json {
         print_json(&rep)?;
     } else {
         use meshplan_core::view::Render;
-        out!("{}", doc_text(&rep.doc(), Format::Text));
-        if a.explain && rep.summary.fail > 0 {
+        out!("{}", doc_text(&rep.doc(), o.explain_format));
+        if o.explain && rep.summary.fail > 0 {
             outln!();
-            out!("{}", explain_failures(&rep, a.explain_format));
+            out!("{}", explain_failures(&rep, o.explain_format));
         }
     }
     Ok(ExitCode::from(rep.exit_code(a.strict)))

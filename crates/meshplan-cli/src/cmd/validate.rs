@@ -27,18 +27,9 @@ pub struct ValidateArgs {
     /// Use this profile (TOML from `meshplan calibrate`) for its chip.
     #[arg(long, value_name = "FILE")]
     pub hw_profile: Option<PathBuf>,
-    /// Exit 1 when the median |step-time error| exceeds X (fraction).
-    #[arg(long, value_name = "X")]
-    pub max_median_error: Option<f64>,
-    /// Exit 1 when the p90 |step-time error| exceeds X.
-    #[arg(long, value_name = "X")]
-    pub max_p90_error: Option<f64>,
-    /// Exit 1 when the median |peak-memory error| exceeds X.
-    #[arg(long, value_name = "X")]
-    pub max_memory_error: Option<f64>,
-    /// Exit 1 when OOM accuracy is below X.
-    #[arg(long, value_name = "X")]
-    pub min_oom_accuracy: Option<f64>,
+    /// The thresholds (exit 1 when one fails).
+    #[command(flatten)]
+    pub thresholds: Thresholds,
     /// List every run (data sets of up to 40 runs are always listed).
     #[arg(long)]
     pub all: bool,
@@ -112,13 +103,7 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
         skipped.extend(s);
     }
     let user = user_profile(a.hw_profile.as_deref())?;
-    let t = Thresholds {
-        max_median_error: a.max_median_error,
-        max_p90_error: a.max_p90_error,
-        max_memory_error: a.max_memory_error,
-        min_oom_accuracy: a.min_oom_accuracy,
-    };
-    let r = validate(&runs, skipped, user.as_ref(), &t, a.all);
+    let r = validate(&runs, skipped, user.as_ref(), &a.thresholds, a.all);
     if let Some(p) = &a.plot {
         std::fs::write(p, svg_scatter(&r.runs))
             .with_context(|| format!("cannot write '{}'", p.display()))?;

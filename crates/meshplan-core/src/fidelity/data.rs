@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use super::{perr, perr_at};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::params::count;
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
@@ -282,19 +282,14 @@ struct PlaybookRow {
 /// A run spec with the defaults the data sets share (no cp/ep/fsdp, 1F1B),
 /// once the model is known to be valid (its parameters are counted here).
 fn run_spec(arch: Arch, framework: Framework, what: &str, row: usize) -> Result<RunSpec> {
-    for (k, v) in [
-        ("n_layers", arch.n_layers),
-        ("d_model", arch.d_model),
-        ("n_heads", arch.n_heads),
-        ("n_kv_heads", arch.n_kv_heads),
-        ("d_head", arch.d_head),
-        ("vocab", arch.vocab),
-    ] {
-        if v == 0 {
-            return Err(perr_at(what, row, Some(k), "must be at least 1"));
+    // the model's own check, its field named as the data names it
+    // ("n_layers (L)" → `n_layers`)
+    arch.validate().map_err(|e| match e {
+        Error::InvalidModel { field, reason } => {
+            perr_at(what, row, field.split(' ').next(), reason)
         }
-    }
-    arch.validate().map_err(|e| perr_at(what, row, None, e))?;
+        e => perr_at(what, row, None, e),
+    })?;
     let params = count(&arch, &mut NoTrace);
     Ok(RunSpec {
         arch,

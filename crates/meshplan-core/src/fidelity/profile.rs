@@ -614,11 +614,9 @@ impl EfficiencyProfile {
         else {
             return self.clone();
         };
-        let mut p = self.clone();
-        p.networks.clear();
-        p.clusters.clear();
+        let what = format!("network '{net}'");
+        let mut p = self.overlaid(&what, &n.description, &n.params, &n.sources);
         p.network = net.to_string();
-        p.source = format!("{} | network '{net}': {}", self.source, n.description);
         p.measured_bw_nodes.clear();
         p.measured_allreduce_gbs.clear();
         p.measured_allgather_gbs.clear();
@@ -627,14 +625,6 @@ impl EfficiencyProfile {
             p.fitted_on.clone_from(&n.fitted_on);
         }
         p.interval.clone_from(&n.interval);
-        for (k, v) in &n.params {
-            if let Some(q) = Param::from_name(k) {
-                p.set_param(q, *v);
-            }
-        }
-        for (k, v) in &n.sources {
-            p.sources.insert(k.clone(), format!("network '{net}': {v}"));
-        }
         p
     }
 
@@ -650,10 +640,8 @@ impl EfficiencyProfile {
 
     /// This profile with cluster `name`'s overrides and measured curves.
     fn for_cluster(&self, name: &str, c: &ClusterProfile) -> EfficiencyProfile {
-        let mut p = self.clone();
-        p.networks.clear();
-        p.clusters.clear();
-        p.source = format!("{} | cluster '{name}': {}", self.source, c.description);
+        let what = format!("cluster '{name}'");
+        let mut p = self.overlaid(&what, &c.description, &c.params, &c.sources);
         if !c.measured_bw_nodes.is_empty() {
             p.measured_bw_nodes.clone_from(&c.measured_bw_nodes);
             p.measured_allreduce_gbs
@@ -664,14 +652,31 @@ impl EfficiencyProfile {
         if c.interval.is_some() {
             p.interval.clone_from(&c.interval);
         }
-        for (k, v) in &c.params {
+        p
+    }
+
+    /// This profile under a network or cluster overlay: its parameter
+    /// overrides applied, and its sources added, each prefixed by `what`
+    /// (`network 'ib'`). The result carries no overlays of its own (they do
+    /// not stack).
+    fn overlaid(
+        &self,
+        what: &str,
+        description: &str,
+        params: &BTreeMap<String, f64>,
+        sources: &BTreeMap<String, String>,
+    ) -> EfficiencyProfile {
+        let mut p = self.clone();
+        p.networks.clear();
+        p.clusters.clear();
+        p.source = format!("{} | {what}: {description}", self.source);
+        for (k, v) in params {
             if let Some(q) = Param::from_name(k) {
                 p.set_param(q, *v);
             }
         }
-        for (k, v) in &c.sources {
-            p.sources
-                .insert(k.clone(), format!("cluster '{name}': {v}"));
+        for (k, v) in sources {
+            p.sources.insert(k.clone(), format!("{what}: {v}"));
         }
         p
     }

@@ -38,16 +38,22 @@ pub fn load_dataset(
     )))
 }
 
-/// Thresholds `validate` checks (each optional).
+/// Thresholds `validate` checks (each optional); with the `clap` feature,
+/// the flags of `meshplan validate`.
 #[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Thresholds {
-    /// Largest median |step-time error|.
+    /// Exit 1 when the median |step-time error| exceeds X (fraction).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "X"))]
     pub max_median_error: Option<f64>,
-    /// Largest p90 |step-time error|.
+    /// Exit 1 when the p90 |step-time error| exceeds X.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "X"))]
     pub max_p90_error: Option<f64>,
-    /// Largest median |peak-memory error|.
+    /// Exit 1 when the median |peak-memory error| exceeds X.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "X"))]
     pub max_memory_error: Option<f64>,
-    /// Smallest OOM accuracy.
+    /// Exit 1 when OOM accuracy is below X.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "X"))]
     pub min_oom_accuracy: Option<f64>,
 }
 
@@ -91,39 +97,46 @@ fn pct(x: f64) -> String {
 }
 
 fn failures(s: &Summary, t: &Thresholds) -> Vec<String> {
-    let mut f = Vec::new();
-    let over = |v: f64, x: f64| v > x || v.is_nan();
-    if let Some(x) = t.max_median_error.filter(|x| over(s.step.median, *x)) {
-        f.push(format!(
-            "median step-time error {} > {}",
-            pct(s.step.median),
-            pct(x)
-        ));
-    }
-    if let Some(x) = t.max_p90_error.filter(|x| over(s.step.p90, *x)) {
-        f.push(format!(
-            "p90 step-time error {} > {}",
-            pct(s.step.p90),
-            pct(x)
-        ));
-    }
-    if let Some(x) = t
-        .max_memory_error
-        .filter(|x| s.memory.n > 0 && over(s.memory.median, *x))
-    {
-        f.push(format!(
-            "median memory error {} > {}",
-            pct(s.memory.median),
-            pct(x)
-        ));
-    }
-    if let Some(x) = t
-        .min_oom_accuracy
-        .filter(|x| s.oom_runs > 0 && (s.oom_accuracy < *x || s.oom_accuracy.is_nan()))
-    {
-        f.push(format!("OOM accuracy {} < {}", pct(s.oom_accuracy), pct(x)));
-    }
-    f
+    // (what, measured, threshold, whether it applies, the failing side)
+    let checks = [
+        (
+            "median step-time error",
+            s.step.median,
+            t.max_median_error,
+            true,
+            '>',
+        ),
+        (
+            "p90 step-time error",
+            s.step.p90,
+            t.max_p90_error,
+            true,
+            '>',
+        ),
+        (
+            "median memory error",
+            s.memory.median,
+            t.max_memory_error,
+            s.memory.n > 0,
+            '>',
+        ),
+        (
+            "OOM accuracy",
+            s.oom_accuracy,
+            t.min_oom_accuracy,
+            s.oom_runs > 0,
+            '<',
+        ),
+    ];
+    checks
+        .into_iter()
+        .filter_map(|(what, v, limit, applies, side)| {
+            let x = limit.filter(|_| applies)?;
+            // an unmeasurable figure (NaN) fails any threshold
+            let fails = v.is_nan() || if side == '>' { v > x } else { v < x };
+            fails.then(|| format!("{what} {} {side} {}", pct(v), pct(x)))
+        })
+        .collect()
 }
 
 /// Compare every run with its prediction and check the thresholds.

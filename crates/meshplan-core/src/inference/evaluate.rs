@@ -175,6 +175,9 @@ struct MemoryPart {
     stages: Vec<super::pipeline::Stage>,
 }
 
+/// Weights, KV and the largest batch per chip. With a pipeline each stage
+/// holds its layers' weights and KV (`KV_seq·L_s/L` per sequence over its Y·Z
+/// chips); the reported weights, KV and largest batch are the binding stage's.
 fn memory_part<T: Tracer>(
     m: &ModelSpec,
     chip: &Chip,
@@ -192,34 +195,57 @@ fn memory_part<T: Tracer>(
     let p = params::count(a, tr);
     let wdt = q.weights_dtype;
     let weights = memory::weight_bytes(&p, wdt, tr);
-    // a pipeline's weights per chip are its stages' (below)
-    let w_dev = match l.pp {
-        1 => memory::weight_bytes_per_device(&p, wdt, &pl, tr),
-        _ => Bytes::ZERO,
+    let stages = match l.pp {
+        1 => Vec::new(),
+        _ => super::pipeline::stages(m, &p, &l.stage_layers, wdt, (l.tp, l.ep)),
+    };
+    // (weights per chip, share of each sequence's KV) of every stage; without
+    // a pipeline the one stage is the whole model
+    let parts: Vec<(Bytes, f64)> = if stages.is_empty() {
+        vec![(memory::weight_bytes_per_device(&p, wdt, &pl, tr), 1.0)]
+    } else {
+        stages.iter().map(|s| (s.w_dev, s.frac)).collect()
     };
     let kvt = kv::bytes_per_token(a, q.kv_dtype, tr);
     let kvs = kv::bytes_per_sequence(a, q.context, q.kv_dtype, tr);
-    let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, l.nr);
-    if l.pp > 1 {
-        return pipeline_memory(m, chip, q, l, (p, weights, kvt, kvs), [kh, kb, ks], tr);
-    }
     let hbm = chip.hbm_capacity;
-    let max = memory::max_batch(l.nr, hbm, w_dev, kvs, tr);
-    let one_kv_head = mqa_kv_per_sequence(a, q)
-        .map(|kvs1| memory::max_batch(l.nr, hbm, w_dev, kvs1, &mut NoTrace).max_batch);
+    let per_stage = |kv_seq: Bytes, &(w_dev, frac): &(Bytes, f64)| {
+        memory::max_batch(l.nr, hbm, w_dev, kv_seq * frac, &mut NoTrace)
+    };
+    // the stage that admits the fewest sequences binds the replica
+    let (bind_w, bind_frac) = parts
+        .iter()
+        .min_by(|x, y| {
+            let (bx, by) = (per_stage(kvs, x), per_stage(kvs, y));
+            bx.max_batch_exact.total_cmp(&by.max_batch_exact)
+        })
+        .copied()
+        .unwrap_or(parts[0]);
+    let max = memory::max_batch(l.nr, hbm, bind_w, kvs * bind_frac, tr);
+    let one_kv_head = mqa_kv_per_sequence(a, q).map(|kvs1| {
+        parts
+            .iter()
+            .map(|s| per_stage(kvs1, s).max_batch)
+            .min()
+            .unwrap_or(0)
+    });
+    let kv_frac = parts.iter().map(|s| s.1).fold(0.0, f64::max);
+    let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, l.nr);
     MemoryPart {
         fits: max.max_batch >= 1,
-        batch_fits: memory::fits(l.nr, hbm, w_dev, kvs, q.batch),
-        kv_dev: memory::kv_bytes_per_device(q.batch, kvs, l.nr, tr),
+        batch_fits: parts
+            .iter()
+            .all(|&(w_dev, frac)| memory::fits(l.nr, hbm, w_dev, kvs * frac, q.batch)),
+        kv_dev: memory::kv_bytes_per_device(q.batch, kvs * kv_frac, l.nr, tr),
         kv_layout: [kh, kb, ks],
         p,
         weights,
-        w_dev,
+        w_dev: parts.iter().map(|s| s.0).fold(Bytes::ZERO, Bytes::max),
         kvt,
         kvs,
         max,
         one_kv_head,
-        stages: Vec::new(),
+        stages,
     }
 }
 
@@ -231,63 +257,6 @@ fn mqa_kv_per_sequence(a: &crate::model::Arch, q: &InferQuery) -> Option<Bytes> 
         a1.n_kv_heads = 1;
         kv::bytes_per_sequence(&a1, q.context, q.kv_dtype, &mut NoTrace)
     })
-}
-
-/// [`memory_part`] of a pipeline: each stage holds its layers' weights and
-/// KV (`KV_seq·L_s/L` per sequence over its Y·Z chips); the reported
-/// weights, KV and largest batch are the binding stage's.
-fn pipeline_memory<T: Tracer>(
-    m: &ModelSpec,
-    chip: &Chip,
-    q: &InferQuery,
-    l: &Layout,
-    (p, weights, kvt, kvs): (ParamCounts, Bytes, Bytes, Bytes),
-    kv_layout: [u64; 3],
-    tr: &mut T,
-) -> MemoryPart {
-    let a = &m.arch;
-    let stages = super::pipeline::stages(m, &p, &l.stage_layers, q.weights_dtype, (l.tp, l.ep));
-    let hbm = chip.hbm_capacity;
-    let per_stage = |kv_seq: Bytes, s: &super::pipeline::Stage| {
-        memory::max_batch(l.nr, hbm, s.w_dev, kv_seq * s.frac, &mut NoTrace)
-    };
-    // the stage that admits the fewest sequences binds the replica
-    let bind = stages
-        .iter()
-        .min_by(|x, y| {
-            let (bx, by) = (per_stage(kvs, x), per_stage(kvs, y));
-            bx.max_batch_exact.total_cmp(&by.max_batch_exact)
-        })
-        .cloned()
-        .unwrap_or_else(|| stages[0].clone());
-    let max = memory::max_batch(l.nr, hbm, bind.w_dev, kvs * bind.frac, tr);
-    let one_kv_head = mqa_kv_per_sequence(a, q).map(|kvs1| {
-        stages
-            .iter()
-            .map(|s| per_stage(kvs1, s).max_batch)
-            .min()
-            .unwrap_or(0)
-    });
-    let w_dev = stages.iter().map(|s| s.w_dev).fold(Bytes::ZERO, Bytes::max);
-    let batch_fits = stages
-        .iter()
-        .all(|s| memory::fits(l.nr, hbm, s.w_dev, kvs * s.frac, q.batch));
-    let kv_frac = stages.iter().map(|s| s.frac).fold(0.0, f64::max);
-    let kv_dev = memory::kv_bytes_per_device(q.batch, kvs * kv_frac, l.nr, tr);
-    MemoryPart {
-        fits: max.max_batch >= 1,
-        batch_fits,
-        kv_dev,
-        kv_layout,
-        p,
-        weights,
-        w_dev,
-        kvt,
-        kvs,
-        max,
-        one_kv_head,
-        stages,
-    }
 }
 
 fn warnings(
