@@ -81,20 +81,23 @@ fn ex1_llama2_13b_kv_8k() {
     close(b.get(), 6.7e9, 0.01, "ex1");
 }
 
+/// The book's memory-bound decode steps of the 13B model (26 GB of bf16
+/// weights over 8 chips, no FLOPs term) with `kv` bytes per sequence: each
+/// `(B, step time, tokens/s)` within 1 %.
+fn memory_bound_steps(what: &str, kv: f64, cases: [(u64, f64, f64); 2]) {
+    for (b, t, tps) in cases {
+        let s = step(b, kv, 0.0, 26e9, 8, C_BF16);
+        close(s.step.get(), t, 0.01, &format!("{what} step"));
+        let got = latency::tokens_per_s(b, s.step, &mut NoTrace);
+        close(got, tps, 0.01, &format!("{what} tok/s"));
+    }
+}
+
 /// ch7-ex2 — book: 4.98 ms / 200.61 tok/s at B=1; 249.09 ms / 963.53 tok/s at
 /// B=240 (rel_tol 0.01), with W = 6.56e12 B/s over 8 chips.
 #[test]
 fn ex2_memory_bound_steps() {
-    for (b, t, tps) in [(1, 0.00498, 200.61), (240, 0.24909, 963.53)] {
-        let s = step(b, 6.7e9, 0.0, 26e9, 8, C_BF16);
-        close(s.step.get(), t, 0.01, "ex2 step");
-        close(
-            latency::tokens_per_s(b, s.step, &mut NoTrace),
-            tps,
-            0.01,
-            "ex2 tok/s",
-        );
-    }
+    memory_bound_steps("ex2", 6.7e9, [(1, 0.00498, 200.61), (240, 0.24909, 963.53)]);
     // JSON note: at B = 16 total memory is 133.2 GB > 128 GB: true max batch 15.
     let mb = memory::max_batch(
         8,
@@ -109,16 +112,11 @@ fn ex2_memory_bound_steps() {
 /// ch7-ex3 — book: 17.04 ms / 3756.62 tok/s (B=64); 52.99 ms / 4529.34 (B=240).
 #[test]
 fn ex3_gqa_steps() {
-    for (b, t, tps) in [(64, 0.01704, 3756.62), (240, 0.05299, 4529.34)] {
-        let s = step(b, 1.34e9, 0.0, 26e9, 8, C_BF16);
-        close(s.step.get(), t, 0.01, "ex3 step");
-        close(
-            latency::tokens_per_s(b, s.step, &mut NoTrace),
-            tps,
-            0.01,
-            "ex3 tok/s",
-        );
-    }
+    memory_bound_steps(
+        "ex3",
+        1.34e9,
+        [(64, 0.01704, 3756.62), (240, 0.05299, 4529.34)],
+    );
 }
 
 /// ch7-ex4 — book: 64-way (F=16384, B=32, β≈8; rel_tol 0.01).

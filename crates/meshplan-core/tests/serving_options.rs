@@ -32,6 +32,22 @@ fn base(engine: &str, chips: u64, batch: u64) -> InferQuery {
     }
 }
 
+/// `model` on H100s under `q`'s engine, and under that engine with one term
+/// changed by `change` (the difference is that term's cost).
+fn with_and_changed(
+    model: &str,
+    q: &InferQuery,
+    change: impl FnOnce(&mut EngineProfile),
+) -> (InferReport, InferReport) {
+    let mut e = q.engine.clone().expect("an engine");
+    change(&mut e);
+    let changed = InferQuery {
+        engine: Some(e),
+        ..q.clone()
+    };
+    (eval(model, "h100", q), eval(model, "h100", &changed))
+}
+
 /// n-gram drafting costs nothing, and under the book's roofline at a small
 /// batch the verify step of B·(γ + 1) tokens is still weight-load bound and
 /// reads the same KV: it takes the plain step's time, so TPOT = step/E and
@@ -111,11 +127,7 @@ fn pre_xqa_kernel_reads_kv_once_per_query_head() {
     q.weights_dtype = DType::Fp8;
     q.kv_dtype = DType::Fp8;
     q.compute_dtype = DType::Fp8;
-    let r = eval("llama-2-70b", "h100", &q);
-    let mut e = EngineProfile::builtin("trtllm-2023").unwrap();
-    e.kv_reads_per_query_head = false;
-    q.engine = Some(e);
-    let g = eval("llama-2-70b", "h100", &q);
+    let (r, g) = with_and_changed("llama-2-70b", &q, |e| e.kv_reads_per_query_head = false);
     let ratio = r.decode_kv_load_time_s.get() / g.decode_kv_load_time_s.get();
     assert!((ratio - 8.0).abs() < 1e-9, "{ratio}");
 }
@@ -125,12 +137,8 @@ fn pre_xqa_kernel_reads_kv_once_per_query_head() {
 /// per decode step than without the per-step term.
 #[test]
 fn nccl_alpha_grows_with_ring_steps() {
-    let mut q = base("trtllm-2023", 4, 1);
-    let r = eval("llama-2-70b", "h100", &q);
-    let mut e = EngineProfile::builtin("trtllm-2023").unwrap();
-    e.allreduce_step_latency_s = 0.0;
-    q.engine = Some(e);
-    let r0 = eval("llama-2-70b", "h100", &q);
+    let q = base("trtllm-2023", 4, 1);
+    let (r, r0) = with_and_changed("llama-2-70b", &q, |e| e.allreduce_step_latency_s = 0.0);
     let d = r.decode_comms_time_s.get() - r0.decode_comms_time_s.get();
     assert!((d - 576e-6).abs() < 1e-12, "{d}");
 }
@@ -140,12 +148,8 @@ fn nccl_alpha_grows_with_ring_steps() {
 /// 2.814e12 = 70.0 µs.
 #[test]
 fn sampling_cost_at_large_vocabularies() {
-    let mut q = base("vllm", 1, 128);
-    let r = eval("llama-3.1-8b", "h100", &q);
-    let mut e = EngineProfile::builtin("vllm").unwrap();
-    e.sampling_bytes_per_logit = 0.0;
-    q.engine = Some(e);
-    let r0 = eval("llama-3.1-8b", "h100", &q);
+    let q = base("vllm", 1, 128);
+    let (r, r0) = with_and_changed("llama-3.1-8b", &q, |e| e.sampling_bytes_per_logit = 0.0);
     let d = r.decode_overhead_time_s.get() - r0.decode_overhead_time_s.get();
     let w = Catalog::builtin().chip("h100").unwrap().hbm_bandwidth.get();
     assert!((d - 128.0 * 128_256.0 * 12.0 / (w * 0.84)).abs() < 1e-12);

@@ -30,6 +30,14 @@ fn train(body: &str) -> TrainReport {
         .analyze(&mut NoTrace)
 }
 
+/// `meshplan train` of `model` on `chips` of `chip`; `rest`: the
+/// `[training]` and `[parallelism]` tables.
+fn train_on(model: &str, chip: &str, chips: u64, rest: &str) -> TrainReport {
+    train(&format!(
+        "[model]\nname = \"{model}\"\n[hardware]\nchip = \"{chip}\"\nchips = {chips}\n{rest}"
+    ))
+}
+
 /// A NeMo performance configuration on H100 (NVIDIA/NeMo
 /// scripts/performance/recommended_model_configs/model_configs_h100.csv,
 /// `pre_train` rows): distributed optimizer (NeMo's default optimizer
@@ -51,13 +59,8 @@ fn nemo(
 ) -> TrainReport {
     let dp = gpus / (tp * pp * cp);
     let sched = if vp > 1 { "interleaved" } else { "1f1b" };
-    train(&format!(
+    let rest = format!(
         r#"
-[model]
-name = "{model}"
-[hardware]
-chip = "h100"
-chips = {gpus}
 [training]
 batch_tokens = {bt}
 seq_len = {seq}
@@ -78,7 +81,8 @@ sequence_parallel = {sp}
         bt = gbs * seq,
         m = gbs / dp,
         sp = tp > 1,
-    ))
+    );
+    train_on(model, "h100", gpus, &rest)
 }
 
 fn gb(x: f64) -> f64 {
@@ -160,13 +164,11 @@ fn uneven_pipeline_is_accepted_and_split_like_megatron() {
 #[test]
 fn dp_fills_the_chips_the_other_degrees_leave() {
     // tp 8 · pp 8 · cp 2 = 128 on 1024 chips: dp = 8 (Megatron's convention)
-    let r = train(
+    let r = train_on(
+        "llama-3.1-405b",
+        "h100",
+        1024,
         r#"
-[model]
-name = "llama-3.1-405b"
-[hardware]
-chip = "h100"
-chips = 1024
 [training]
 batch_tokens = "4Mi"
 seq_len = 8192
@@ -182,13 +184,8 @@ microbatches = 64
 }
 
 fn h100_predicted(body_parallel: &str, model: &str, extra: &str) -> TrainReport {
-    train(&format!(
+    let rest = format!(
         r#"
-[model]
-name = "{model}"
-[hardware]
-chip = "h100"
-chips = 64
 [training]
 batch_tokens = "4Mi"
 seq_len = 8192
@@ -197,7 +194,8 @@ remat = "none"
 [parallelism]
 {body_parallel}
 "#
-    ))
+    );
+    train_on(model, "h100", 64, &rest)
 }
 
 fn breakdown(r: &TrainReport) -> &TimeBreakdown {
@@ -295,20 +293,8 @@ fn every_catalog_chip_gets_a_predicted_step_time() {
     for chip in cat.chips() {
         // 64 chips (a 4x4x4 / 8x8 slice on TPUs; 72 on an NVL72 domain)
         let n = if chip.name.contains("nvl72") { 72 } else { 64 };
-        let r = train(&format!(
-            r#"
-[model]
-name = "llama-3-8b"
-[hardware]
-chip = "{}"
-chips = {n}
-[training]
-batch_tokens = "4Mi"
-[parallelism]
-fsdp = {n}
-"#,
-            chip.name
-        ));
+        let rest = format!("[training]\nbatch_tokens = \"4Mi\"\n[parallelism]\nfsdp = {n}\n");
+        let r = train_on("llama-3-8b", &chip.name, n, &rest);
         let p = r
             .predicted
             .as_ref()
@@ -371,9 +357,8 @@ fn interval_is_the_held_out_residual_band_of_the_profiles_own_chip() {
     // B200 (profile transferred from h100) and a TPU: residuals measured on
     // another chip give no interval
     for chip in ["b200", "tpu-v5p"] {
-        let r = train(&format!(
-            "[model]\nname = \"llama-3-8b\"\n[hardware]\nchip = \"{chip}\"\nchips = 64\n[training]\nbatch_tokens = \"4Mi\"\n[parallelism]\nfsdp = 64\n"
-        ));
+        let fsdp = "[training]\nbatch_tokens = \"4Mi\"\n[parallelism]\nfsdp = 64\n";
+        let r = train_on("llama-3-8b", chip, 64, fsdp);
         let p = r.predicted.as_ref().expect("predicted");
         assert!(
             p.transferred_from.is_some() && p.interval.is_none(),
