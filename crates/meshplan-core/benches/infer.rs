@@ -35,28 +35,16 @@ fn infer_ch7_q2(bencher: divan::Bencher) {
 }
 
 /// The serving search: Llama-3.1-70B on exactly 8 H100, every dtype choice
-/// and every GPU engine (`plan infer --engine all`).
-#[divan::bench(sample_count = 10)]
-fn plan_infer_70b_8xh100_all_engines(bencher: divan::Bencher) {
+/// (bf16, int8 and fp8 weights and KV), one thread; under the chip's default
+/// engine (vLLM) and under every GPU engine (`plan infer --engine all`).
+#[divan::bench(args = ["vllm", "all"], sample_count = 10)]
+fn plan_infer_70b_8xh100(bencher: divan::Bencher, engines: &str) {
     use meshplan_core::planner::infer::{engines_for, ChipBudget, InferSearch};
     let c = Catalog::builtin();
     let m = c.model("llama-3.1-70b").unwrap();
     let chip = c.chip("h100").unwrap();
     let mut s = InferSearch::new(m, chip, ChipBudget::Exactly(8));
-    s.engines = engines_for("all", chip).unwrap();
-    s.threads = Some(1);
-    bencher.bench(|| divan::black_box(&s).run().plans.len());
-}
-
-/// The same search with the defaults (the chip's default engine, vLLM; bf16,
-/// int8 and fp8 weights and KV), one thread.
-#[divan::bench(sample_count = 10)]
-fn plan_infer_70b_8xh100_default(bencher: divan::Bencher) {
-    use meshplan_core::planner::infer::{ChipBudget, InferSearch};
-    let c = Catalog::builtin();
-    let m = c.model("llama-3.1-70b").unwrap();
-    let chip = c.chip("h100").unwrap();
-    let mut s = InferSearch::new(m, chip, ChipBudget::Exactly(8));
+    s.engines = engines_for(engines, chip).unwrap();
     s.threads = Some(1);
     bencher.bench(|| divan::black_box(&s).run().plans.len());
 }

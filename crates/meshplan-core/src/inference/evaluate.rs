@@ -326,7 +326,8 @@ fn phases<T: Tracer>(
     let a = &sm.m.arch;
     let wdt = q.weights_dtype;
     let cm = sm.comms;
-    let decode = roofline::decode_components(a, &mp.p, q.batch, q.context, mp.kvs, wdt, &sm.hw, tr);
+    let pass = roofline::Pass::decode(a, q.batch, q.context, mp.kvs);
+    let decode = roofline::components(a, &mp.p, &pass, wdt, &sm.hw, tr);
     let prefill = sm.prefill_components(q.prompt_len, tr);
     let (t_dec, dec_latency_bound) = cm.time(q.batch as f64);
     tr.record(|| {

@@ -149,69 +149,80 @@ fn split(a: &Arch, p: &ParamCounts) -> (f64, f64, f64, f64) {
     (mlp_active.max(0.0), attn, unembed, mlp_loaded.max(0.0))
 }
 
-/// Decode step of `batch` sequences at KV length `context`: per component
-/// FLOPs and HBM bytes (weights in `wdt`, KV in `kvdt`), all layers.
-#[allow(clippy::too_many_arguments)]
-pub fn decode_components<T: Tracer>(
-    a: &Arch,
-    p: &ParamCounts,
-    batch: u64,
-    context: u64,
-    kv_per_seq: Bytes,
-    wdt: DType,
-    hw: &Hw,
-    tr: &mut T,
-) -> Vec<Component> {
-    let b = batch as f64;
-    let wb = wdt.bytes_per_element();
-    let (mlp, attn, unembed, mlp_loaded) = split(a, p);
-    let (hqk, hv) = crate::model::flops::head_dims(a);
-    let keys = crate::model::flops::layer_keys(a, context, false);
-    let att_flops = 2.0 * b * a.n_heads as f64 * (hqk + hv) as f64 * keys;
-    let v = vec![
-        component("mlp", 2.0 * b * mlp, mlp_loaded * wb, hw, false),
-        component("attention_projections", 2.0 * b * attn, attn * wb, hw, true),
-        component("attention", att_flops, b * kv_per_seq.get(), hw, false),
-        component("unembedding", 2.0 * b * unembed, unembed * wb, hw, true),
-    ];
-    for c in &v {
-        record_component("decode", c, b, tr);
-    }
-    v
+/// What one decode step or one prefill passes through the model.
+#[derive(Clone, Copy, Debug)]
+pub struct Pass {
+    /// "decode" | "prefill" (names the trace steps).
+    phase: &'static str,
+    /// Tokens through the matmuls.
+    tokens: f64,
+    /// Keys each query attends to, summed over the layers.
+    keys: f64,
+    /// KV bytes read (decode) or written (prefill).
+    kv_bytes: f64,
+    /// Positions through the unembedding.
+    unembedded: f64,
 }
 
-/// Prefill of one prompt of `t` tokens (causal attention).
-pub fn prefill_components<T: Tracer>(
+impl Pass {
+    /// Decode step of `batch` sequences at KV length `context` (KV in
+    /// `kv_per_seq` bytes per sequence, all read once).
+    pub fn decode(a: &Arch, batch: u64, context: u64, kv_per_seq: Bytes) -> Pass {
+        let b = batch as f64;
+        Pass {
+            phase: "decode",
+            tokens: b,
+            keys: crate::model::flops::layer_keys(a, context, false),
+            kv_bytes: b * kv_per_seq.get(),
+            unembedded: b,
+        }
+    }
+
+    /// Prefill of one prompt of `t` tokens (causal attention).
+    pub fn prefill(a: &Arch, t: u64, kv_per_token: Bytes) -> Pass {
+        let tf = t as f64;
+        Pass {
+            phase: "prefill",
+            tokens: tf,
+            keys: crate::model::flops::layer_keys(a, t, true),
+            // reads and writes the prompt's KV once (flash attention)
+            kv_bytes: tf * kv_per_token.get(),
+            // only the last position is unembedded when serving
+            unembedded: 1.0,
+        }
+    }
+}
+
+/// The four roofline components of a pass, all layers: FLOPs and HBM bytes
+/// of the MLP, the attention projections, attention and the unembedding
+/// (weights in `wdt`).
+pub fn components<T: Tracer>(
     a: &Arch,
     p: &ParamCounts,
-    t: u64,
-    kv_per_token: Bytes,
+    pass: &Pass,
     wdt: DType,
     hw: &Hw,
     tr: &mut T,
 ) -> Vec<Component> {
-    let tf = t as f64;
+    let n = pass.tokens;
     let wb = wdt.bytes_per_element();
     let (mlp, attn, unembed, mlp_loaded) = split(a, p);
     let (hqk, hv) = crate::model::flops::head_dims(a);
-    let keys = crate::model::flops::layer_keys(a, t, true);
-    let att_flops = 2.0 * tf * a.n_heads as f64 * (hqk + hv) as f64 * keys;
+    let att_flops = 2.0 * n * a.n_heads as f64 * (hqk + hv) as f64 * pass.keys;
     let v = vec![
-        component("mlp", 2.0 * tf * mlp, mlp_loaded * wb, hw, false),
+        component("mlp", 2.0 * n * mlp, mlp_loaded * wb, hw, false),
+        component("attention_projections", 2.0 * n * attn, attn * wb, hw, true),
+        component("attention", att_flops, pass.kv_bytes, hw, false),
         component(
-            "attention_projections",
-            2.0 * tf * attn,
-            attn * wb,
+            "unembedding",
+            2.0 * pass.unembedded * unembed,
+            unembed * wb,
             hw,
             true,
         ),
-        // reads and writes the prompt's KV once (flash attention)
-        component("attention", att_flops, tf * kv_per_token.get(), hw, false),
-        // only the last position is unembedded when serving
-        component("unembedding", 2.0 * unembed, unembed * wb, hw, true),
     ];
     for c in &v {
-        record_component("prefill", c, tf, tr);
+        record_component(pass.phase, c, n, tr);
     }
     v
 }

@@ -456,7 +456,8 @@ impl StepModel<'_> {
         let kvt = kv::bytes_per_token(&self.m.arch, self.q.kv_dtype, &mut NoTrace);
         let a = &self.m.arch;
         let wdt = self.q.weights_dtype;
-        roofline::prefill_components(a, self.p, len.max(1), kvt, wdt, &self.hw, tr)
+        let pass = roofline::Pass::prefill(a, len.max(1), kvt);
+        roofline::components(a, self.p, &pass, wdt, &self.hw, tr)
     }
 
     /// [`Self::prefill`] from one prompt's components.
