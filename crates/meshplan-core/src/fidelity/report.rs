@@ -97,46 +97,29 @@ fn pct(x: f64) -> String {
 }
 
 fn failures(s: &Summary, t: &Thresholds) -> Vec<String> {
-    // (what, measured, threshold, whether it applies, the failing side)
-    let checks = [
-        (
-            "median step-time error",
-            s.step.median,
-            t.max_median_error,
-            true,
-            '>',
-        ),
-        (
-            "p90 step-time error",
-            s.step.p90,
-            t.max_p90_error,
-            true,
-            '>',
-        ),
-        (
-            "median memory error",
-            s.memory.median,
-            t.max_memory_error,
-            s.memory.n > 0,
-            '>',
-        ),
-        (
-            "OOM accuracy",
-            s.oom_accuracy,
-            t.min_oom_accuracy,
-            s.oom_runs > 0,
-            '<',
-        ),
+    // an unmeasurable figure (NaN) fails its threshold; the memory and OOM
+    // figures are checked only where the data has them
+    let mem = t.max_memory_error.filter(|_| s.memory.n > 0);
+    let upper = [
+        ("median step-time error", s.step.median, t.max_median_error),
+        ("p90 step-time error", s.step.p90, t.max_p90_error),
+        ("median memory error", s.memory.median, mem),
     ];
-    checks
+    let mut f: Vec<String> = upper
         .into_iter()
-        .filter_map(|(what, v, limit, applies, side)| {
-            let x = limit.filter(|_| applies)?;
-            // an unmeasurable figure (NaN) fails any threshold
-            let fails = v.is_nan() || if side == '>' { v > x } else { v < x };
-            fails.then(|| format!("{what} {} {side} {}", pct(v), pct(x)))
+        .filter_map(|(what, v, x)| {
+            let x = x?;
+            (v > x || v.is_nan()).then(|| format!("{what} {} > {}", pct(v), pct(x)))
         })
-        .collect()
+        .collect();
+    let acc = s.oom_accuracy;
+    if let Some(x) = t
+        .min_oom_accuracy
+        .filter(|x| s.oom_runs > 0 && (acc < *x || acc.is_nan()))
+    {
+        f.push(format!("OOM accuracy {} < {}", pct(acc), pct(x)));
+    }
+    f
 }
 
 /// Compare every run with its prediction and check the thresholds.
