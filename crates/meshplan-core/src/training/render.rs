@@ -141,6 +141,23 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
             sig4_grouped(p.tokens_per_s_per_device),
         ),
     ];
+    let o = &p.overlap;
+    if !o.settings.unfitted().is_empty() {
+        let e = &o.exposure;
+        rows.push(field(
+            "overlap settings",
+            format!(
+                "tp {} (TP exposed {} of {} transfers + latency), dp {} (DP exposed {} of {}), SP all-gather {}",
+                o.settings.tp,
+                Seconds::new(e.tp_exposed_s),
+                Seconds::new(e.tp_transfer_s + e.tp_latency_s),
+                o.settings.dp,
+                Seconds::new(e.dp_exposed_s),
+                Seconds::new(e.dp_transfer_s),
+                o.settings.sp_allgather
+            ),
+        ));
+    }
     rows.extend(prediction_range(p));
     if let Some(i) = &p.interval {
         rows.push(field("step time p10–p90", i.describe()));
