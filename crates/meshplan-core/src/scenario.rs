@@ -184,6 +184,13 @@ pub struct TrainingSection {
     pub comm_efficiency: Option<f64>,
     /// Compute dtype of the GEMMs: "bf16" (default), "fp8", "int8", "fp4".
     pub compute_dtype: Option<String>,
+    /// TP communication overlap: "none" | "ring" (default: the profile's
+    /// fitted fraction) | "pipelined" (Transformer Engine userbuffers, needs SP).
+    pub tp_overlap: Option<String>,
+    /// Data-parallel communication overlap: "on" (default) | "off".
+    pub dp_overlap: Option<String>,
+    /// The SP all-gather in the backward: "keep" (default) | "redo".
+    pub sp_allgather: Option<String>,
 }
 
 /// `[inference]` (filled in by `meshplan infer`).

@@ -54,6 +54,16 @@ pub struct WorkloadArgs {
     #[arg(long = "dtype")]
     #[serde(rename = "compute_dtype", skip_serializing_if = "Option::is_none")]
     pub compute_dtype: Option<String>,
+    /// TP communication overlap: none, ring (default: the profile's fitted
+    /// fraction), pipelined (Transformer Engine comm-GEMM overlap; needs SP).
+    #[arg(long)]
+    pub tp_overlap: Option<String>,
+    /// Data-parallel communication overlap: on (default), off.
+    #[arg(long)]
+    pub dp_overlap: Option<String>,
+    /// The SP all-gather in the backward: keep (default), redo.
+    #[arg(long)]
+    pub sp_allgather: Option<String>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -115,6 +125,10 @@ pub struct RunArgs {
     /// Tokens to train on (total time, chip-hours, cost).
     #[arg(long)]
     pub train_tokens: Option<String>,
+    /// Also print the step by block (FLOPs, HBM bytes, roofline time).
+    #[arg(long)]
+    #[serde(skip)]
+    pub breakdown: bool,
 }
 
 /// `[parallelism]` flags of `train`.
@@ -176,6 +190,13 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     let mut rec = Recorder::default();
     let r = s.analyze(&mut rec);
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
+    if a.run.breakdown && !a.out.json {
+        let d = meshplan_core::training::render::blocks_doc(&r);
+        outln!(
+            "\n{}",
+            crate::output::doc_text(&d, a.out.explain_format).trim_end()
+        );
+    }
     crate::plot::train(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }

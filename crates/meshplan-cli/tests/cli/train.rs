@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::harness::{
-    assert_close, assert_contains, assert_no_panic, cmd, f, json, run, u, Scratch, H100X64_4M,
+    assert_close, assert_contains, assert_no_panic, at, cmd, f, json, run, u, Scratch, H100X64_4M,
 };
 
 const Q3C: &str = "examples/train/ch5-q3-fsdp-tp.toml";
@@ -457,4 +457,113 @@ fn zero_values_are_rejected_without_panic() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains("at least"), "{args:?}: {err}");
     }
+}
+
+/// `--tp-overlap`, `--dp-overlap`, `--sp-allgather` reach the prediction
+/// (`predicted.overlap`), their non-default values are named outside the
+/// fitted range, `--breakdown` prints the step by block, and bad values
+/// exit 2 with the accepted names.
+#[test]
+fn overlap_flags_and_breakdown() {
+    let base = [
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "64",
+        "--tp",
+        "8",
+        "--sequence-parallel",
+    ];
+    let pred = |extra: &[&str]| json(&cmd(&[&base, extra, &["--json"]]));
+    let ring = pred(&[]);
+    let none = pred(&["--tp-overlap", "none"]);
+    let piped = pred(&["--tp-overlap", "pipelined"]);
+    let tp = |v: &Value| f(v, "predicted.time_breakdown_s.tp_comm");
+    // none exposes every transfer: tp_comm = transfer + latency
+    let e = |v: &Value, k: &str| f(v, &format!("predicted.overlap.{k}"));
+    assert_close(
+        tp(&none),
+        e(&none, "tp_transfer_s") + e(&none, "tp_latency_s"),
+        1e-12,
+        "none",
+    );
+    assert!(tp(&piped) < tp(&ring) && tp(&ring) < tp(&none));
+    assert_eq!(at(&piped, "predicted.overlap.tp"), "pipelined");
+    assert_eq!(
+        at(&piped, "predicted.outside_fitted_range.0.input"),
+        "tp overlap"
+    );
+    assert_eq!(
+        at(&ring, "predicted.outside_fitted_range"),
+        &serde_json::json!([])
+    );
+    let off = pred(&["--dp-overlap", "off", "--sp-allgather", "redo"]);
+    assert_close(
+        f(&off, "predicted.time_breakdown_s.dp_comm"),
+        e(&off, "dp_transfer_s"),
+        1e-12,
+        "dp off",
+    );
+    // full remat (the default): 8 SP collectives × 1.5 (the recomputed
+    // forward's 4 again) + 2 redone all-gathers = 14 per layer
+    assert_eq!(f(&off, "predicted.overlap.tp_collectives_per_layer"), 14.0);
+    assert_eq!(at(&ring, "blocks").as_array().map(Vec::len), Some(6));
+    let (code, out, _) = run(&cmd(&[&base, &["--breakdown"]]));
+    assert_eq!(code, 0);
+    assert_contains(
+        &out,
+        &[
+            "Step by block",
+            "MLP / MoE experts + router",
+            "optimizer step",
+        ],
+    );
+    // plan train takes the same flags
+    let plan = json(&[
+        "plan",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "16",
+        "--top",
+        "1",
+        "--tp-overlap",
+        "none",
+        "--json",
+    ]);
+    assert!(at(&plan, "plans.0").is_object());
+    crate::harness::rejects(
+        &cmd(&[&base, &["--tp-overlap", "full"]]),
+        &["tp_overlap", "none, ring, pipelined"],
+    );
+    crate::harness::rejects(
+        &cmd(&[&base, &["--dp-overlap", "maybe"]]),
+        &["dp_overlap", "on, off"],
+    );
+    crate::harness::rejects(
+        &cmd(&[&base, &["--sp-allgather", "x"]]),
+        &["sp_allgather", "keep, redo"],
+    );
+    crate::harness::rejects(
+        &[
+            "train",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "h100",
+            "--chips",
+            "64",
+            "--tp",
+            "8",
+            "--tp-overlap",
+            "pipelined",
+        ],
+        &["--sequence-parallel"],
+    );
 }

@@ -10,7 +10,10 @@ use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
 use crate::mesh::GpuSplit;
 use crate::model::flops::{head_dims, layer_keys};
 use crate::parallelism::pipeline::stage_extremes;
-use crate::parallelism::{Degrees, Framework, LogicalAxis, Remat, RunSpec, Schedule};
+use crate::parallelism::{
+    Degrees, DpOverlap, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
+    TpOverlap,
+};
 use crate::trace::NoTrace;
 use crate::units::DType;
 
@@ -88,7 +91,8 @@ pub struct Prediction {
 }
 
 /// What a prediction reads besides the replica ([`RunSpec`]): the GEMMs'
-/// compute dtype and the attention mask. The data sets are bf16 and causal
+/// compute dtype, the attention mask and how communication overlaps compute.
+/// The data sets are bf16, causal and at the default overlap settings
 /// ([`Features::default`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Features {
@@ -96,6 +100,8 @@ pub struct Features {
     pub compute_dtype: DType,
     /// Causal attention (FlashAttention skips the masked half).
     pub causal: bool,
+    /// TP / DP overlap and the SP all-gather in the backward.
+    pub overlap: Overlap,
 }
 
 impl Default for Features {
@@ -103,8 +109,34 @@ impl Default for Features {
         Features {
             compute_dtype: DType::Bf16,
             causal: true,
+            overlap: Overlap::default(),
         }
     }
+}
+
+/// The communication a prediction hid and exposed, per step on the critical
+/// stage (`predicted.overlap` of `meshplan train --json`): the numbers the
+/// overlap settings act on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CommExposure {
+    /// TP/SP collectives per layer per micro-batch (recomputed forward and
+    /// the redone SP all-gathers included).
+    pub tp_collectives_per_layer: f64,
+    /// Their transfer time (bytes / bus bandwidth), nothing hidden.
+    pub tp_transfer_s: f64,
+    /// Their ring-step latency (never hidden).
+    pub tp_latency_s: f64,
+    /// The layers' matmul time the TP transfers can hide under.
+    pub tp_gemm_s: f64,
+    /// The TP chunks pipelined with the GEMMs (`pipelined`: tp); 0 otherwise.
+    pub tp_chunks: f64,
+    /// Exposed TP transfer + latency (the host stall of pipelined TP
+    /// across nodes is in `time.tp_comm` besides).
+    pub tp_exposed_s: f64,
+    /// Data-parallel / ZeRO / FSDP collectives' time, nothing hidden.
+    pub dp_transfer_s: f64,
+    /// Of which exposed (`time.dp_comm`).
+    pub dp_exposed_s: f64,
 }
 
 /// Fraction of the low-precision peak a large GEMM reaches, relative to the
@@ -243,6 +275,8 @@ struct Geometry<'a> {
     /// (the same placement the book evaluator costs).
     deg: Degrees,
     split: GpuSplit,
+    /// The run's overlap settings.
+    ov: Overlap,
 }
 
 impl<'a> Geometry<'a> {
@@ -303,6 +337,7 @@ impl<'a> Geometry<'a> {
             pp_cross: split.in_node(LogicalAxis::Pp) < pp,
             deg,
             split,
+            ov: f.overlap,
         }
     }
     fn tpf(&self) -> f64 {
@@ -402,7 +437,37 @@ fn attention_time(g: &Geometry) -> (f64, f64, f64) {
     let (hqk, hv) = head_dims(a);
     let fl = 2.0 * g.tok * a.n_heads as f64 * (hqk + hv) as f64 * keys / tpf;
     let t = fl / (g.peak * g.p.attention_efficiency);
-    (fl, t, 2.5 * t) // FA2 backward = 2.5 × forward
+    (fl, t, FA_BACKWARD_TIME * t)
+}
+
+/// Element-wise elements one token moves per layer, forward + backward
+/// (bf16: × 2 bytes): norms + residual `20·D_sh` (`D_sh` = D/tp with SP),
+/// SwiGLU `8·F/tp`, RoPE `8·N·H/tp`.
+pub(crate) fn elementwise_elems(dsh: f64, f: f64, nh: f64, tpf: f64) -> f64 {
+    20.0 * dsh + 8.0 * f / tpf + 8.0 * nh / tpf
+}
+
+/// FlashAttention-2's backward time over its forward time (2.5: it
+/// recomputes the scores, 2 × the forward FLOPs plus the recompute).
+pub const FA_BACKWARD_TIME: f64 = 2.5;
+
+/// HBM bytes per parameter the optimizer step touches: fp32 master, two
+/// moments and the gradient read and written (~34 B) on the parameters a
+/// device updates, plus 4 B per parameter of its stage (bf16 copy written,
+/// gradient zeroed).
+pub const OPTIMIZER_BYTES: (f64, f64) = (34.0, 4.0);
+
+/// (parameters a device updates, parameters of its stage): the optimizer
+/// step's HBM traffic is `34·first + 4·second` bytes ([`OPTIMIZER_BYTES`]).
+pub fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
+    let pc = &spec.params;
+    let (ep, pp, tpf) = (spec.ep.max(1), spec.pp.max(1), spec.tp.max(1) as f64);
+    let stage =
+        (pc.total as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / ep as f64)) / pp as f64 / tpf;
+    let (shard, repl) = spec.shard_groups();
+    let repl_params = stage / shard as f64;
+    let opt = repl_params / if spec.zero >= 1 { repl as f64 } else { 1.0 };
+    (opt, stage)
 }
 
 fn layer_compute(g: &Geometry) -> LayerCompute {
@@ -423,7 +488,7 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
     // element-wise traffic per token·layer (fwd+bwd), bf16: norms+residual 20·D
     // (sharded by SP), SwiGLU 8·F and RoPE 8·N·H (sharded by TP)
     let dsh = if g.sp || g.tp == 1 { d / tpf } else { d };
-    let mut ew = 2.0 * tok * (20.0 * dsh + 8.0 * g.f / tpf + 8.0 * g.nh / tpf) / g.hbm_bw;
+    let mut ew = 2.0 * tok * elementwise_elems(dsh, g.f, g.nh, tpf) / g.hbm_bw;
     if g.low_precision {
         // fp8 casts of every GEMM input (forward: D, N·H, D, F) and output
         // gradient (backward: N·H + 2·K·H, D, (m−1)·F, D)
@@ -460,9 +525,36 @@ fn layer_with_recompute(g: &Geometry, c: &LayerCompute) -> (f64, f64, f64) {
     )
 }
 
-/// TP/SP collectives of one layer on one micro-batch: (collectives, exposed
-/// GPU time, host stall per collective).
-fn tp_layer(g: &Geometry) -> (f64, f64, f64) {
+/// TP/SP collectives of one layer on one micro-batch.
+struct TpLayer {
+    /// Collectives.
+    ops: f64,
+    /// Exposed GPU time (transfer not hidden + ring latency).
+    exposed: f64,
+    /// Host stall per collective.
+    stall: f64,
+    /// Transfer time of all of them, nothing hidden, and their latency.
+    transfer: f64,
+    latency: f64,
+    /// Chunks pipelined with the GEMMs (0 unless `pipelined`).
+    chunks: f64,
+}
+
+/// The exposed part of `transfer` seconds of TP collectives pipelined in
+/// `c` chunks with `gemm` seconds of GEMMs (Transformer Engine userbuffers,
+/// NeMo "Communication Overlap": each all-gather becomes c − 1 ring-exchange
+/// steps, each reduce-scatter ring steps of GEMM-output chunks, so chunk
+/// k + 1 moves while chunk k multiplies): the first chunk waits, then each of
+/// the other c − 1 takes the longer of its transfer and its GEMM, so the step
+/// exceeds the GEMMs by `transfer/c + (c − 1)/c · max(0, transfer − gemm)`.
+pub fn pipelined_exposed(transfer: f64, gemm: f64, c: f64) -> f64 {
+    let c = c.max(1.0);
+    transfer / c + (c - 1.0) / c * (transfer - gemm).max(0.0)
+}
+
+/// TP/SP collectives of one layer on one micro-batch whose matmuls take
+/// `layer_mm` (recompute included).
+fn tp_layer(g: &Geometry, layer_mm: f64) -> TpLayer {
     let (tpf, p) = (g.tpf(), g.p);
     let (tp_per, tp_nodes) = g.layout(&[LogicalAxis::Tp]);
     let act_bytes = g.tok * g.d * 2.0;
@@ -501,11 +593,35 @@ fn tp_layer(g: &Geometry) -> (f64, f64, f64) {
     } else {
         ops
     };
-    (
-        all,
-        all * (per_op * (1.0 - p.tp_overlap) + ring_lat),
-        pp_stall,
-    )
+    // keeping only the sequence shard of a column-parallel GEMM's input
+    // (QKV, MLP up) means gathering it again for its weight gradient
+    // (Korthikanti et al. 2022 §4.2.2)
+    let all = if g.sp && g.ov.sp_allgather == SpAllGather::Redo {
+        all + 2.0
+    } else {
+        all
+    };
+    let fitted = all * (per_op * (1.0 - p.tp_overlap) + ring_lat);
+    let (exposed, chunks) = match g.ov.tp {
+        TpOverlap::Ring => (fitted, 0.0),
+        TpOverlap::None => (all * (per_op + ring_lat), 0.0),
+        // ring exchange: one chunk per TP rank
+        TpOverlap::Pipelined if g.sp => (
+            pipelined_exposed(all * per_op, layer_mm, tpf) + all * ring_lat,
+            tpf,
+        ),
+        // the userbuffers overlap needs SP; plain TP all-reduces keep the
+        // fitted fraction (the planner's non-SP plans)
+        TpOverlap::Pipelined => (fitted, 0.0),
+    };
+    TpLayer {
+        ops: all,
+        exposed,
+        stall: pp_stall,
+        transfer: all * per_op,
+        latency: all * ring_lat,
+        chunks,
+    }
 }
 
 /// Context parallelism: ring attention passes the K/V chunks around the cp
@@ -590,6 +706,9 @@ struct Microbatch {
     stall_over: f64,
     /// Hardware FLOPs of one forward layer (for the roofline).
     attn_fwd_flops: f64,
+    /// One layer's TP collectives and matmul time.
+    tp_layer: TpLayer,
+    layer_mm: f64,
 }
 
 /// A micro-batch runs on two paths at once: the GPU executes kernels and
@@ -602,7 +721,8 @@ struct Microbatch {
 fn microbatch(g: &Geometry) -> Microbatch {
     let c = layer_compute(g);
     let (layer_mm, layer_attn, layer_ew) = layer_with_recompute(g, &c);
-    let (tp_ops_all, tp_bw_layer, pp_stall) = tp_layer(g);
+    let tpl = tp_layer(g, layer_mm);
+    let (tp_ops_all, tp_bw_layer, pp_stall) = (tpl.ops, tpl.exposed, tpl.stall);
     let cp = cp_layer(g, layer_attn);
     let ep = ep_layer(g);
     let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp + ep;
@@ -643,6 +763,8 @@ fn microbatch(g: &Geometry) -> Microbatch {
         ep: m * l_crit * ep,
         stall_over: stall - stall_tp,
         attn_fwd_flops: c.attn_fwd_flops,
+        tp_layer: tpl,
+        layer_mm,
     }
 }
 
@@ -667,10 +789,11 @@ fn grad_bytes(fw: Framework) -> f64 {
 /// rank (dp·cp) with ZeRO-3, the `fsdp` innermost ones with hybrid sharding.
 /// Prefetch runs these on their own stream under the micro-batch's compute;
 /// what exceeds it, and the first layer's gather, are exposed.
-fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> f64 {
+/// (exposed, all of it), per micro-batch; `dp_overlap = off` exposes all.
+fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> (f64, f64) {
     let (shard, _) = g.spec.shard_groups();
     if shard <= 1 {
-        return 0.0;
+        return (0.0, 0.0);
     }
     let shardf = shard as f64;
     let gb = grad_bytes(g.spec.framework);
@@ -679,7 +802,10 @@ fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> f64 {
     let comm = (shardf - 1.0) / shardf * stage_params(g) * (2.0 + 2.0 + gb) / bw;
     // one layer's forward gather has nothing to hide under
     let first = comm * 2.0 / (2.0 + 2.0 + gb) / mb.l_crit.max(1.0);
-    (comm - mb.t_core).max(0.0) + first
+    match g.ov.dp {
+        DpOverlap::On => ((comm - mb.t_core).max(0.0) + first, comm),
+        DpOverlap::Off => (comm, comm),
+    }
 }
 
 /// Pipeline: (bubble, exposed point-to-point) per step.
@@ -719,15 +845,17 @@ fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
 /// sharding, none with ZeRO-3: reduced per micro-batch), after gradient
 /// accumulation — except ZeRO-2, which keeps only its gradient shard and so
 /// reduce-scatters every micro-batch (as the evaluator counts it), each under
-/// the next micro-batch's compute `t_mb`: (exposed reduction, optimizer update).
-fn data_parallel(g: &Geometry, t_mb: f64) -> (f64, f64) {
+/// the next micro-batch's compute `t_mb`: (exposed reduction, optimizer
+/// update, the reduction with nothing hidden). `dp_overlap = off` hides none.
+fn data_parallel(g: &Geometry, t_mb: f64) -> (f64, f64, f64) {
     let (shard, repl) = g.spec.shard_groups();
     let (shardf, replf) = (shard as f64, repl as f64);
     let stage = stage_params(g);
     let repl_params = stage / shardf;
     let gb = grad_bytes(g.spec.framework);
-    let t_dp = if repl <= 1 {
-        0.0
+    let on = g.ov.dp == DpOverlap::On;
+    let (t_dp, raw) = if repl <= 1 {
+        (0.0, 0.0)
     } else {
         let (per, nodes) = g.layout(g.spec.shard_axes().1);
         let frac = (replf - 1.0) / replf * repl_params;
@@ -736,16 +864,24 @@ fn data_parallel(g: &Geometry, t_mb: f64) -> (f64, f64) {
             let bw = coll_bw(g.p, g.chip, false, per, nodes);
             let (rs, ag) = (frac * gb / bw, frac * 2.0 / bw);
             let early = if g.spec.zero == 2 { g.m - 1.0 } else { 0.0 };
-            (rs + ag) * (1.0 - g.p.dp_overlap) + early * (rs - t_mb).max(0.0)
+            let raw = rs + ag + early * rs;
+            if on {
+                let t = (rs + ag) * (1.0 - g.p.dp_overlap) + early * (rs - t_mb).max(0.0);
+                (t, raw)
+            } else {
+                (raw, raw)
+            }
         } else {
             let bw = coll_bw(g.p, g.chip, true, per, nodes);
-            2.0 * frac * gb / bw * (1.0 - g.p.dp_overlap)
+            let ar = 2.0 * frac * gb / bw;
+            (if on { ar * (1.0 - g.p.dp_overlap) } else { ar }, ar)
         }
     };
     // optimizer (HBM bound): ~34 B/param touched
-    let opt_params = repl_params / if g.spec.zero >= 1 { replf } else { 1.0 };
-    let t_opt = opt_params * 34.0 / g.hbm_bw + stage * 4.0 / g.hbm_bw;
-    (t_dp, t_opt)
+    let (opt_params, stage) = optimizer_params(g.spec);
+    let (per_opt, per_stage) = OPTIMIZER_BYTES;
+    let t_opt = opt_params * per_opt / g.hbm_bw + stage * per_stage / g.hbm_bw;
+    (t_dp, t_opt, raw)
 }
 
 /// Hardware FLOPs of one device per step at peak (no comms).
@@ -774,18 +910,30 @@ pub fn predict_time(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> (Time
     predict_time_with(spec, chip, p, &Features::default())
 }
 
-/// [`predict_time`] with the compute dtype and attention mask of `f`.
+/// [`predict_time`] with the compute dtype, attention mask and overlap
+/// settings of `f`.
 pub fn predict_time_with(
     spec: &RunSpec,
     chip: &Chip,
     p: &EfficiencyProfile,
     f: &Features,
 ) -> (TimeBreakdown, bool) {
+    let (t, extrapolated, _) = predict_time_detailed(spec, chip, p, f);
+    (t, extrapolated)
+}
+
+/// [`predict_time_with`], and what its communication hid and exposed.
+pub fn predict_time_detailed(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+    f: &Features,
+) -> (TimeBreakdown, bool, CommExposure) {
     let g = Geometry::new(spec, chip, p, f);
     let mb = microbatch(&g);
-    let fsdp_mb = fsdp_microbatch(&g, &mb);
+    let (fsdp_mb, fsdp_raw) = fsdp_microbatch(&g, &mb);
     let (bubble, t_pp) = pipeline(&g, mb.t_core + fsdp_mb);
-    let (dp_exposed, t_opt) = data_parallel(&g, mb.t_core + fsdp_mb);
+    let (dp_exposed, t_opt, dp_raw) = data_parallel(&g, mb.t_core + fsdp_mb);
     let t_dp = dp_exposed + g.m * fsdp_mb;
     let overhead = p.step_overhead_s + p.node_overhead_s * g.nodes_f + g.m * mb.stall_over;
     let total =
@@ -807,7 +955,19 @@ pub fn predict_time_with(
         roofline: roofline(&g, mb.attn_fwd_flops),
     };
     let extrapolated = p.calibrated_max_nodes > 0 && g.nodes > p.calibrated_max_nodes;
-    (time, extrapolated)
+    let layers = g.m * mb.l_crit;
+    let t = &mb.tp_layer;
+    let exposure = CommExposure {
+        tp_collectives_per_layer: t.ops,
+        tp_transfer_s: layers * t.transfer,
+        tp_latency_s: layers * t.latency,
+        tp_gemm_s: layers * mb.layer_mm,
+        tp_chunks: t.chunks,
+        tp_exposed_s: layers * t.exposed,
+        dp_transfer_s: dp_raw + g.m * fsdp_raw,
+        dp_exposed_s: t_dp,
+    };
+    (time, extrapolated, exposure)
 }
 
 /// Predict step time and peak memory of one run.

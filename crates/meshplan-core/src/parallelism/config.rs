@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Degrees, FlopConvention, Framework, Optimizer, Remat, Schedule};
+use super::{Degrees, FlopConvention, Framework, Optimizer, Overlap, Remat, Schedule};
 use crate::units::DType;
 
 /// Everything a training analysis needs besides model and chip.
@@ -58,6 +58,8 @@ pub struct TrainConfig {
     /// Fraction of HBM usable (headroom for fragmentation, workspaces) under
     /// the book's accounting; a framework uses its profile's fraction.
     pub hbm_usable_fraction: f64,
+    /// How communication overlaps compute in the step-time prediction.
+    pub overlap: Overlap,
 }
 
 impl Default for TrainConfig {
@@ -86,6 +88,7 @@ impl Default for TrainConfig {
             sequence_parallel: false,
             comm_efficiency: 1.0,
             hbm_usable_fraction: 1.0,
+            overlap: Overlap::default(),
         }
     }
 }

@@ -335,6 +335,7 @@ impl Shared<'_, '_> {
         let f = Features {
             compute_dtype: cfg.compute_dtype,
             causal: cfg.causal,
+            overlap: cfg.overlap,
         };
         let (t, _) = predict_time_with(&rs, s.chip, &p.profile, &f);
         let t = t.at_least(e.lower);

@@ -16,9 +16,11 @@ small functions over a context computed once ([`context`]):
 * [`rules`]: the book's critical batches and verdicts;
 * [`evaluate`]: one plan's numbers — the planner calls the same function
   with tracing off;
-* [`predicted`]: the calibrated prediction ([`crate::fidelity`]).
+* [`predicted`]: the calibrated prediction ([`crate::fidelity`]);
+* [`blocks`]: one step by block of the model (FLOPs, HBM bytes, roofline time).
 */
 
+pub mod blocks;
 pub mod comms;
 pub mod context;
 pub mod evaluate;

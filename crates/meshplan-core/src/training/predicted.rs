@@ -19,13 +19,13 @@ use serde::Serialize;
 use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
-use crate::fidelity::model::{predict_time_with, Features, TimeBreakdown};
+use crate::fidelity::model::{predict_time_detailed, CommExposure, Features, TimeBreakdown};
 use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
 use crate::model::params::ParamCounts;
 use crate::model::ModelSpec;
-use crate::parallelism::{Framework, Optimizer, RunSpec, TrainConfig};
+use crate::parallelism::{Framework, Optimizer, Overlap, RunSpec, TrainConfig};
 use crate::units::{DType, Seconds};
 
 /// The efficiency profile a command uses, and where it came from.
@@ -226,6 +226,37 @@ pub struct Predicted {
     /// p10–p90 step-time interval from the profile's held-out calibration
     /// residuals ([`fidelity::range::interval`]); `None` when it has none.
     pub interval: Option<fidelity::range::StepInterval>,
+    /// The overlap settings and what they hid and exposed.
+    pub overlap: OverlapPrediction,
+}
+
+/// The overlap settings of a prediction, the profile's fitted fractions
+/// the defaults use, and the communication hidden and exposed
+/// (`predicted.overlap`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OverlapPrediction {
+    /// `tp`, `dp`, `sp_allgather`.
+    #[serde(flatten)]
+    pub settings: Overlap,
+    /// Fraction of the TP transfers `ring` hides (the profile's `tp_overlap`).
+    pub tp_fitted_fraction: f64,
+    /// Fraction of the DP reduction `on` hides (the profile's `dp_overlap`).
+    pub dp_fitted_fraction: f64,
+    /// Seconds per step, hidden and exposed.
+    #[serde(flatten)]
+    pub exposure: CommExposure,
+}
+
+/// The settings that differ from the ones every profile was fitted with,
+/// as inputs outside the fitted range.
+fn unfitted_settings(o: &Overlap) -> impl Iterator<Item = OutOfRange> {
+    o.unfitted()
+        .into_iter()
+        .map(|(input, v, fitted)| OutOfRange {
+            input,
+            value: serde_json::json!(v),
+            fitted_range: serde_json::json!([fitted]),
+        })
 }
 
 /// Predict one configuration; `model_flops` is the report's model FLOPs per
@@ -251,8 +282,9 @@ pub fn predict_train(
     let features = Features {
         compute_dtype: cfg.compute_dtype,
         causal: cfg.causal,
+        overlap: cfg.overlap,
     };
-    let (time, extrapolated) = predict_time_with(&rs, chip, &prof.profile, &features);
+    let (time, extrapolated, exposure) = predict_time_detailed(&rs, chip, &prof.profile, &features);
     let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;
@@ -275,11 +307,16 @@ pub fn predict_train(
         micro_batch_size: rs.mbs,
         grad_accumulation: rs.grad_acc,
         extrapolated,
-        outside_fitted_range: prof
-            .profile
-            .fitted_on
-            .as_ref()
-            .map(|f| f.outside(&rs, chip, cfg.compute_dtype)),
+        outside_fitted_range: match (&prof.profile.fitted_on, cfg.overlap.unfitted().is_empty()) {
+            (None, true) => None,
+            // the profiles were fitted at the default settings, recorded or not
+            (f, _) => Some(
+                f.iter()
+                    .flat_map(|f| f.outside(&rs, chip, cfg.compute_dtype))
+                    .chain(unfitted_settings(&cfg.overlap))
+                    .collect(),
+            ),
+        },
         // The residuals were measured on the profile's own chip: a profile
         // transferred to another chip (or a TPU) has no held-out interval.
         interval: match prof.transferred_from {
@@ -287,6 +324,12 @@ pub fn predict_train(
             Some(_) => None,
         },
         time_breakdown_s: time,
+        overlap: OverlapPrediction {
+            settings: cfg.overlap,
+            tp_fitted_fraction: prof.profile.tp_overlap,
+            dp_fitted_fraction: prof.profile.dp_overlap,
+            exposure,
+        },
     })
 }
 
@@ -315,5 +358,64 @@ pub fn attach(
     match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
         Ok(p) => report.predicted = Some(p),
         Err(r) => report.prediction_note = Some(format!("prediction not available: {r}")),
+    }
+}
+
+/// Record how the prediction's overlap settings turned its TP and DP
+/// communication into exposed time (`--explain`).
+pub fn record_overlap<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
+    use crate::parallelism::{DpOverlap, TpOverlap};
+    use crate::trace::Step;
+    let o = &p.overlap;
+    let e = &o.exposure;
+    let k = e.tp_collectives_per_layer;
+    if k > 0.0 {
+        let formula = match (o.settings.tp, e.tp_chunks > 0.0) {
+            (TpOverlap::None, _) => "T_TP,exposed = T_xfer + T_lat (nothing hidden)",
+            (TpOverlap::Pipelined, true) => {
+                "T_TP,exposed = T_xfer/c + (c−1)/c·max(0, T_xfer − T_GEMM) + T_lat, c = tp chunks"
+            }
+            _ => "T_TP,exposed = (1 − f_tp)·T_xfer + T_lat (the profile's fitted fraction)",
+        };
+        tr.record(|| {
+            Step::new(
+                "train.predicted.tp_overlap",
+                &format!(
+                    "Exposed TP communication (tp_overlap = {}, sp_allgather = {})",
+                    o.settings.tp, o.settings.sp_allgather
+                ),
+                formula,
+            )
+            .bind("collectives/layer", k, "")
+            .bind("T_xfer", e.tp_transfer_s, "s")
+            .bind("T_lat", e.tp_latency_s, "s")
+            .bind("T_GEMM", e.tp_gemm_s, "s")
+            .bind("f_tp", o.tp_fitted_fraction, "")
+            .bind("c", e.tp_chunks, "")
+            .result(e.tp_exposed_s, "s")
+            .source("docs/fidelity.md (overlap settings); NeMo docs, Communication Overlap (TP: pipelined ring exchange); Korthikanti et al. 2022 §4.2.2 (SP all-gather redone in the backward)")
+        });
+    }
+    if e.dp_transfer_s > 0.0 {
+        let formula = match o.settings.dp {
+            DpOverlap::Off => "T_DP,exposed = T_DP (after the backward, nothing hidden)",
+            DpOverlap::On => {
+                "T_DP,exposed = (1 − f_dp)·T_DP (+ ZeRO-2/3 per-micro-batch parts beyond the micro-batch)"
+            }
+        };
+        tr.record(|| {
+            Step::new(
+                "train.predicted.dp_overlap",
+                &format!(
+                    "Exposed data-parallel communication (dp_overlap = {})",
+                    o.settings.dp
+                ),
+                formula,
+            )
+            .bind("T_DP", e.dp_transfer_s, "s")
+            .bind("f_dp", o.dp_fitted_fraction, "")
+            .result(e.dp_exposed_s, "s")
+            .source("docs/fidelity.md (overlap settings)")
+        });
     }
 }

@@ -141,6 +141,23 @@ fn predicted_fields(p: &Predicted) -> Vec<(String, String)> {
             sig4_grouped(p.tokens_per_s_per_device),
         ),
     ];
+    let o = &p.overlap;
+    if !o.settings.unfitted().is_empty() {
+        let e = &o.exposure;
+        rows.push(field(
+            "overlap settings",
+            format!(
+                "tp {} (TP exposed {} of {} transfers + latency), dp {} (DP exposed {} of {}), SP all-gather {}",
+                o.settings.tp,
+                Seconds::new(e.tp_exposed_s),
+                Seconds::new(e.tp_transfer_s + e.tp_latency_s),
+                o.settings.dp,
+                Seconds::new(e.dp_exposed_s),
+                Seconds::new(e.dp_transfer_s),
+                o.settings.sp_allgather
+            ),
+        ));
+    }
     rows.extend(prediction_range(p));
     if let Some(i) = &p.interval {
         rows.push(field("step time p10–p90", i.describe()));
@@ -283,4 +300,82 @@ impl Render for TrainReport {
         d.extend(r.sizing.doc());
         d
     }
+}
+
+/// The step by block (`meshplan train --breakdown`): FLOPs, HBM bytes and
+/// roofline time per device of each block, then where the communication is.
+pub fn blocks_doc(r: &TrainReport) -> Doc {
+    let mut d = Doc::new();
+    if r.blocks.is_empty() {
+        d.note(
+            "no step-by-block breakdown: the plan is infeasible or cannot be mapped onto a replica",
+        );
+        return d;
+    }
+    let mut t = Table::new(
+        &[
+            "block",
+            "FLOPs",
+            "recompute",
+            "HBM bytes",
+            "eff",
+            "T_math",
+            "T_mem",
+            "time",
+            "bound",
+        ],
+        &[
+            "FLOPs",
+            "recompute",
+            "HBM bytes",
+            "eff",
+            "T_math",
+            "T_mem",
+            "time",
+        ],
+    );
+    for b in &r.blocks {
+        t.row(vec![
+            b.block.into(),
+            fmt_si(b.flops, "FLOPs"),
+            fmt_si(b.recompute_flops, "FLOPs"),
+            fmt_si(b.hbm_bytes, "B"),
+            if b.flops > 0.0 {
+                pct(b.efficiency)
+            } else {
+                "–".into()
+            },
+            Seconds::new(b.t_math_s).to_string(),
+            Seconds::new(b.t_mem_s).to_string(),
+            Seconds::new(b.time_s).to_string(),
+            b.bound.into(),
+        ]);
+    }
+    let sum: f64 = r.blocks.iter().map(|b| b.time_s).sum();
+    d.line(format!(
+        "Step by block (FLOPs and HBM bytes of the whole step, times per device of {} chips; {}):",
+        r.chips,
+        if r.predicted.is_some() {
+            "efficiencies of the profile"
+        } else {
+            "peak rates"
+        }
+    ))
+    .table(t)
+    .fields(vec![field("compute, sum of the blocks", Seconds::new(sum))]);
+    if let Some(p) = &r.predicted {
+        let tb = &p.time_breakdown_s;
+        d.fields(vec![field(
+            "communication (predicted, exposed)",
+            format!(
+                "TP {}, CP {}, EP {}, PP {}, DP {} (collectives: the table above)",
+                Seconds::new(tb.tp_comm),
+                Seconds::new(tb.cp_comm),
+                Seconds::new(tb.ep_comm),
+                Seconds::new(tb.pp_comm),
+                Seconds::new(tb.dp_comm)
+            ),
+        )]);
+    }
+    d
 }

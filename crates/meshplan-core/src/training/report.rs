@@ -89,6 +89,9 @@ pub struct TrainReport {
     pub t_comms_sum_s: Seconds,
     /// Collectives.
     pub comms: Vec<CommEntry>,
+    /// The step by block of the model: FLOPs, HBM bytes, roofline time
+    /// per device ([`super::blocks`]).
+    pub blocks: Vec<super::blocks::StepBlock>,
     /// "compute" or "communication (axis)".
     pub bound: String,
     /// Roofline lower bound: max(T_math + T_bubble, T_comms).
@@ -175,6 +178,14 @@ pub fn analyze_with<T: Tracer>(
         ctx.hbm,
     );
     predicted::attach(&mut r, spec, chip, cfg, profile);
+    if r.feasible {
+        r.blocks =
+            super::blocks::step_blocks(&spec.arch, &ctx.pc, chip, cfg, profile.map(|p| &p.profile));
+        super::blocks::record(&r.blocks, mctx.chips, tr);
+    }
+    if let Some(p) = &r.predicted {
+        predicted::record_overlap(p, tr);
+    }
     r
 }
 
@@ -363,6 +374,7 @@ fn assemble<T: Tracer>(
         t_comms_s: Seconds::new(e.t_comms),
         t_comms_sum_s: Seconds::new(e.t_comms_sum),
         comms,
+        blocks: Vec::new(),
         bound: match e.comm_bound_axis {
             Some(ax) => format!("communication ({})", ax.name()),
             None => "compute".to_string(),

@@ -11,7 +11,7 @@ use crate::hardware::{fmt_shape, Chip};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::parallelism::{
-    Degrees, FlopConvention, Framework, Optimizer, Remat, Schedule, TrainConfig,
+    Degrees, FlopConvention, Framework, Optimizer, Overlap, Remat, Schedule, TpOverlap, TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::units::DType;
@@ -187,6 +187,11 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
         }
         cfg.comm_efficiency = e;
     }
+    cfg.overlap = Overlap::parse(
+        t.tp_overlap.as_deref(),
+        t.dp_overlap.as_deref(),
+        t.sp_allgather.as_deref(),
+    )?;
     Ok(cfg)
 }
 
@@ -256,6 +261,14 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         ));
     }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
+    if cfg.overlap.tp == TpOverlap::Pipelined && cfg.degrees.tp > 1 && !cfg.sequence_parallel {
+        // Transformer Engine's userbuffers overlap pipelines the SP
+        // all-gather / reduce-scatter with the GEMMs; Megatron refuses
+        // --tp-comm-overlap without --sequence-parallel
+        return Err(Error::Invalid(
+            "--tp-overlap pipelined needs --sequence-parallel (Transformer Engine's comm-GEMM overlap chunks the sequence-parallel all-gather and reduce-scatter)".into(),
+        ));
+    }
     Ok(())
 }
 
