@@ -54,6 +54,10 @@ pub struct WorkloadArgs {
     #[arg(long = "dtype")]
     #[serde(rename = "compute_dtype", skip_serializing_if = "Option::is_none")]
     pub compute_dtype: Option<String>,
+    /// Keep state in host memory: optimizer, weights, activations (comma list; `plan train`: auto tries all).
+    #[arg(long)]
+    #[serde(skip)]
+    pub offload: Option<String>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -67,6 +71,9 @@ impl WorkloadArgs {
         let mut t = serde_json::to_value(self)?;
         if self.no_attention {
             t["include_attention"] = false.into();
+        }
+        if let Some(o) = &self.offload {
+            t["offload"] = o.split(',').collect::<Vec<_>>().into();
         }
         Ok(t)
     }
@@ -138,6 +145,9 @@ pub struct ParallelArgs {
     /// Expert-parallel degree.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Expert tensor-parallel degree: TP inside each expert (default tp; 1 = whole experts).
+    #[arg(long)]
+    pub etp: Option<u64>,
     /// Micro-batches per step: pipeline micro-batches, or gradient accumulation with pp = 1.
     #[arg(long)]
     pub microbatches: Option<u64>,

@@ -22,6 +22,7 @@ across its replicas (see [`RunSpec::shard_groups`]).
 */
 
 mod activations;
+pub mod offload;
 pub mod runtime;
 pub mod verdict;
 
@@ -37,7 +38,7 @@ use crate::model::Arch;
 use crate::parallelism::pipeline::{
     first_stage_layers, microbatches_in_flight, microbatches_in_flight_at, stage_extremes,
 };
-use crate::parallelism::{Framework, Optimizer, Remat, RunSpec, TrainConfig};
+use crate::parallelism::{Framework, Offload, Optimizer, Remat, RunSpec, TrainConfig};
 use crate::trace::{Step, Tracer};
 use crate::units::{Bytes, DType};
 
@@ -84,6 +85,8 @@ pub struct MemoryQuery {
     pub master_weights: bool,
     /// Activation dtype.
     pub activation_dtype: DType,
+    /// Parts kept in host memory ([`offload`]).
+    pub offload: Offload,
 }
 
 /// (shard, replicas) for `dp_ranks` data ranks (dp·fsdp), `cp`, `fsdp` and
@@ -139,6 +142,7 @@ impl MemoryQuery {
             optimizer_dtype: cfg.optimizer_dtype,
             master_weights: cfg.master_weights,
             activation_dtype: cfg.activation_dtype,
+            offload: cfg.offload,
         }
     }
 
@@ -172,6 +176,7 @@ impl MemoryQuery {
             optimizer_dtype: DType::Fp32,
             master_weights: true,
             activation_dtype: DType::Bf16,
+            offload: Offload::NONE,
         }
     }
 }
@@ -225,6 +230,10 @@ pub struct MemoryBreakdown {
     pub params_plus_optimizer_bytes: Bytes,
     /// Parameters one device holds (after tp/pp/ep and sharding).
     pub params_per_device: f64,
+    /// What offloading moved to host memory (the parts above are what stays
+    /// in HBM); absent when nothing is offloaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<offload::Offloaded>,
 }
 
 /// Bytes per parameter of (weights, gradients, optimizer state) under the
@@ -257,11 +266,26 @@ pub fn per_device<T: Tracer>(
     cal: &MemoryCalibration,
     tr: &mut T,
 ) -> MemoryBreakdown {
-    let m = match q.framework {
+    let mut m = match q.framework {
         Framework::Book => book(a, pc, q, cal),
         _ => framework(a, pc, q, cal),
     };
     record_parts(q, &m, tr);
+    if let Some(off) = offload::apply(a, q, &mut m) {
+        m.offload = Some(off);
+        tr.record(|| {
+            Step::new(
+                "train.memory.offload",
+                "Moved to host memory",
+                "host = [opt + 4·P_opt] + [W] + [A]; HBM keeps 2·W/L_stage and 2·A/(n_flight·L_stage)",
+            )
+            .bind("P_opt", off.optimizer_params, "params")
+            .bind("W", off.weights_bytes.get(), "B")
+            .bind("HBM freed", off.hbm_freed_bytes.get(), "B")
+            .result(off.host_bytes.get(), "B")
+            .source("ZeRO-Offload (Ren et al. 2021); ZeRO-Infinity (Rajbhandari et al. 2021)")
+        });
+    }
     tr.record(|| {
         Step::new(
             "train.memory.total",
@@ -347,6 +371,7 @@ fn breakdown(
         total_bytes: Bytes::new(total),
         params_plus_optimizer_bytes: Bytes::new(state[0] + state[2]),
         params_per_device: params_dev,
+        offload: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Degrees, FlopConvention, Framework, Optimizer, Remat, Schedule};
+use super::{Degrees, FlopConvention, Framework, Offload, Optimizer, Remat, Schedule};
 use crate::units::DType;
 
 /// Everything a training analysis needs besides model and chip.
@@ -58,6 +58,9 @@ pub struct TrainConfig {
     /// Fraction of HBM usable (headroom for fragmentation, workspaces) under
     /// the book's accounting; a framework uses its profile's fraction.
     pub hbm_usable_fraction: f64,
+    /// Training state kept in host memory (none: everything in HBM).
+    #[serde(skip_serializing_if = "Offload::is_none")]
+    pub offload: Offload,
 }
 
 impl Default for TrainConfig {
@@ -86,6 +89,7 @@ impl Default for TrainConfig {
             sequence_parallel: false,
             comm_efficiency: 1.0,
             hbm_usable_fraction: 1.0,
+            offload: Offload::NONE,
         }
     }
 }
@@ -110,6 +114,7 @@ impl TrainConfig {
             schedule: self.schedule,
             microbatches: self.microbatches,
             virtual_stages: self.virtual_stages,
+            offload: self.offload,
         }
     }
 }
@@ -129,6 +134,9 @@ pub struct Choice {
     pub microbatches: u64,
     /// Virtual stages (interleaved).
     pub virtual_stages: u64,
+    /// Training state kept in host memory.
+    #[serde(skip_serializing_if = "Offload::is_none")]
+    pub offload: Offload,
 }
 
 impl Choice {
@@ -142,6 +150,7 @@ impl Choice {
             schedule: self.schedule,
             microbatches: self.microbatches,
             virtual_stages: self.virtual_stages,
+            offload: self.offload,
             ..*base
         }
     }

@@ -12,6 +12,7 @@ module; it imports only `model` (for the stage split) and `units`.
 mod choices;
 mod config;
 mod degrees;
+mod offload;
 pub mod pipeline;
 mod replica;
 
@@ -19,4 +20,5 @@ pub(crate) use choices::named_choice;
 pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
 pub use config::{Choice, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis};
+pub use offload::Offload;
 pub use replica::{RunSpec, Unmapped};

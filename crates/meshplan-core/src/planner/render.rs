@@ -15,6 +15,7 @@ fn choice(p: &PlanEntry) -> Choice {
         schedule: p.schedule,
         microbatches: p.microbatches,
         virtual_stages: p.virtual_stages,
+        offload: p.report.config.offload,
     }
 }
 
