@@ -53,6 +53,8 @@ pub struct MemoryQuery {
     pub pp: u64,
     /// Expert-parallel degree.
     pub ep: u64,
+    /// Expert tensor-parallel degree (= tp unless experts have their own).
+    pub etp: u64,
     /// Megatron sequence parallelism.
     pub sp: bool,
     /// Ranks that fully shard parameters, gradients and optimizer state.
@@ -121,6 +123,7 @@ impl MemoryQuery {
             tp: d.tp,
             pp: d.pp,
             ep: d.ep,
+            etp: d.expert_tp().max(1),
             sp: cfg.sequence_parallel && d.tp > 1,
             shard,
             repl,
@@ -155,6 +158,7 @@ impl MemoryQuery {
             tp: r.tp.max(1),
             pp: r.pp.max(1),
             ep: r.ep.max(1),
+            etp: r.tp.max(1),
             sp: r.sequence_parallel && r.tp > 1,
             shard,
             repl,
@@ -380,7 +384,9 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
     let p_exp = pc.experts_routed as f64;
     let p_dense = pc.total as f64 - p_exp;
     let mp = (q.tp * q.pp) as f64;
-    let p_shard = p_dense / mp + p_exp / (mp * q.ep as f64);
+    // routed experts split over etp·pp·ep (etp = tp: the dense split)
+    let emp = (q.etp * q.pp) as f64;
+    let p_shard = p_dense / mp + p_exp / (emp * q.ep as f64);
     let state = sharded(q, p_shard, state_bytes_per_param(q, a, cal));
     let e = book_elems_per_token_layer(a, q.remat, q.tp, q.sp);
     let layers = a.n_layers as f64 / q.pp as f64;
@@ -439,10 +445,15 @@ fn framework(
     let (d, v) = (a.d_model as f64, a.vocab as f64);
     let emb = v * d / tpf;
     // one layer's parameters on this device: routed experts split over ep
-    let layer = ((pc.total - pc.embedding) as f64
-        - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
-        / l
-        / tpf;
+    // (and over etp instead of tp when experts have their own TP degree)
+    let layer = if q.etp == q.tp {
+        ((pc.total - pc.embedding) as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
+            / l
+            / tpf
+    } else {
+        let exp = pc.experts_routed as f64;
+        ((pc.total - pc.embedding) as f64 - exp) / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
+    };
     let bytes = state_bytes_per_param(q, a, cal);
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);

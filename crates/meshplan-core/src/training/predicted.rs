@@ -174,6 +174,13 @@ pub fn run_spec(
     if let Some(r) = model_unsupported(spec, cfg) {
         return Err(r);
     }
+    if cfg.degrees.etp_differs() {
+        // the fidelity model's expert GEMMs and MoE collectives assume etp = tp
+        return Err(format!(
+            "etp = {} ≠ tp = {}: the fidelity model times experts split like the dense layers (the roofline bounds model etp)",
+            cfg.degrees.etp, cfg.degrees.tp
+        ));
+    }
     let mut cfg = *cfg;
     if cfg.framework == Framework::Book {
         cfg.framework = Framework::Megatron;

@@ -210,7 +210,19 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         pp: pick(p.pp),
         cp: pick(p.cp),
         ep: pick(p.ep),
+        etp: p.etp.unwrap_or(0),
     };
+    // Megatron-Core allows any etp with world % (etp·ep·pp) = 0; meshplan
+    // models the two layouts in use: experts split like the dense layers
+    // (etp = tp) or whole on one rank (etp = 1)
+    if let Some(e) = p.etp {
+        if e != 1 && e != cfg.degrees.tp {
+            return Err(Error::Invalid(format!(
+                "--etp must be 1 (each expert whole on one rank) or tp = {} (the default), got {e}",
+                cfg.degrees.tp
+            )));
+        }
+    }
     for (name, v) in [
         ("dp", cfg.degrees.dp),
         ("fsdp", cfg.degrees.fsdp),
