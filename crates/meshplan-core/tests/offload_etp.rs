@@ -244,3 +244,50 @@ fn etp_other_than_one_or_tp_is_refused() {
     let e = resolve(&sc, Catalog::builtin()).unwrap_err().to_string();
     assert!(e.contains("etp"), "{e}");
 }
+
+#[test]
+fn weight_offload_keeps_two_layers_and_fetches_them_every_pass() {
+    let base = llama70b("");
+    let off = llama70b(r#"offload = ["weights"]"#);
+    // bf16 weights of the device, W = 2·P_dev; HBM keeps 2 of the 80 layers
+    let w = 2.0 * P_DEV;
+    assert!(close(base.memory_per_device.params_bytes.get(), w, 1e-12));
+    assert!(close(
+        off.memory_per_device.params_bytes.get(),
+        2.0 * w / 80.0,
+        1e-12
+    ));
+    let o = off.offload.unwrap();
+    assert!(close(o.host_bytes, w, 1e-12));
+    // every micro-batch's forward and backward copy the weights in: W·64
+    // per window; the optimizer stays on the GPU, so the updated weights go
+    // back out once after the step
+    assert!(close(o.h2d_bytes[0], 64.0 * w, 1e-12));
+    assert!(close(o.h2d_bytes[1], 64.0 * w, 1e-12));
+    assert!(close(o.d2h_bytes[2], w, 1e-12));
+    assert_eq!(o.cpu_step_s, 0.0);
+}
+
+#[test]
+fn plan_search_tries_offload_only_when_asked() {
+    use meshplan_core::mesh::Topology;
+    use meshplan_core::parallelism::Offload;
+    use meshplan_core::planner::TrainSearch;
+    let r = llama70b("");
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-2-70b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let mut s = TrainSearch::new(spec, chip, Topology::gpus(8, 8), r.config);
+    s.space.permute_torus = false;
+    let plain = s.run();
+    assert!(plain.plans.iter().all(|f| f.choice.offload.is_none()));
+    s.space.offloads = Offload::all_combinations().collect();
+    let auto = s.run();
+    // every combination is a candidate of each plan: 8 times the candidates,
+    // and offloading frees HBM, so at least as many plans fit
+    assert_eq!(auto.candidates, 8 * plain.candidates);
+    assert!(auto.fitting > plain.fitting);
+    let best = auto.plans[0];
+    let rep = s.report(&auto, &best);
+    assert_eq!(rep.offload.is_some(), best.choice.offload.any());
+}

@@ -8,8 +8,9 @@
 //!   HBM; the host holds them plus an fp32 copy of the gradients of the
 //!   device's optimizer shard (`4·P_opt` bytes), which the CPU step reads.
 //! * **weights** (ZeRO-Infinity parameter offload, Rajbhandari et al. 2021):
-//!   the host holds the device's weights; HBM keeps the layer in use and the
-//!   one prefetched, `2·W/L_stage`.
+//!   the host holds the device's weights `W`; HBM keeps the layer in use and
+//!   the one prefetched, `2·W/L_stage` (under a framework's ZeRO-3, the two
+//!   gathered layers it already keeps).
 //! * **activations**: the host holds every saved activation; HBM keeps the
 //!   layer being written (forward) or read (backward) and the next,
 //!   `2·A/(n_flight·L_stage)`.
@@ -58,9 +59,14 @@ pub fn apply(a: &Arch, q: &MemoryQuery, m: &mut MemoryBreakdown) -> Option<Offlo
             z if z >= 1 => 1.0 / repl,
             _ => 1.0,
         };
+    // the device's own weights; a framework's ZeRO-3 adds the two gathered
+    // layers (in use, prefetched) on top, which stay the working set
+    let bytes_p = super::state_bytes_per_param(q, a, &super::MemoryCalibration::BOOK)[0];
+    let own = (m.params_per_device * bytes_p).min(m.params_bytes.get());
+    let gathered = m.params_bytes.get() - own;
     let mut off = Offloaded {
         optimizer_params,
-        weights_bytes: m.params_bytes,
+        weights_bytes: Bytes::new(own),
         ..Offloaded::default()
     };
     let (mut host, mut freed) = (0.0, 0.0);
@@ -70,10 +76,13 @@ pub fn apply(a: &Arch, q: &MemoryQuery, m: &mut MemoryBreakdown) -> Option<Offlo
         m.optimizer_bytes = Bytes::ZERO;
     }
     if o.weights {
-        let w = m.params_bytes.get();
-        let resident = (2.0 * w / layers).min(w);
-        host += w;
-        freed += w - resident;
+        let resident = if gathered > 0.0 {
+            gathered
+        } else {
+            (2.0 * own / layers).min(own)
+        };
+        host += own;
+        freed += m.params_bytes.get() - resident;
         m.params_bytes = Bytes::new(resident);
     }
     let per_mb = m.activations_bytes.get() / q.in_flight.max(1.0);

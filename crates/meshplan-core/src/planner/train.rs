@@ -341,7 +341,7 @@ impl Shared<'_, '_> {
             None => t.at_least(e.lower).total,
             Some(o) => {
                 let t = t.at_least(e.lower - o.exposed_s);
-                crate::training::offload::predicted_step(t.total, t.optimizer, o)
+                crate::training::offload::predicted_step(t.total, t.optimizer, o, e.lower)
             }
         };
         let n = rs.n_gpus.max(1) as f64;

@@ -208,11 +208,12 @@ pub fn fields(o: &OffloadTime) -> Vec<(String, String)> {
 /// offload) with offload `o`: the GPU optimizer update (`gpu_optimizer`
 /// seconds of it) leaves when the CPU runs the optimizer, the exposed
 /// host-link and CPU time joins. The planner and the report both use it.
-pub fn predicted_step(total: f64, gpu_optimizer: f64, o: &OffloadTime) -> f64 {
+/// Never below `floor`, the roofline lower bound with the offload.
+pub fn predicted_step(total: f64, gpu_optimizer: f64, o: &OffloadTime, floor: f64) -> f64 {
     let opt = if o.parts.optimizer {
         gpu_optimizer
     } else {
         0.0
     };
-    (total - opt).max(0.0) + o.exposed_s
+    ((total - opt).max(0.0) + o.exposed_s).max(floor)
 }

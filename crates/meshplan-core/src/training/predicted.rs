@@ -312,8 +312,10 @@ fn with_offload(
     cfg: &TrainConfig,
     chip: &Chip,
     model_flops: f64,
+    floor: f64,
 ) {
-    let step = super::offload::predicted_step(p.step_time_s.get(), p.time_breakdown_s.optimizer, o);
+    let step =
+        super::offload::predicted_step(p.step_time_s.get(), p.time_breakdown_s.optimizer, o, floor);
     let n = (p.tokens_per_s / p.tokens_per_s_per_device.max(f64::MIN_POSITIVE)).max(1.0);
     let run = RunTime::at_step(step, cfg, n, chip);
     p.step_time_s = Seconds::new(step);
@@ -366,7 +368,7 @@ pub fn attach(
     match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
         Ok(mut p) => {
             if let Some(o) = &report.offload {
-                with_offload(&mut p, o, cfg, chip, flops);
+                with_offload(&mut p, o, cfg, chip, flops, floor + exposed);
             }
             report.predicted = Some(p)
         }
