@@ -291,3 +291,29 @@ fn plan_search_tries_offload_only_when_asked() {
     let rep = s.report(&auto, &best);
     assert_eq!(rep.offload.is_some(), best.choice.offload.any());
 }
+
+#[test]
+fn explain_derives_the_offload_terms() {
+    let sc = Scenario::parse(
+        "[model]\nname = \"llama-2-7b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n[training]\noffload = [\"optimizer\", \"activations\"]\n",
+        "t.toml",
+    )
+    .unwrap();
+    let mut rec = meshplan_core::trace::Recorder::default();
+    let r = resolve(&sc, Catalog::builtin()).unwrap().analyze(&mut rec);
+    let o = r.offload.expect("offload");
+    let ids: Vec<&str> = rec.steps().iter().map(|s| s.id.as_str()).collect();
+    for id in [
+        "train.memory.offload",
+        "train.offload.time",
+        "train.step_time_offload",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let step = rec
+        .steps()
+        .iter()
+        .find(|s| s.id == "train.offload.time")
+        .unwrap();
+    assert_eq!(step.value, o.exposed_s);
+}

@@ -124,7 +124,7 @@ pub fn evaluate<T: Tracer, S: CommSink>(
     }
     Eval {
         fits: memory.total_bytes.get() <= ctx.hbm
-            && offload.is_none_or(|o| o.host_bytes <= o.host_capacity_bytes),
+            && offload.map_or(true, |o| o.host_bytes <= o.host_capacity_bytes),
         memory,
         flops: ctx.flops[c.remat.index()],
         t_math,
