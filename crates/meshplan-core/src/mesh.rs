@@ -289,9 +289,19 @@ fn place(
         ));
     }
     let data = deg.data().saturating_mul(deg.cp);
-    if deg.ep > 1 && data % deg.ep != 0 {
+    if deg.ep > 1 && !deg.etp_differs() && data % deg.ep != 0 {
         reasons.push(format!(
             "ep = {} must divide dp·fsdp·cp = {data} (experts are spread over the data-like axes)",
+            deg.ep,
+        ));
+    }
+    // Megatron-Core: the expert grid etp·ep·edp·pp covers the same ranks
+    let ranks = data.saturating_mul(deg.tp);
+    let etp_ep = deg.expert_tp().max(1).saturating_mul(deg.ep);
+    if deg.ep > 1 && deg.etp_differs() && ranks % etp_ep != 0 {
+        reasons.push(format!(
+            "etp·ep = {}·{} must divide tp·dp·fsdp·cp = {ranks} (Megatron-Core's expert grid)",
+            deg.expert_tp(),
             deg.ep,
         ));
     }
@@ -497,8 +507,15 @@ impl GpuSplit {
         for (i, a) in LogicalAxis::ORDER.into_iter().enumerate() {
             let d = deg.get(a).max(1);
             if a == LogicalAxis::Ep {
-                // the data ranks nearest in the node, beside tp
-                let beside_tp = (gpus_per_node.max(1) / parts[0].0).max(1);
+                // the ranks nearest in the node beside each expert's TP
+                // group: beside tp (etp = tp), or from the first rank on
+                // (etp = 1: tp's ranks hold different experts)
+                let etp_in_node = if deg.etp_differs() {
+                    gcd(deg.expert_tp().max(1), gpus_per_node.max(1))
+                } else {
+                    parts[0].0
+                };
+                let beside_tp = (gpus_per_node.max(1) / etp_in_node).max(1);
                 parts[i] = (gcd(d, beside_tp), beside_tp);
                 continue;
             }
@@ -575,11 +592,13 @@ fn ep_axis(chip: &Chip, axes: &[MeshAxis], deg: Degrees) -> MeshAxis {
             let mut d = ep;
             let shape_len = axes.first().map_or(0, |x| x.physical.len());
             let mut acc = vec![1u64; shape_len];
+            // whole experts (etp = 1): tp's axes are expert ranks too
+            let with_tp = deg.etp_differs() && deg.expert_tp() == 1;
             for x in axes.iter().filter(|x| {
                 matches!(
                     x.axis,
                     LogicalAxis::Cp | LogicalAxis::Fsdp | LogicalAxis::Dp
-                )
+                ) || (with_tp && x.axis == LogicalAxis::Tp)
             }) {
                 for i in (0..x.physical.len().min(shape_len)).rev() {
                     let g = gcd(d, x.physical[i]);

@@ -191,6 +191,11 @@ pub struct TrainingSection {
     pub dp_overlap: Option<String>,
     /// The SP all-gather in the backward: "keep" (default) | "redo".
     pub sp_allgather: Option<String>,
+    /// Training state kept in host memory: any of "optimizer", "weights",
+    /// "activations" (or "all", "none"); `["auto"]` lets `plan train` try
+    /// every combination. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Vec<String>>,
 }
 
 /// `[inference]` (filled in by `meshplan infer`).
@@ -244,6 +249,10 @@ pub struct ParallelismSection {
     pub cp: Option<u64>,
     /// Expert-parallel degree.
     pub ep: Option<u64>,
+    /// Expert tensor-parallel degree: the TP degree inside each expert
+    /// (Megatron-Core `expert_tensor_parallel_size`; default tp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etp: Option<u64>,
     /// ZeRO stage 0–3 for the data-parallel axis.
     pub zero: Option<u64>,
     /// "gpipe" | "afab" | "1f1b" | "interleaved".

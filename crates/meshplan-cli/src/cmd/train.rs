@@ -64,6 +64,10 @@ pub struct WorkloadArgs {
     /// The SP all-gather in the backward: keep (default), redo.
     #[arg(long)]
     pub sp_allgather: Option<String>,
+    /// Keep state in host memory: optimizer, weights, activations (comma list; `plan train`: auto tries all).
+    #[arg(long)]
+    #[serde(skip)]
+    pub offload: Option<String>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -77,6 +81,9 @@ impl WorkloadArgs {
         let mut t = serde_json::to_value(self)?;
         if self.no_attention {
             t["include_attention"] = false.into();
+        }
+        if let Some(o) = &self.offload {
+            t["offload"] = o.split(',').collect::<Vec<_>>().into();
         }
         Ok(t)
     }
@@ -152,6 +159,9 @@ pub struct ParallelArgs {
     /// Expert-parallel degree.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Expert tensor-parallel degree: TP inside each expert (default tp; 1 = whole experts).
+    #[arg(long)]
+    pub etp: Option<u64>,
     /// Micro-batches per step: pipeline micro-batches, or gradient accumulation with pp = 1.
     #[arg(long)]
     pub microbatches: Option<u64>,

@@ -158,6 +158,18 @@ pub struct HostFile {
     /// Host↔chip PCIe, one direction.
     #[serde(default)]
     pub pcie_bandwidth_one_way: Option<String>,
+    /// Host DRAM per chip: the node's system memory over its chips (what
+    /// offloaded optimizer state, weights and activations may fill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_per_chip: Option<String>,
+    /// Host DRAM bandwidth per chip: the CPU sockets' memory bandwidth over
+    /// the chips (bounds the optimizer step an offloaded optimizer runs on
+    /// the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bandwidth_per_chip: Option<String>,
+    /// Where the host figures come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// `[price]` as written.
@@ -359,6 +371,9 @@ pub struct Chip {
     pub scale_out: Option<ScaleOut>,
     /// PCIe host link.
     pub pcie: Option<LinkBandwidth>,
+    /// Host DRAM per chip and its bandwidth share, where the catalog gives
+    /// them (offloading needs both).
+    pub host_memory: Option<HostMemory>,
     /// USD per chip-hour.
     pub usd_per_chip_hour: Option<f64>,
     /// Where the price comes from.
@@ -367,6 +382,17 @@ pub struct Chip {
     pub anatomy: anatomy::Anatomy,
     /// The GPU cluster design, if described.
     pub cluster: Option<network::Cluster>,
+}
+
+/// The host's DRAM as one chip sees it (`[host]`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostMemory {
+    /// System memory per chip.
+    pub capacity: Bytes,
+    /// CPU memory bandwidth per chip.
+    pub bandwidth: BytesPerSec,
+    /// Where the figures come from.
+    pub source: String,
 }
 
 /// Parse "16x16x16" / "4x4" / "8 x 16" into axis sizes.
@@ -500,6 +526,20 @@ impl Chip {
                 parse_bytes_per_sec(s).map_err(|e| ctx("host.pcie_bandwidth_one_way", e))?,
             )),
         };
+        let host_memory = match f.host.as_ref() {
+            Some(HostFile {
+                memory_per_chip: Some(m),
+                memory_bandwidth_per_chip: Some(w),
+                source,
+                ..
+            }) => Some(HostMemory {
+                capacity: parse_bytes(m).map_err(|e| ctx("host.memory_per_chip", e))?,
+                bandwidth: parse_bytes_per_sec(w)
+                    .map_err(|e| ctx("host.memory_bandwidth_per_chip", e))?,
+                source: source.clone().unwrap_or_default(),
+            }),
+            _ => None,
+        };
         let chip = Chip {
             name: match profile {
                 Profile::Vendor => f.name.clone(),
@@ -525,6 +565,7 @@ impl Chip {
             nvlink,
             scale_out,
             pcie,
+            host_memory,
             usd_per_chip_hour: f.price.as_ref().map(|p| p.usd_per_chip_hour),
             price_source: f.price.as_ref().map(|p| p.source.clone()),
             anatomy: match &f.anatomy {
@@ -550,6 +591,13 @@ impl Chip {
         };
         if self.hbm_capacity.get() <= 0.0 || self.hbm_bandwidth.get() <= 0.0 {
             return bad("memory", "HBM capacity and bandwidth must be positive");
+        }
+        if self
+            .host_memory
+            .as_ref()
+            .is_some_and(|h| !(h.capacity.get() > 0.0 && h.capacity.get().is_finite()))
+        {
+            return bad("host.memory_per_chip", "must be positive");
         }
         for d in DType::ALL {
             if self.peak.get(d).is_some_and(|c| c.get() <= 0.0) {
@@ -579,6 +627,10 @@ impl Chip {
             (
                 "host.pcie_bandwidth_one_way",
                 self.pcie.map(|p| p.one_way_rate()),
+            ),
+            (
+                "host.memory_bandwidth_per_chip",
+                self.host_memory.as_ref().map(|h| h.bandwidth),
             ),
         ];
         for (field, w) in rates {

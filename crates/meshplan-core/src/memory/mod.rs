@@ -22,6 +22,7 @@ across its replicas (see [`RunSpec::shard_groups`]).
 */
 
 mod activations;
+pub mod offload;
 pub mod runtime;
 pub mod verdict;
 
@@ -37,7 +38,7 @@ use crate::model::Arch;
 use crate::parallelism::pipeline::{
     first_stage_layers, microbatches_in_flight, microbatches_in_flight_at, stage_extremes,
 };
-use crate::parallelism::{Framework, Optimizer, Remat, RunSpec, TrainConfig};
+use crate::parallelism::{Framework, Offload, Optimizer, Remat, RunSpec, TrainConfig};
 use crate::trace::{Step, Tracer};
 use crate::units::{Bytes, DType};
 
@@ -52,6 +53,8 @@ pub struct MemoryQuery {
     pub pp: u64,
     /// Expert-parallel degree.
     pub ep: u64,
+    /// Expert tensor-parallel degree (= tp unless experts have their own).
+    pub etp: u64,
     /// Megatron sequence parallelism.
     pub sp: bool,
     /// Ranks that fully shard parameters, gradients and optimizer state.
@@ -84,6 +87,8 @@ pub struct MemoryQuery {
     pub master_weights: bool,
     /// Activation dtype.
     pub activation_dtype: DType,
+    /// Parts kept in host memory ([`offload`]).
+    pub offload: Offload,
 }
 
 /// (shard, replicas) for `dp_ranks` data ranks (dp·fsdp), `cp`, `fsdp` and
@@ -118,6 +123,7 @@ impl MemoryQuery {
             tp: d.tp,
             pp: d.pp,
             ep: d.ep,
+            etp: d.expert_tp().max(1),
             sp: cfg.sequence_parallel && d.tp > 1,
             shard,
             repl,
@@ -139,6 +145,7 @@ impl MemoryQuery {
             optimizer_dtype: cfg.optimizer_dtype,
             master_weights: cfg.master_weights,
             activation_dtype: cfg.activation_dtype,
+            offload: cfg.offload,
         }
     }
 
@@ -151,6 +158,7 @@ impl MemoryQuery {
             tp: r.tp.max(1),
             pp: r.pp.max(1),
             ep: r.ep.max(1),
+            etp: r.tp.max(1),
             sp: r.sequence_parallel && r.tp > 1,
             shard,
             repl,
@@ -172,6 +180,7 @@ impl MemoryQuery {
             optimizer_dtype: DType::Fp32,
             master_weights: true,
             activation_dtype: DType::Bf16,
+            offload: Offload::NONE,
         }
     }
 }
@@ -225,6 +234,10 @@ pub struct MemoryBreakdown {
     pub params_plus_optimizer_bytes: Bytes,
     /// Parameters one device holds (after tp/pp/ep and sharding).
     pub params_per_device: f64,
+    /// What offloading moved to host memory (the parts above are what stays
+    /// in HBM); absent when nothing is offloaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<offload::Offloaded>,
 }
 
 /// Bytes per parameter of (weights, gradients, optimizer state) under the
@@ -257,11 +270,26 @@ pub fn per_device<T: Tracer>(
     cal: &MemoryCalibration,
     tr: &mut T,
 ) -> MemoryBreakdown {
-    let m = match q.framework {
+    let mut m = match q.framework {
         Framework::Book => book(a, pc, q, cal),
         _ => framework(a, pc, q, cal),
     };
     record_parts(q, &m, tr);
+    if let Some(off) = offload::apply(a, q, &mut m) {
+        m.offload = Some(off);
+        tr.record(|| {
+            Step::new(
+                "train.memory.offload",
+                "Moved to host memory",
+                "host = [opt + 4·P_opt] + [W] + [A]; HBM keeps 2·W/L_stage and 2·A/(n_flight·L_stage)",
+            )
+            .bind("P_opt", off.optimizer_params, "params")
+            .bind("W", off.weights_bytes.get(), "B")
+            .bind("HBM freed", off.hbm_freed_bytes.get(), "B")
+            .result(off.host_bytes.get(), "B")
+            .source("ZeRO-Offload (Ren et al. 2021); ZeRO-Infinity (Rajbhandari et al. 2021)")
+        });
+    }
     tr.record(|| {
         Step::new(
             "train.memory.total",
@@ -347,6 +375,7 @@ fn breakdown(
         total_bytes: Bytes::new(total),
         params_plus_optimizer_bytes: Bytes::new(state[0] + state[2]),
         params_per_device: params_dev,
+        offload: None,
     }
 }
 
@@ -355,7 +384,9 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
     let p_exp = pc.experts_routed as f64;
     let p_dense = pc.total as f64 - p_exp;
     let mp = (q.tp * q.pp) as f64;
-    let p_shard = p_dense / mp + p_exp / (mp * q.ep as f64);
+    // routed experts split over etp·pp·ep (etp = tp: the dense split)
+    let emp = (q.etp * q.pp) as f64;
+    let p_shard = p_dense / mp + p_exp / (emp * q.ep as f64);
     let state = sharded(q, p_shard, state_bytes_per_param(q, a, cal));
     let e = book_elems_per_token_layer(a, q.remat, q.tp, q.sp);
     let layers = a.n_layers as f64 / q.pp as f64;
@@ -414,10 +445,15 @@ fn framework(
     let (d, v) = (a.d_model as f64, a.vocab as f64);
     let emb = v * d / tpf;
     // one layer's parameters on this device: routed experts split over ep
-    let layer = ((pc.total - pc.embedding) as f64
-        - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
-        / l
-        / tpf;
+    // (and over etp instead of tp when experts have their own TP degree)
+    let layer = if q.etp == q.tp {
+        ((pc.total - pc.embedding) as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
+            / l
+            / tpf
+    } else {
+        let exp = pc.experts_routed as f64;
+        ((pc.total - pc.embedding) as f64 - exp) / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
+    };
     let bytes = state_bytes_per_param(q, a, cal);
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);

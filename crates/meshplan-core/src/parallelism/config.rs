@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Degrees, FlopConvention, Framework, Optimizer, Overlap, Remat, Schedule};
+use super::{Degrees, FlopConvention, Framework, Offload, Optimizer, Overlap, Remat, Schedule};
 use crate::units::DType;
 
 /// Everything a training analysis needs besides model and chip.
@@ -60,6 +60,9 @@ pub struct TrainConfig {
     pub hbm_usable_fraction: f64,
     /// How communication overlaps compute in the step-time prediction.
     pub overlap: Overlap,
+    /// Training state kept in host memory (none: everything in HBM).
+    #[serde(skip_serializing_if = "Offload::is_none")]
+    pub offload: Offload,
 }
 
 impl Default for TrainConfig {
@@ -89,6 +92,7 @@ impl Default for TrainConfig {
             comm_efficiency: 1.0,
             hbm_usable_fraction: 1.0,
             overlap: Overlap::default(),
+            offload: Offload::NONE,
         }
     }
 }
@@ -113,6 +117,7 @@ impl TrainConfig {
             schedule: self.schedule,
             microbatches: self.microbatches,
             virtual_stages: self.virtual_stages,
+            offload: self.offload,
         }
     }
 }
@@ -132,6 +137,9 @@ pub struct Choice {
     pub microbatches: u64,
     /// Virtual stages (interleaved).
     pub virtual_stages: u64,
+    /// Training state kept in host memory.
+    #[serde(skip_serializing_if = "Offload::is_none")]
+    pub offload: Offload,
 }
 
 impl Choice {
@@ -145,6 +153,7 @@ impl Choice {
             schedule: self.schedule,
             microbatches: self.microbatches,
             virtual_stages: self.virtual_stages,
+            offload: self.offload,
             ..*base
         }
     }

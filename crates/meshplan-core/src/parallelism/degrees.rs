@@ -89,6 +89,15 @@ pub struct Degrees {
     pub cp: u64,
     /// Expert parallel (a sub-grouping of dp·fsdp·cp, see [`Degrees::product`]).
     pub ep: u64,
+    /// Expert tensor parallel: the TP degree inside each expert (Megatron-Core
+    /// `expert_tensor_parallel_size`); 0 = the same as `tp` (Megatron's
+    /// default). See [`Degrees::expert_tp`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub etp: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 impl Default for Degrees {
@@ -100,6 +109,7 @@ impl Default for Degrees {
             pp: 1,
             cp: 1,
             ep: 1,
+            etp: 0,
         }
     }
 }
@@ -116,7 +126,25 @@ impl Degrees {
             pp,
             cp,
             ep: 1,
+            etp: 0,
         }
+    }
+    /// The TP degree inside each expert: `etp`, or `tp` when unset.
+    /// Megatron-Core forms the expert groups from the same ranks as the
+    /// dense ones, ordered `etp-ep-edp-pp` (etp innermost): with etp = tp
+    /// the ep group folds into dp·fsdp·cp beside tp (today's layout); with
+    /// etp = 1 each expert is whole on one rank and the ep group takes the
+    /// innermost ranks, tp's included.
+    pub fn expert_tp(&self) -> u64 {
+        if self.etp == 0 {
+            self.tp
+        } else {
+            self.etp
+        }
+    }
+    /// Whether experts use a TP degree of their own (etp set and ≠ tp).
+    pub fn etp_differs(&self) -> bool {
+        self.etp != 0 && self.etp != self.tp
     }
     /// Devices used: dp·fsdp·tp·pp·cp. Expert parallelism reuses the
     /// data-like axes (as in Megatron/DeepSpeed-MoE) and so does not multiply.
@@ -155,6 +183,7 @@ impl Degrees {
             pp: self.pp.max(1),
             cp: self.cp.max(1),
             ep: self.ep.max(1),
+            etp: self.etp,
         }
     }
     /// Whether any degree is zero.
@@ -170,7 +199,11 @@ impl std::fmt::Display for Degrees {
             f,
             "dp={} fsdp={} tp={} pp={} cp={} ep={}",
             self.dp, self.fsdp, self.tp, self.pp, self.cp, self.ep
-        )
+        )?;
+        if self.etp_differs() {
+            write!(f, " etp={}", self.etp)?;
+        }
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@ mod choices;
 mod config;
 mod degrees;
 mod overlap;
+mod offload;
 pub mod pipeline;
 mod replica;
 
@@ -21,4 +22,5 @@ pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Sch
 pub use config::{Choice, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis};
 pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
+pub use offload::Offload;
 pub use replica::{RunSpec, Unmapped};

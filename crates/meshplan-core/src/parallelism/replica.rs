@@ -166,6 +166,7 @@ impl RunSpec {
             pp: self.pp.max(1),
             cp: self.cp.max(1),
             ep: self.ep.max(1),
+            etp: 0,
         }
     }
 

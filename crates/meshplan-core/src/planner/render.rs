@@ -15,6 +15,7 @@ fn choice(p: &PlanEntry) -> Choice {
         schedule: p.schedule,
         microbatches: p.microbatches,
         virtual_stages: p.virtual_stages,
+        offload: p.report.config.offload,
     }
 }
 
@@ -46,6 +47,7 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             "MFU",
             "bound",
             "leading collective",
+            "offload (exposed)",
         ],
     ]
     .concat();
@@ -91,6 +93,10 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             leading_collective(rep)
                 .map(|c| format!("{} {} ({})", c.kind, c.axis.name(), c.seconds))
                 .unwrap_or_else(|| "-".into()),
+            // empty (and the column dropped) unless the search offloads
+            rep.offload
+                .map(|o| format!("{} (+{})", o.parts, fmt_si(o.exposed_s, "s")))
+                .unwrap_or_default(),
         ]);
     }
     t.drop_empty_columns()

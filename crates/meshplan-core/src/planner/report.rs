@@ -145,8 +145,13 @@ pub fn plan_label(deg: &Degrees, c: &Choice) -> String {
     } else {
         String::new()
     };
+    let offload = if c.offload.any() {
+        format!(", offload {}", c.offload)
+    } else {
+        String::new()
+    };
     format!(
-        "{}, zero {}, remat {}{accumulation}",
+        "{}, zero {}, remat {}{accumulation}{offload}",
         v.join(" × "),
         c.zero,
         c.remat
@@ -258,6 +263,9 @@ impl PlanTrainRequest {
         s.objective = self.objective;
         s.top_k = top;
         s.threads = self.threads;
+        if w.offload_auto {
+            s.space.offloads = crate::parallelism::Offload::all_combinations().collect();
+        }
         s
     }
 

@@ -1,7 +1,7 @@
 //! The training search space: degree tuples (every ordered factorization of
 //! the chip count), TPU axis orders, and the choices inside one tuple.
 
-use crate::parallelism::{Choice, Degrees, Remat, Schedule, TrainConfig};
+use crate::parallelism::{Choice, Degrees, Offload, Remat, Schedule, TrainConfig};
 
 /// The choices searched besides the degrees.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +23,9 @@ pub struct TrainSpace {
     /// TPU: also try every distinct ordering of the slice's physical axes
     /// (which axes tp, fsdp, … land on).
     pub permute_torus: bool,
+    /// Offload settings tried (`plan train --offload auto`: every
+    /// combination); empty: only the workload's own.
+    pub offloads: Vec<Offload>,
 }
 
 impl Default for TrainSpace {
@@ -35,6 +38,7 @@ impl Default for TrainSpace {
             virtual_stages: vec![2, 4, 8],
             sequence_parallel: vec![false, true],
             permute_torus: true,
+            offloads: Vec::new(),
         }
     }
 }
@@ -132,6 +136,31 @@ pub fn inner_choices(
         &[false]
     };
     let spr = base.sequences() / deg.data().max(1) as f64;
+    let own = [base.offload];
+    let offloads: &[Offload] = if space.offloads.is_empty() {
+        &own
+    } else {
+        &space.offloads
+    };
+    // offload outermost: each (ZeRO, remat, SP) run of micro-batch counts
+    // stays contiguous for the search's early stop
+    for &offload in offloads {
+        push_choices(space, deg, n_layers, spr, offload, zeros, sps, out);
+    }
+}
+
+/// The choices of one offload setting (see [`inner_choices`]).
+#[allow(clippy::too_many_arguments)]
+fn push_choices(
+    space: &TrainSpace,
+    deg: &Degrees,
+    n_layers: u64,
+    spr: f64,
+    offload: Offload,
+    zeros: &[u8],
+    sps: &[bool],
+    out: &mut Vec<Choice>,
+) {
     let pipe: &[Schedule] = if deg.pp > 1 {
         &space.schedules
     } else {
@@ -149,6 +178,7 @@ pub fn inner_choices(
                             schedule,
                             microbatches: m,
                             virtual_stages: 1,
+                            offload,
                         };
                         if schedule != Schedule::Interleaved {
                             out.push(c);

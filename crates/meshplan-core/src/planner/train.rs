@@ -338,11 +338,17 @@ impl Shared<'_, '_> {
             overlap: cfg.overlap,
         };
         let (t, _) = predict_time_with(&rs, s.chip, &p.profile, &f);
-        let t = t.at_least(e.lower);
+        let step = match &e.offload {
+            None => t.at_least(e.lower).total,
+            Some(o) => {
+                let t = t.at_least(e.lower - o.exposed_s);
+                crate::training::offload::predicted_step(t.total, t.optimizer, o, e.lower)
+            }
+        };
         let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
-            step_time_s: t.total,
-            mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, t.total),
+            step_time_s: step,
+            mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, step),
         }))
     }
 
@@ -403,9 +409,14 @@ impl Shared<'_, '_> {
         let s = self.search;
         // without a pipeline, gradient accumulation is used only as needed:
         // once (ZeRO, remat, SP) fits, more micro-batches are skipped
-        let mut fitted: Option<(u8, crate::parallelism::Remat, bool)> = None;
+        let mut fitted: Option<(
+            u8,
+            crate::parallelism::Remat,
+            bool,
+            crate::parallelism::Offload,
+        )> = None;
         for (ii, c) in buf.iter().enumerate() {
-            if w.deg.pp == 1 && fitted == Some((c.zero, c.remat, c.sp)) {
+            if w.deg.pp == 1 && fitted == Some((c.zero, c.remat, c.sp, c.offload)) {
                 acc.dominated += 1;
                 continue;
             }
@@ -418,7 +429,7 @@ impl Shared<'_, '_> {
                     acc.rejected[RejectReason::Unpredictable.index()] += 1;
                     continue;
                 }
-                fitted = Some((c.zero, c.remat, c.sp));
+                fitted = Some((c.zero, c.remat, c.sp, c.offload));
                 acc.fitting += 1;
                 acc.bounded += 1;
                 continue;
@@ -450,7 +461,7 @@ impl Shared<'_, '_> {
                 id: (w.id, ii as u32),
             };
             if e.fits {
-                fitted = Some((c.zero, c.remat, c.sp));
+                fitted = Some((c.zero, c.remat, c.sp, c.offload));
                 acc.fitting += 1;
                 acc.offer(f);
             } else {

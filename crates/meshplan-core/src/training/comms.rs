@@ -179,7 +179,7 @@ fn sizes(ctx: &TrainCtx, mesh: &MeshCtx, c: &Choice) -> Sizes {
     let p_exp = pc.experts_routed as f64;
     let layer_mp = (pc.total as f64 - pc.embedding as f64) / l;
     let dense = (layer_mp - p_exp / l) / d.tp as f64;
-    let experts = p_exp / l / (d.tp as f64 * d.ep as f64);
+    let experts = p_exp / l / (d.expert_tp() as f64 * d.ep as f64);
     let cfg = &ctx.base;
     Sizes {
         l_dev: a.n_layers.div_ceil(d.pp),
@@ -287,8 +287,19 @@ fn tp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Siz
         return;
     }
     let act = z.tokens_dev * ctx.spec.arch.d_model as f64 * z.ab;
-    let fwd = 2 * z.l_dev * if remat == Remat::Full { 2 } else { 1 };
-    let bwd = 2 * z.l_dev;
+    // two (AG, RS) pairs per layer, attention and MLP; with whole experts
+    // (etp = 1) a MoE layer's MLP has none: its tokens reach the experts
+    // by the ep all-to-all from the sequence-parallel shards
+    let a = &ctx.spec.arch;
+    let whole_experts = a.moe.is_some() && acc.mesh.deg.expert_tp() == 1;
+    let pairs = 2 * z.l_dev
+        - if whole_experts {
+            a.moe_layers().div_ceil(acc.mesh.deg.pp).min(z.l_dev)
+        } else {
+            0
+        };
+    let fwd = pairs * if remat == Remat::Full { 2 } else { 1 };
+    let bwd = pairs;
     let ax = LogicalAxis::Tp;
     acc.add(
         ax,

@@ -35,6 +35,9 @@ pub struct Eval {
     pub upper: f64,
     /// The slowest axis when communication bounds the step.
     pub comm_bound_axis: Option<LogicalAxis>,
+    /// Host-link traffic and exposed time when state is offloaded (its
+    /// exposed seconds are in `lower` and `upper`).
+    pub offload: Option<super::offload::OffloadTime>,
 }
 
 /// T_math and the bubble of plan `c`: (T_math, bubble fraction, T_bubble).
@@ -90,8 +93,10 @@ pub fn evaluate<T: Tracer, S: CommSink>(
     let totals = step_comms(ctx, mesh, c, tr, sink);
     let (worst, t_comms) = totals.slowest();
     let compute = t_math + t_bubble;
-    let lower = compute.max(t_comms);
-    let upper = compute + totals.sum;
+    let offload = offload_time(ctx, &q, &memory, c, t_math, tr);
+    let exposed = offload.map_or(0.0, |o| o.exposed_s);
+    let lower = compute.max(t_comms) + exposed;
+    let upper = compute + totals.sum + exposed;
     tr.record(|| {
         Step::new(
             "train.step_time",
@@ -105,8 +110,21 @@ pub fn evaluate<T: Tracer, S: CommSink>(
         .result(lower, "s")
         .source("How To Scale Your Model ch1 (rooflines), ch5")
     });
+    if let Some(o) = &offload {
+        tr.record(|| {
+            Step::new(
+                "train.step_time_offload",
+                "Step time bounds with offload",
+                "lower = max(T_math + T_bubble, max_axis T_comms) + T_offload; upper = T_math + T_bubble + Σ T_comms + T_offload",
+            )
+            .bind("T_offload", o.exposed_s, "s")
+            .bind("upper", upper, "s")
+            .result(lower, "s")
+        });
+    }
     Eval {
-        fits: memory.total_bytes.get() <= ctx.hbm,
+        fits: memory.total_bytes.get() <= ctx.hbm
+            && offload.map_or(true, |o| o.host_bytes <= o.host_capacity_bytes),
         memory,
         flops: ctx.flops[c.remat.index()],
         t_math,
@@ -117,5 +135,37 @@ pub fn evaluate<T: Tracer, S: CommSink>(
         lower,
         upper,
         comm_bound_axis: if t_comms > compute { worst } else { None },
+        offload,
     }
+}
+
+/// The exposed host-link time of the offloaded parts (none offloaded:
+/// `None`, and the step is what it was).
+fn offload_time<T: Tracer>(
+    ctx: &TrainCtx,
+    q: &crate::memory::MemoryQuery,
+    memory: &MemoryBreakdown,
+    c: &Choice,
+    t_math: f64,
+    tr: &mut T,
+) -> Option<super::offload::OffloadTime> {
+    let off = memory.offload.as_ref()?;
+    let f = ctx.flops[c.remat.index()];
+    // the forward is a third of the model FLOPs; recompute runs in the backward
+    let fwd_share = if f.hardware > 0.0 {
+        f.model / 3.0 / f.hardware
+    } else {
+        1.0 / 3.0
+    };
+    let [_, bytes_g, _] = crate::memory::state_bytes_per_param(q, &ctx.spec.arch, &ctx.cal);
+    Some(super::offload::time(
+        ctx.chip,
+        q,
+        off,
+        bytes_g,
+        t_math,
+        fwd_share,
+        c.microbatches,
+        tr,
+    ))
 }

@@ -25,6 +25,7 @@ pub mod comms;
 pub mod context;
 pub mod evaluate;
 pub mod feasibility;
+pub mod offload;
 pub mod predicted;
 pub mod render;
 mod report;

@@ -174,6 +174,13 @@ pub fn run_spec(
     if let Some(r) = model_unsupported(spec, cfg) {
         return Err(r);
     }
+    if cfg.degrees.etp_differs() {
+        // the fidelity model's expert GEMMs and MoE collectives assume etp = tp
+        return Err(format!(
+            "etp = {} ≠ tp = {}: the fidelity model times experts split like the dense layers (the roofline bounds model etp)",
+            cfg.degrees.etp, cfg.degrees.tp
+        ));
+    }
     let mut cfg = *cfg;
     if cfg.framework == Framework::Book {
         cfg.framework = Framework::Megatron;
@@ -226,6 +233,11 @@ pub struct Predicted {
     /// p10–p90 step-time interval from the profile's held-out calibration
     /// residuals ([`fidelity::range::interval`]); `None` when it has none.
     pub interval: Option<fidelity::range::StepInterval>,
+    /// Offload: the exposed host-link and CPU-optimizer seconds added to the
+    /// step (the GPU optimizer update of `time_breakdown_s` taken out when
+    /// the optimizer is offloaded); absent without offload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload_exposed_s: Option<Seconds>,
     /// The overlap settings and what they hid and exposed.
     pub overlap: OverlapPrediction,
 }
@@ -330,7 +342,42 @@ pub fn predict_train(
             dp_fitted_fraction: prof.profile.dp_overlap,
             exposure,
         },
+        offload_exposed_s: None,
     })
+}
+
+/// Add the exposed offload time `o` to prediction `p` (no GPU optimizer
+/// update when the CPU runs it) and say the input is outside the fitted
+/// range: no validation run offloaded anything.
+fn with_offload(
+    p: &mut Predicted,
+    o: &super::offload::OffloadTime,
+    cfg: &TrainConfig,
+    chip: &Chip,
+    model_flops: f64,
+    floor: f64,
+) {
+    let step =
+        super::offload::predicted_step(p.step_time_s.get(), p.time_breakdown_s.optimizer, o, floor);
+    let n = (p.tokens_per_s / p.tokens_per_s_per_device.max(f64::MIN_POSITIVE)).max(1.0);
+    let run = RunTime::at_step(step, cfg, n, chip);
+    p.step_time_s = Seconds::new(step);
+    p.mfu = crate::accounting::mfu(model_flops, n, chip.flops(cfg.compute_dtype).get(), step);
+    p.tokens_per_s = run.tokens_per_s;
+    p.tokens_per_s_per_device = run.tokens_per_s / n;
+    p.train_time_s = run.train_time_s.map(Seconds::new);
+    p.chip_hours = run.chip_hours;
+    p.cost_usd = run.cost_usd;
+    // the held-out residuals describe runs without offload
+    p.interval = None;
+    p.offload_exposed_s = Some(Seconds::new(o.exposed_s));
+    p.outside_fitted_range
+        .get_or_insert_with(Vec::new)
+        .push(OutOfRange {
+            input: "offload",
+            value: serde_json::Value::String(o.parts.to_string()),
+            fitted_range: serde_json::Value::String("none (no validation run offloads)".into()),
+        });
 }
 
 /// Fill `report.predicted` / `report.prediction_note` for `cfg` with `prof`
@@ -354,9 +401,20 @@ pub fn attach(
         return;
     }
     let pc = crate::model::params::count(&spec.arch, &mut crate::trace::NoTrace);
-    let (flops, floor) = (report.flops_per_step.get(), report.step_time_lower_s.get());
+    // the roofline floor without the offload's exposed time, which is
+    // added to the prediction on its own
+    let exposed = report.offload.map_or(0.0, |o| o.exposed_s);
+    let (flops, floor) = (
+        report.flops_per_step.get(),
+        report.step_time_lower_s.get() - exposed,
+    );
     match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
-        Ok(p) => report.predicted = Some(p),
+        Ok(mut p) => {
+            if let Some(o) = &report.offload {
+                with_offload(&mut p, o, cfg, chip, flops, floor + exposed);
+            }
+            report.predicted = Some(p)
+        }
         Err(r) => report.prediction_note = Some(format!("prediction not available: {r}")),
     }
 }

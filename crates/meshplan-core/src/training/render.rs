@@ -288,6 +288,7 @@ impl Render for TrainReport {
             d.note(n.clone());
         }
         let mut rows = memory_fields(r);
+        rows.extend(r.offload.iter().flat_map(super::offload::fields));
         rows.extend(time_fields(r));
         rows.extend(cost_fields(r));
         d.fields(rows);

@@ -124,6 +124,10 @@ pub struct TrainReport {
     /// Why there is no prediction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prediction_note: Option<String>,
+    /// Host memory and host-link time of the offloaded state (its exposed
+    /// seconds are in the step-time bounds); absent without offload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<super::offload::OffloadTime>,
 }
 
 const CH5_SRC: &str = "How To Scale Your Model ch5 (training)";
@@ -168,6 +172,9 @@ pub fn analyze_with<T: Tracer>(
     let mut r = assemble(&ctx, &mesh, topo, e, comms, tr);
     r.reasons = reasons;
     r.notes = notes;
+    if cfg.offload.any() {
+        r.reasons.extend(super::offload::unsupported(chip));
+    }
     r.feasible = r.reasons.is_empty();
     r.memory_verdict = crate::memory::verdict::verdict(
         &spec.arch,
@@ -391,5 +398,6 @@ fn assemble<T: Tracer>(
         sizing: super::sizing::sizing(&ctx.spec.arch, ctx.chip, cfg, unsharded, tr),
         predicted: None,
         prediction_note: None,
+        offload: e.offload,
     }
 }

@@ -63,6 +63,9 @@ pub struct Workload {
     pub base: TrainConfig,
     /// The efficiency profile, if the chip has one.
     pub profile: Option<ActiveProfile>,
+    /// `offload = ["auto"]` (`--offload auto`): the planner tries every
+    /// offload combination.
+    pub offload_auto: bool,
 }
 
 /// The smallest MFU accepted: below it step times leave the range of
@@ -179,6 +182,11 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
         Some(f) => Framework::parse(f)?,
         None => default_framework(profile),
     };
+    if let Some(o) = &t.offload {
+        if !o.iter().any(|x| x.trim().eq_ignore_ascii_case("auto")) {
+            cfg.offload = crate::parallelism::Offload::parse_names(o.iter().map(String::as_str))?;
+        }
+    }
     if let Some(e) = t.comm_efficiency {
         if !(e > 0.0 && e <= 1.0) {
             return Err(Error::Invalid(format!(
@@ -207,7 +215,19 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         pp: pick(p.pp),
         cp: pick(p.cp),
         ep: pick(p.ep),
+        etp: p.etp.unwrap_or(0),
     };
+    // Megatron-Core allows any etp with world % (etp·ep·pp) = 0; meshplan
+    // models the two layouts in use: experts split like the dense layers
+    // (etp = tp) or whole on one rank (etp = 1)
+    if let Some(e) = p.etp {
+        if e != 1 && e != cfg.degrees.tp {
+            return Err(Error::Invalid(format!(
+                "--etp must be 1 (each expert whole on one rank) or tp = {} (the default), got {e}",
+                cfg.degrees.tp
+            )));
+        }
+    }
     for (name, v) in [
         ("dp", cfg.degrees.dp),
         ("fsdp", cfg.degrees.fsdp),
@@ -286,6 +306,11 @@ pub fn resolve_with(
     user: Option<(&str, &str)>,
 ) -> Result<TrainSetup> {
     let w = resolve_workload(sc, cat, user)?;
+    if w.offload_auto {
+        return Err(Error::Invalid(
+            "offload = auto lets `plan train` choose; `train` takes a list (optimizer, weights, activations)".into(),
+        ));
+    }
     let topo = w.topo.map_err(Error::Invalid)?;
     let chips = topo.checked_chips().unwrap_or(0);
     if chips == 0 {
@@ -318,6 +343,16 @@ pub fn resolve_workload(
         Ok(t) => t.checked_chips().unwrap_or(u64::MAX),
         Err(_) => sc.hardware.chips.map_or(0, |c| c.0),
     };
+    let offload_auto = sc
+        .training
+        .offload
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|x| x.trim().eq_ignore_ascii_case("auto")));
+    if offload_auto || base.offload.any() {
+        if let Some(why) = super::offload::unsupported(&chip) {
+            return Err(Error::Invalid(why));
+        }
+    }
     Ok(Workload {
         spec,
         chip,
@@ -325,5 +360,6 @@ pub fn resolve_workload(
         chips,
         base,
         profile,
+        offload_auto,
     })
 }
