@@ -88,6 +88,48 @@ fn draft_model_costs_gamma_of_its_own_steps() {
     assert!((s.tpot_s - (s.draft_s + s.verify_step_s) / 2.533).abs() < 1e-12);
 }
 
+/// A draft model's weights and cache come out of the target's HBM: on 8
+/// H100s (tp 8) Llama-3.1-8B drafting for Llama-3.1-70B adds, per chip,
+/// w_d = 8,030,261,248 params × 2 B / 8 = 2,007,565,312 B, and per sequence
+/// KV_d = 2·L·K·H·2 B = 2·32·8·128·2 = 131,072 B per token (×1,500 tokens =
+/// 196,608,000 B; the engine rounds the context up to 16-token blocks, 1,504
+/// tokens). Largest batch = ⌊N·(HBM − w − w_d)/(KV + KV_d·N/tp)⌋, N = tp = 8.
+#[test]
+fn draft_model_memory_comes_out_of_the_batch() {
+    let c = Catalog::builtin();
+    let draft = c.model("llama-3.1-8b").unwrap().clone();
+    let mut q = base("vllm", 8, 16);
+    q.speculative = Some(Speculative::new(DraftMethod::Ngram, 3, 0.7).unwrap());
+    let r0 = eval("llama-3.1-70b", "h100", &q);
+    q.speculative = Some(Speculative::new(DraftMethod::Draft(Box::new(draft)), 3, 0.7).unwrap());
+    let r = eval("llama-3.1-70b", "h100", &q);
+    let w_d = 2_007_565_312.0;
+    assert_eq!(r0.draft_weights_bytes_per_device, None);
+    assert_eq!(r.draft_weights_bytes_per_device.unwrap().get(), w_d);
+    // the target's own weights per chip are unchanged (they set the step time)
+    assert_eq!(r.weights_bytes_per_device, r0.weights_bytes_per_device);
+    let (hbm, w, kv) = (
+        r0.hbm_bytes_per_device.get(),
+        r0.weights_bytes_per_device.get(),
+        r0.kv_cache_bytes_per_sequence.get(),
+    );
+    let want = (8.0 * (hbm - w - w_d) / (kv + 1500.0 * 131_072.0)).floor() as u64;
+    assert_eq!(r.max_batch, want, "{} vs {want}", r.max_batch);
+    assert!(r.max_batch < r0.max_batch);
+    // the engine's paged cache: u·HBM − w − w_d over whole 16-token blocks
+    let e = EngineProfile::builtin("vllm").unwrap();
+    assert_eq!(e.kv_block_tokens, 16);
+    let kv_blk = kv / 1500.0 * 1504.0;
+    let usable = if e.memory_of_free {
+        e.memory_utilization * (hbm - w - w_d)
+    } else {
+        e.memory_utilization * hbm - w - w_d
+    };
+    let want = (8.0 * usable / (kv_blk + 1504.0 * 131_072.0)).floor() as u64;
+    assert_eq!(r.serving.engine_max_batch, want);
+    assert!(r.serving.engine_max_batch < r0.serving.engine_max_batch);
+}
+
 /// Prefix caching under the book's roofline (prefill compute-bound at 8k
 /// tokens): the matmul FLOPs scale by 1 − h, the attention scores by
 /// 1 − h² (the new tokens attend over the whole prefix).

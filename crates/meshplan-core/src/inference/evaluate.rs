@@ -10,7 +10,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::engine::EngineProfile;
-use crate::inference::speculative::{DraftMethod, Speculative};
+use crate::inference::speculative::{DraftFootprint, DraftMethod, Speculative};
 use crate::model::params::ParamCounts;
 use crate::model::{kv, params, ModelSpec};
 use crate::trace::{NoTrace, Step, Tracer};
@@ -173,6 +173,8 @@ struct MemoryPart {
     kv_layout: [u64; 3],
     /// Pipeline stages (empty when P = 1).
     stages: Vec<super::pipeline::Stage>,
+    /// A draft model's weights per chip (`draft:MODEL`), counted in the fit.
+    draft_w_dev: Option<Bytes>,
 }
 
 /// Weights, KV and the largest batch per chip. With a pipeline each stage
@@ -183,6 +185,7 @@ fn memory_part<T: Tracer>(
     chip: &Chip,
     q: &InferQuery,
     l: &Layout,
+    draft: Option<DraftFootprint>,
     tr: &mut T,
 ) -> MemoryPart {
     let a = &m.arch;
@@ -201,19 +204,30 @@ fn memory_part<T: Tracer>(
     };
     // (weights per chip, share of each sequence's KV) of every stage; without
     // a pipeline the one stage is the whole model
-    let parts: Vec<(Bytes, f64)> = if stages.is_empty() {
+    let target: Vec<(Bytes, f64)> = if stages.is_empty() {
         vec![(memory::weight_bytes_per_device(&p, wdt, &pl, tr), 1.0)]
     } else {
         stages.iter().map(|s| (s.w_dev, s.frac)).collect()
     };
+    // (weights per chip, KV share, the draft's KV share): a draft model sits
+    // beside the first stage
+    let d = draft.unwrap_or_default();
+    let parts: Vec<(Bytes, f64, Bytes)> = target
+        .iter()
+        .enumerate()
+        .map(|(i, &(w, f))| match i {
+            0 => (w + d.w_dev, f, d.kv_seq_share),
+            _ => (w, f, Bytes::ZERO),
+        })
+        .collect();
     let kvt = kv::bytes_per_token(a, q.kv_dtype, tr);
     let kvs = kv::bytes_per_sequence(a, q.context, q.kv_dtype, tr);
     let hbm = chip.hbm_capacity;
-    let per_stage = |kv_seq: Bytes, &(w_dev, frac): &(Bytes, f64)| {
-        memory::max_batch(l.nr, hbm, w_dev, kv_seq * frac, &mut NoTrace)
+    let per_stage = |kv_seq: Bytes, &(w_dev, frac, extra): &(Bytes, f64, Bytes)| {
+        memory::max_batch(l.nr, hbm, w_dev, kv_seq * frac + extra, &mut NoTrace)
     };
     // the stage that admits the fewest sequences binds the replica
-    let (bind_w, bind_frac) = parts
+    let (bind_w, bind_frac, bind_extra) = parts
         .iter()
         .min_by(|x, y| {
             let (bx, by) = (per_stage(kvs, x), per_stage(kvs, y));
@@ -221,7 +235,7 @@ fn memory_part<T: Tracer>(
         })
         .copied()
         .unwrap_or(parts[0]);
-    let max = memory::max_batch(l.nr, hbm, bind_w, kvs * bind_frac, tr);
+    let max = memory::max_batch(l.nr, hbm, bind_w, kvs * bind_frac + bind_extra, tr);
     let one_kv_head = mqa_kv_per_sequence(a, q).map(|kvs1| {
         parts
             .iter()
@@ -233,14 +247,15 @@ fn memory_part<T: Tracer>(
     let (kh, kb, ks) = memory::kv_layout(a.n_kv_heads, q.batch, l.nr);
     MemoryPart {
         fits: max.max_batch >= 1,
-        batch_fits: parts
-            .iter()
-            .all(|&(w_dev, frac)| memory::fits(l.nr, hbm, w_dev, kvs * frac, q.batch)),
+        batch_fits: parts.iter().all(|&(w_dev, frac, extra)| {
+            memory::fits(l.nr, hbm, w_dev, kvs * frac + extra, q.batch)
+        }),
         kv_dev: memory::kv_bytes_per_device(q.batch, kvs * kv_frac, l.nr, tr),
         kv_layout: [kh, kb, ks],
         p,
         weights,
-        w_dev: parts.iter().map(|s| s.0).fold(Bytes::ZERO, Bytes::max),
+        w_dev: target.iter().map(|s| s.0).fold(Bytes::ZERO, Bytes::max),
+        draft_w_dev: draft.map(|d| d.w_dev),
         kvt,
         kvs,
         max,
@@ -562,7 +577,11 @@ pub fn evaluate<T: Tracer>(
     tr: &mut T,
 ) -> Result<InferReport> {
     let l = layout(m, chip, q)?;
-    let mp = memory_part(m, chip, q, &l, tr);
+    let draft_parts = draft_parts(chip, q, &l);
+    let draft_fp = draft_parts
+        .as_ref()
+        .map(|(d, _, w, _)| DraftFootprint::new(d, *w, (l.tp, l.nr), q.context, q.kv_dtype));
+    let mp = memory_part(m, chip, q, &l, draft_fp, tr);
     let warnings = warnings(m, chip, q, &l, &mp);
     let c_bf16 = chip.flops(DType::Bf16);
     let moe = m.arch.moe.as_ref().map(|x| (x.n_experts, x.top_k));
@@ -581,26 +600,6 @@ pub fn evaluate<T: Tracer>(
     };
     engine.check_chip(chip)?;
     let (cm, w_ici, m_y) = Comms::new(m, chip, q, (l.tp, l.ep), &engine);
-    // speculative decoding with a draft model: its own step on the same TP group
-    let draft_spec = match &q.speculative {
-        Some(Speculative {
-            method: DraftMethod::Draft(d),
-            ..
-        }) => Some(d.as_ref()),
-        _ => None,
-    };
-    let draft_parts = draft_spec.map(|d| {
-        let p = params::count(&d.arch, &mut NoTrace);
-        let pl = Placement {
-            chips: l.tp,
-            tp: l.tp,
-            ep: 1,
-            replicas: 1,
-        };
-        let w = memory::weight_bytes_per_device(&p, q.weights_dtype, &pl, &mut NoTrace);
-        let cm = Comms::new(d, chip, q, (l.tp, 1), &engine).0;
-        (d, p, w, cm)
-    });
     let draft_sm = draft_parts.as_ref().map(|(d, p, w, dcm)| StepModel {
         engine: &engine,
         m: d,
@@ -665,6 +664,36 @@ pub fn evaluate<T: Tracer>(
     Ok(r)
 }
 
+/// Speculative decoding with a draft model: the draft, its parameters, its
+/// weights per chip and its collectives, on the target's TP group.
+fn draft_parts<'a>(
+    chip: &Chip,
+    q: &'a InferQuery,
+    l: &Layout,
+) -> Option<(&'a ModelSpec, ParamCounts, Bytes, Comms)> {
+    let Some(Speculative {
+        method: DraftMethod::Draft(d),
+        ..
+    }) = &q.speculative
+    else {
+        return None;
+    };
+    let engine = match &q.engine {
+        Some(e) => e.clone(),
+        None => EngineProfile::default_for(chip),
+    };
+    let p = params::count(&d.arch, &mut NoTrace);
+    let pl = Placement {
+        chips: l.tp,
+        tp: l.tp,
+        ep: 1,
+        replicas: 1,
+    };
+    let w = memory::weight_bytes_per_device(&p, q.weights_dtype, &pl, &mut NoTrace);
+    let cm = Comms::new(d, chip, q, (l.tp, 1), &engine).0;
+    Some((d.as_ref(), p, w, cm))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     m: &ModelSpec,
@@ -703,6 +732,7 @@ fn report(
         params_active: mp.p.active,
         weights_bytes: mp.weights,
         weights_bytes_per_device: mp.w_dev,
+        draft_weights_bytes_per_device: mp.draft_w_dev,
         kv_cache_bytes_per_token: mp.kvt,
         kv_cache_bytes_per_sequence: mp.kvs,
         kv_cache_bytes_per_device: mp.kv_dev,

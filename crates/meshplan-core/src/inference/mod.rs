@@ -210,6 +210,10 @@ pub struct InferReport {
     pub weights_bytes: Bytes,
     /// Weight bytes one chip holds.
     pub weights_bytes_per_device: Bytes,
+    /// The draft model's weight bytes per chip (`speculative = "draft:MODEL"`),
+    /// counted with its KV in the fit and the largest batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft_weights_bytes_per_device: Option<Bytes>,
     /// 2·K·H·L·bytes_kv.
     pub kv_cache_bytes_per_token: Bytes,
     /// KV of one sequence of S tokens.

@@ -18,7 +18,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::ModelSpec;
+use crate::model::{kv, ModelSpec};
+use crate::trace::NoTrace;
+use crate::units::{Bytes, DType};
 
 /// How the draft tokens are proposed.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +90,41 @@ impl fmt::Display for DraftMethod {
             DraftMethod::Ngram => f.write_str("ngram"),
             DraftMethod::Mtp => f.write_str("mtp"),
             DraftMethod::Draft(m) => write!(f, "draft:{}", m.name),
+        }
+    }
+}
+
+/// HBM a draft model (`draft:MODEL`) takes beside the target on one replica.
+///
+/// The draft runs on the target's tensor-parallel group (vLLM's default:
+/// the draft's TP degree is the target's), beside the first pipeline stage.
+/// Its weights add `w_d` per chip; its cache lives on those `tp` chips only,
+/// so there a batch B needs `w + w_d + B·(KV/n + KV_d/tp)` per chip, i.e.
+/// `B ≤ n·(HBM − w − w_d)/(KV + KV_d·n/tp)` with `n` the chips that share a
+/// sequence's target KV: the draft adds `KV_d·n/tp` to each sequence's share.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DraftFootprint {
+    /// w_d: the draft's weights per chip.
+    pub w_dev: Bytes,
+    /// KV_d·n/tp: the draft's KV per sequence, as a share of the n-chip pool.
+    pub kv_seq_share: Bytes,
+}
+
+impl DraftFootprint {
+    /// The footprint of `draft` with `w_dev` weights per chip on `tp` chips,
+    /// beside a target whose sequence KV spreads over `n` chips, at
+    /// `context` tokens of `kv_dtype` cache.
+    pub fn new(
+        draft: &ModelSpec,
+        w_dev: Bytes,
+        (tp, n): (u64, u64),
+        context: u64,
+        kv_dtype: DType,
+    ) -> Self {
+        let kv_d = kv::bytes_per_sequence(&draft.arch, context, kv_dtype, &mut NoTrace);
+        DraftFootprint {
+            w_dev,
+            kv_seq_share: kv_d * (n.max(1) as f64 / tp.max(1) as f64),
         }
     }
 }

@@ -16,8 +16,10 @@ pub struct TrainSpace {
     /// accumulation, `2^k` steps), and no more than the sequences per
     /// replica unless m = pp.
     pub max_microbatch_factor: u64,
-    /// Virtual stages tried with the interleaved schedule (those dividing L/pp).
-    pub virtual_stages: Vec<u64>,
+    /// Most virtual stages tried with the interleaved schedule: every v ≥ 2
+    /// dividing the layers per stage L/pp, up to this (Megatron needs a whole
+    /// number of layers per virtual stage; nothing else limits v).
+    pub max_virtual_stages: u64,
     /// Sequence parallelism settings (only when tp > 1).
     pub sequence_parallel: Vec<bool>,
     /// TPU: also try every distinct ordering of the slice's physical axes
@@ -35,7 +37,7 @@ impl Default for TrainSpace {
             zero_stages: vec![0, 1, 2, 3],
             schedules: vec![Schedule::Afab, Schedule::OneFOneB, Schedule::Interleaved],
             max_microbatch_factor: 32,
-            virtual_stages: vec![2, 4, 8],
+            max_virtual_stages: 16,
             sequence_parallel: vec![false, true],
             permute_torus: true,
             offloads: Vec::new(),
@@ -113,6 +115,19 @@ fn microbatch_counts(space: &TrainSpace, pp: u64, spr: f64) -> impl Iterator<Ite
         .take_while(move |&m| m == pp || m as f64 <= spr)
 }
 
+/// Virtual stages for the interleaved schedule: every v ≥ 2 that divides the
+/// layers per stage `L/pp`, up to the space's limit (none when pp does not
+/// divide L: the uneven split has no interleaved form here).
+fn interleave_depths(space: &TrainSpace, n_layers: u64, pp: u64) -> impl Iterator<Item = u64> {
+    let per_stage = if pp > 0 && n_layers % pp == 0 {
+        n_layers / pp
+    } else {
+        0
+    };
+    let max = space.max_virtual_stages;
+    (2..=per_stage.min(max)).filter(move |v| per_stage % v == 0)
+}
+
 /// The choices for one degree tuple, appended to `out` (cleared first). For
 /// pp = 1 the micro-batch counts are gradient-accumulation steps, in
 /// ascending order for each (ZeRO, remat, SP), so that the search can stop
@@ -184,13 +199,11 @@ fn push_choices(
                             out.push(c);
                             continue;
                         }
-                        for &v in &space.virtual_stages {
-                            if v >= 2 && n_layers % deg.pp.saturating_mul(v) == 0 {
-                                out.push(Choice {
-                                    virtual_stages: v,
-                                    ..c
-                                });
-                            }
+                        for v in interleave_depths(space, n_layers, deg.pp) {
+                            out.push(Choice {
+                                virtual_stages: v,
+                                ..c
+                            });
                         }
                     }
                 }
@@ -224,6 +237,38 @@ mod tests {
         inner_choices(&space, &base, 32, &deg, &mut out);
         let ms: Vec<u64> = out.iter().map(|c| c.microbatches).collect();
         assert_eq!(ms, [1, 2, 4, 8]);
+    }
+
+    #[test]
+    fn interleaving_tries_every_divisor_of_the_layers_per_stage() {
+        // L = 80 on pp = 4: 20 layers per stage, divisors ≥ 2 of 20 are
+        // 2, 4, 5, 10, 20; the default cap 16 drops 20. Each interleaved
+        // choice is one (m, v) pair, so count the v's of one m.
+        let base = TrainConfig {
+            batch_tokens: 64 * 4096,
+            seq_len: 4096,
+            ..TrainConfig::default()
+        };
+        let deg = Degrees {
+            pp: 4,
+            dp: 2,
+            ..Degrees::default()
+        };
+        let space = TrainSpace {
+            remats: vec![Remat::Full],
+            zero_stages: vec![0],
+            schedules: vec![Schedule::Interleaved],
+            sequence_parallel: vec![false],
+            max_microbatch_factor: 1,
+            ..TrainSpace::default()
+        };
+        let mut out = Vec::new();
+        inner_choices(&space, &base, 80, &deg, &mut out);
+        let vs: Vec<u64> = out.iter().map(|c| c.virtual_stages).collect();
+        assert_eq!(vs, [2, 4, 5, 10]);
+        // 126 layers on pp = 8 (Llama-3.1-405B's uneven split): no interleave
+        inner_choices(&space, &base, 126, &Degrees { pp: 8, ..deg }, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]

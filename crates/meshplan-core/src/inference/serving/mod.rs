@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::hardware::Chip;
+use crate::inference::speculative::DraftFootprint;
 use crate::inference::step::StepModel;
 use crate::model::kv;
 use crate::trace::{NoTrace, Step, Tracer};
@@ -103,19 +104,25 @@ pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut 
             0.0
         }
     };
+    // a draft model takes its weights and cache beside the first stage
+    let d = sm.draft.map_or_else(DraftFootprint::default, |dm| {
+        DraftFootprint::new(dm.m, dm.w_dev, (dm.nr, sm.nr), ctx, sm.q.kv_dtype)
+    });
+    let stage = |i: usize, w: Bytes, kvs: Bytes| {
+        let (w, kvs) = match i {
+            0 => (w + d.w_dev, kvs + d.kv_seq_share),
+            _ => (w, kvs),
+        };
+        (w.get(), kvs, of(w.get(), kvs))
+    };
     // a pipeline: the stage that holds the fewest sequences (its layers' KV)
     let (w, kvs, b) = match sm.pipeline {
-        None => (sm.w_dev.get(), kvs_all, of(sm.w_dev.get(), kvs_all)),
+        None => stage(0, sm.w_dev, kvs_all),
         Some(pl) => pl
             .stages
             .iter()
-            .map(|s| {
-                (
-                    s.w_dev.get(),
-                    kvs_all * s.frac,
-                    of(s.w_dev.get(), kvs_all * s.frac),
-                )
-            })
+            .enumerate()
+            .map(|(i, s)| stage(i, s.w_dev, kvs_all * s.frac))
             .min_by(|x, y| x.2.total_cmp(&y.2))
             .unwrap_or((sm.w_dev.get(), kvs_all, 0.0)),
     };
@@ -123,7 +130,7 @@ pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut 
         Step::new(
             "serving.engine_max_batch",
             "Largest batch of the engine's paged KV cache",
-            "⌊N·(u·HBM − w_dev)/KV(⌈S/blk⌉·blk)⌋",
+            "⌊N·(u·HBM − w_dev)/KV(⌈S/blk⌉·blk)⌋ (w_dev and KV include a draft model's share)",
         )
         .bind("N", n, "chips")
         .bind("u", e.memory_utilization, "")
