@@ -12,8 +12,8 @@ module; it imports only `model` (for the stage split) and `units`.
 mod choices;
 mod config;
 mod degrees;
-mod overlap;
 mod offload;
+mod overlap;
 pub mod pipeline;
 mod replica;
 
@@ -21,6 +21,6 @@ pub(crate) use choices::named_choice;
 pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
 pub use config::{Choice, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis};
-pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
 pub use offload::Offload;
+pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
 pub use replica::{RunSpec, Unmapped};
