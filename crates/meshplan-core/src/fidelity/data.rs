@@ -55,7 +55,7 @@ pub struct Run {
     pub network: String,
     /// Named cluster the run was measured on (`playbook-efa` for the
     /// Playbook runs, `""` otherwise): selects the profile's cluster profile
-    /// ([`super::profile::EfficiencyProfile::for_run`]).
+    /// (`EfficiencyProfile::for_run` in `fidelity::profile`).
     pub cluster: String,
 }
 

@@ -207,7 +207,7 @@ pub struct NetworkProfile {
 /// A named cluster profile (`[clusters.NAME]`): parameter overrides and the
 /// cluster's own measured collective bandwidth curves, with their sources.
 /// Selected only for runs measured on that cluster (the validation data's
-/// cluster, see [`super::data::Run::cluster`]) or a profile file that names it.
+/// cluster, see `Run::cluster` in `fidelity::data`) or a profile file that names it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterProfile {
