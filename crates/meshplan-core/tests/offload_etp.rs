@@ -4,18 +4,12 @@
 //! figures (data/hardware/h100.toml: PCIe Gen5 x16 64 GB/s one way, host
 //! DRAM 256 GB and 76.8 GB/s per GPU).
 
+mod common;
+use common::{train, train_on};
 use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::NoTrace;
 use meshplan_core::training::scenario::resolve;
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;
-
-fn train(body: &str) -> TrainReport {
-    let sc = Scenario::parse(body, "t.toml").expect("scenario");
-    resolve(&sc, Catalog::builtin())
-        .expect("resolves")
-        .analyze(&mut NoTrace)
-}
 
 fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * b.abs().max(1e-300)
@@ -24,13 +18,12 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 /// llama-2-70b on one 8-GPU H100 node, tp 8, 64 sequences of 4096, one
 /// sequence per micro-batch, Megatron accounting.
 fn llama70b(offload: &str) -> TrainReport {
-    train(&format!(
-        r#"
-[model]
-name = "llama-2-70b"
-[hardware]
-chip = "h100"
-chips = 8
+    train_on(
+        "llama-2-70b",
+        "h100",
+        8,
+        &format!(
+            r#"
 [training]
 batch_tokens = 262144
 seq_len = 4096
@@ -40,7 +33,8 @@ tp = 8
 microbatches = 64
 sequence_parallel = true
 "#
-    ))
+        ),
+    )
 }
 
 // llama-2-70b: 68,976,648,192 parameters (Touvron et al. 2023, 80 layers,
@@ -165,13 +159,12 @@ fn offload_needs_host_figures_and_train_refuses_auto() {
 }
 
 fn mixtral(etp: &str) -> TrainReport {
-    train(&format!(
-        r#"
-[model]
-name = "mixtral-8x7b"
-[hardware]
-chip = "h100"
-chips = 64
+    train_on(
+        "mixtral-8x7b",
+        "h100",
+        64,
+        &format!(
+            r#"
 [training]
 batch_tokens = 4194304
 seq_len = 4096
@@ -182,7 +175,8 @@ microbatches = 16
 sequence_parallel = true
 {etp}
 "#
-    ))
+        ),
+    )
 }
 
 #[test]

@@ -3,21 +3,16 @@
 //! block (FLOPs, HBM bytes, roofline time). Expected values are derived by
 //! hand in the comments.
 
+mod common;
+use common::{train, train_on};
 use meshplan_core::fidelity::model::pipelined_exposed;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::{NoTrace, Recorder};
+use meshplan_core::trace::Recorder;
 use meshplan_core::training::predicted::Predicted;
 use meshplan_core::training::scenario::resolve;
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;
-
-fn train(body: &str) -> TrainReport {
-    let sc = Scenario::parse(body, "t.toml").expect("scenario");
-    resolve(&sc, Catalog::builtin())
-        .expect("resolves")
-        .analyze(&mut NoTrace)
-}
 
 fn rel(a: f64, b: f64) -> f64 {
     ((a - b) / b).abs()
@@ -26,13 +21,12 @@ fn rel(a: f64, b: f64) -> f64 {
 /// LLaMA-3 8B on one 8-GPU H100 node, tp 8 with SP, one 4,096-token
 /// sequence, no remat, with `extra` `[training]` keys.
 fn one_node(extra: &str) -> Predicted {
-    train(&format!(
-        r#"
-[model]
-name = "llama-3-8b"
-[hardware]
-chip = "h100"
-chips = 8
+    train_on(
+        "llama-3-8b",
+        "h100",
+        8,
+        &format!(
+            r#"
 [training]
 batch_tokens = 4096
 seq_len = 4096
@@ -42,7 +36,8 @@ remat = "none"
 tp = 8
 sequence_parallel = true
 "#
-    ))
+        ),
+    )
     .predicted
     .expect("h100 has a profile")
 }
@@ -144,13 +139,12 @@ fn sp_allgather_redo_adds_two_all_gathers_per_layer() {
 
 /// LLaMA-3 8B on two H100 nodes, tp 8 in each, dp 2 across them, ZeRO-0.
 fn two_nodes(extra: &str) -> TrainReport {
-    train(&format!(
-        r#"
-[model]
-name = "llama-3-8b"
-[hardware]
-chip = "h100"
-chips = 16
+    train_on(
+        "llama-3-8b",
+        "h100",
+        16,
+        &format!(
+            r#"
 [training]
 batch_tokens = 8192
 seq_len = 4096
@@ -160,7 +154,8 @@ remat = "none"
 tp = 8
 sequence_parallel = true
 "#
-    ))
+        ),
+    )
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! predicted; the fit verdict carries the memory model's error band.
 //! Expected values are derived by hand in the comments.
 
+mod common;
+use common::train_on;
 use meshplan_core::fidelity::data::parse_playbook_csv;
 use meshplan_core::fidelity::model::{predict, predict_time_with, Features, TimeBreakdown};
 use meshplan_core::fidelity::EfficiencyProfile;
@@ -13,9 +15,7 @@ use meshplan_core::model::params::count;
 use meshplan_core::model::ModelSpec;
 use meshplan_core::parallelism::pipeline::stages;
 use meshplan_core::parallelism::{Framework, RunSpec};
-use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
-use meshplan_core::training::scenario::resolve;
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;
 
@@ -23,20 +23,9 @@ const PLAYBOOK: &str = include_str!("fixtures/validation/playbook_h100_runs.csv"
 const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 
 /// `meshplan train` of a scenario body.
-fn train(body: &str) -> TrainReport {
-    let sc = Scenario::parse(body, "t.toml").expect("scenario");
-    resolve(&sc, Catalog::builtin())
-        .expect("resolves")
-        .analyze(&mut NoTrace)
-}
 
 /// `meshplan train` of `model` on `chips` of `chip`; `rest`: the
 /// `[training]` and `[parallelism]` tables.
-fn train_on(model: &str, chip: &str, chips: u64, rest: &str) -> TrainReport {
-    train(&format!(
-        "[model]\nname = \"{model}\"\n[hardware]\nchip = \"{chip}\"\nchips = {chips}\n{rest}"
-    ))
-}
 
 /// A NeMo performance configuration on H100 (NVIDIA/NeMo
 /// scripts/performance/recommended_model_configs/model_configs_h100.csv,

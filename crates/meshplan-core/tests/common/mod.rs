@@ -10,8 +10,27 @@
 use meshplan_core::hardware::Chip;
 use meshplan_core::mesh::Topology;
 use meshplan_core::model::ModelSpec;
-use meshplan_core::training::TrainConfig;
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::NoTrace;
+use meshplan_core::training::scenario::resolve;
+use meshplan_core::training::{TrainConfig, TrainReport};
 use meshplan_core::Catalog;
+
+/// `meshplan train` on a scenario TOML, as the CLI resolves it.
+pub fn train(body: &str) -> TrainReport {
+    let sc = Scenario::parse(body, "t.toml").expect("scenario");
+    resolve(&sc, Catalog::builtin())
+        .expect("resolves")
+        .analyze(&mut NoTrace)
+}
+
+/// [`train`] on `model` and `chips` × `chip`, with the rest of the scenario
+/// (`[training]`, `[parallelism]`, …) in `rest`.
+pub fn train_on(model: &str, chip: &str, chips: u64, rest: &str) -> TrainReport {
+    train(&format!(
+        "[model]\nname = \"{model}\"\n[hardware]\nchip = \"{chip}\"\nchips = {chips}\n{rest}"
+    ))
+}
 
 /// The book's LLaMA-2 13B.
 pub fn llama13() -> &'static ModelSpec {
