@@ -397,6 +397,7 @@ fn llama7b_spec() -> RunSpec {
         virtual_stages: 1,
         framework: Framework::Megatron,
         ep: 1,
+        etp: 0,
         fsdp: 1,
     }
 }

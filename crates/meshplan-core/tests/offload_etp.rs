@@ -226,6 +226,25 @@ fn etp_one_keeps_experts_whole_and_drops_their_tp_collectives() {
     // FLOPs per step do not depend on the layout
     assert_eq!(base.flops_per_step, whole.flops_per_step);
     assert!(whole.degrees.to_string().ends_with("etp=1"));
+    // the calibrated prediction times the whole-expert layout too: SP has 8
+    // TP collectives per layer (AG + RS around attention and the MLP,
+    // forward and backward), × 1.5 with full remat = 12; whole experts drop
+    // the MLP's half in every MoE layer (Mixtral: all 32, no shared
+    // experts): 4 × 1.5 = 6
+    let pb = base.predicted.as_ref().expect("etp = tp predicted");
+    let pw = whole.predicted.as_ref().expect("etp = 1 predicted");
+    assert_eq!(pb.overlap.exposure.tp_collectives_per_layer, 12.0);
+    assert_eq!(pw.overlap.exposure.tp_collectives_per_layer, 6.0);
+    // the all-to-all runs on NVLink instead of InfiniBand, the same bytes
+    assert!(pw.time_breakdown_s.ep_comm < pb.time_breakdown_s.ep_comm / 4.0);
+    // no fitted run had whole experts: the prediction says so
+    let etp_flag = |p: &meshplan_core::training::predicted::Predicted| {
+        p.outside_fitted_range
+            .iter()
+            .flatten()
+            .any(|o| o.input == "etp")
+    };
+    assert!(etp_flag(pw) && !etp_flag(pb));
 }
 
 #[test]

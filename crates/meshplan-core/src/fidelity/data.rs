@@ -309,6 +309,7 @@ fn run_spec(arch: Arch, framework: Framework, what: &str, row: usize) -> Result<
         virtual_stages: 1,
         framework,
         ep: 1,
+        etp: 0,
         fsdp: 1,
     })
 }

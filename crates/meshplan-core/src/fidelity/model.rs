@@ -381,9 +381,14 @@ struct LayerCompute {
 /// MLP up (+gate) and down for `rows` token-rows of FFN width `width`, each
 /// GEMM `tall` rows high (its efficiency).
 fn mlp_time(g: &Geometry, rows: f64, tall: f64, width: f64) -> f64 {
+    mlp_time_split(g, rows, tall, width / g.tpf())
+}
+
+/// [`mlp_time`] with `width` already the per-device share.
+fn mlp_time_split(g: &Geometry, rows: f64, tall: f64, width: f64) -> f64 {
     let mats = g.spec.arch.mlp.matrices() as f64;
-    let up = (mats - 1.0) * width / g.tpf();
-    let down = width / g.tpf();
+    let up = (mats - 1.0) * width;
+    let down = width;
     g.gemm(2.0 * rows * g.d * up, tall, g.d, up) + g.gemm(2.0 * rows * down * g.d, tall, down, g.d)
 }
 
@@ -397,11 +402,20 @@ fn ffn_time(g: &Geometry) -> f64 {
             // MoE layers: shared experts see every token; the k·tok routed
             // token-rows land on the E/ep local experts, ep·tok·k/E rows each
             // (short GEMMs); the router is a [tok, D] × [D, E] GEMM
+            // (short GEMMs); the router is a [tok, D] × [D, E] GEMM. Whole
+            // experts (etp = 1): each TP rank routes its tok/tp sequence
+            // shard and runs full-width experts — the same FLOPs, GEMMs tp×
+            // shorter and tp× wider
             let (k, e) = (mo.top_k as f64, mo.n_experts.max(1) as f64);
-            let tall = (g.ep as f64 * g.tok * k / e).max(1.0);
+            let (rows, width) = if g.spec.whole_experts() {
+                (g.tok * k / g.tpf(), a.d_ff_expert() as f64)
+            } else {
+                (g.tok * k, a.d_ff_expert() as f64 / g.tpf())
+            };
+            let tall = (g.ep as f64 * rows / e).max(1.0);
             let moe_layer = mo.n_shared_experts as f64
                 * mlp_time(g, g.tok, g.tok, a.d_ff_shared() as f64)
-                + MOE_LOAD_IMBALANCE * mlp_time(g, g.tok * k, tall, a.d_ff_expert() as f64)
+                + MOE_LOAD_IMBALANCE * mlp_time_split(g, rows, tall, width)
                 + g.gemm(2.0 * g.tok * g.d * e, g.tok, g.d, e);
             let phi = a.moe_fraction();
             (1.0 - phi) * dense + phi * moe_layer
@@ -460,10 +474,7 @@ pub const OPTIMIZER_BYTES: (f64, f64) = (34.0, 4.0);
 /// (parameters a device updates, parameters of its stage): the optimizer
 /// step's HBM traffic is `34·first + 4·second` bytes ([`OPTIMIZER_BYTES`]).
 pub fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
-    let pc = &spec.params;
-    let (ep, pp, tpf) = (spec.ep.max(1), spec.pp.max(1), spec.tp.max(1) as f64);
-    let stage =
-        (pc.total as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / ep as f64)) / pp as f64 / tpf;
+    let stage = spec.stage_params();
     let (shard, repl) = spec.shard_groups();
     let repl_params = stage / shard as f64;
     let opt = repl_params / if spec.zero >= 1 { repl as f64 } else { 1.0 };
@@ -586,6 +597,16 @@ fn tp_layer(g: &Geometry, layer_mm: f64) -> TpLayer {
             * (clamp_nodes(p, tp_nodes) as f64).powf(p.latency_node_exponent)
     } else {
         0.0
+    };
+    // whole experts (etp = 1, Megatron-Core's alltoall dispatcher): a MoE
+    // layer's tokens reach the experts through the all-to-all from their
+    // sequence shards, so the MLP's half of the layer's TP collectives is
+    // gone (kept when shared experts still run tensor-parallel)
+    let ops = match &g.spec.arch.moe {
+        Some(mo) if g.spec.whole_experts() && mo.n_shared_experts == 0 => {
+            ops * (1.0 - 0.5 * g.spec.arch.moe_fraction())
+        }
+        _ => ops,
     };
     // the recomputed forward repeats its collectives
     let all = if g.spec.remat == Remat::Full {
@@ -771,8 +792,7 @@ fn microbatch(g: &Geometry) -> Microbatch {
 /// Parameters of one pipeline stage on one device (approximate: embeddings
 /// spread; routed experts split over ep).
 fn stage_params(g: &Geometry) -> f64 {
-    let pc = &g.spec.params;
-    (pc.total as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / g.ep as f64)) / g.pp as f64 / g.tpf()
+    g.spec.stage_params()
 }
 
 /// Gradient bytes per parameter a framework reduces.

@@ -224,6 +224,14 @@ impl FittedRanges {
         set("dtype", dtype.to_string(), &self.dtype);
         set("framework", spec.framework.to_string(), &self.framework);
         set("chip", chip.name.clone(), &self.chip);
+        if spec.whole_experts() {
+            // every fitted run split its experts like its dense layers
+            out.push(OutOfRange {
+                input: "etp",
+                value: serde_json::json!(1),
+                fitted_range: serde_json::json!(["tp"]),
+            });
+        }
         out
     }
 

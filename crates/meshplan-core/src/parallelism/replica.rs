@@ -48,6 +48,11 @@ pub struct RunSpec {
     /// Expert-parallel degree (MoE; ep ranks are data-parallel ranks that
     /// split the routed experts).
     pub ep: u64,
+    /// TP degree inside each routed expert (Megatron-Core
+    /// `expert_tensor_parallel_size`); 0 = tp. With etp = 1 every expert is
+    /// whole on one rank and the ep group spans tp's ranks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub etp: u64,
     /// Hybrid sharding: a ZeRO-3 group of this many data-parallel ranks
     /// (innermost), replicated across the rest with ZeRO stage `zero`
     /// (1 = none; `zero = 3` shards over every data-parallel rank instead).
@@ -121,8 +126,26 @@ impl RunSpec {
             virtual_stages: cfg.virtual_stages.max(1),
             framework: cfg.framework,
             ep: d.ep,
+            etp: cfg.degrees.etp,
             fsdp: d.fsdp,
         })
+    }
+
+    /// Routed experts whole on one rank while the dense layers use tp > 1
+    /// (etp = 1).
+    pub fn whole_experts(&self) -> bool {
+        self.degrees().etp_differs() && self.etp == 1
+    }
+
+    /// Parameters of one pipeline stage on one device: the dense part over
+    /// tp, the routed experts over ep·etp (approximate: embeddings spread
+    /// over the stages).
+    pub fn stage_params(&self) -> f64 {
+        let pc = &self.params;
+        let d = self.degrees();
+        let routed = pc.experts_routed as f64;
+        let dense = (pc.total as f64 - routed) / d.tp as f64;
+        (dense + routed / (d.ep * d.expert_tp().max(1)) as f64) / d.pp as f64
     }
 
     /// Tokens per optimizer step.
@@ -166,7 +189,7 @@ impl RunSpec {
             pp: self.pp.max(1),
             cp: self.cp.max(1),
             ep: self.ep.max(1),
-            etp: 0,
+            etp: self.etp,
         }
     }
 
@@ -200,4 +223,8 @@ impl RunSpec {
             (1, dpc)
         }
     }
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }

@@ -174,10 +174,11 @@ pub fn run_spec(
     if let Some(r) = model_unsupported(spec, cfg) {
         return Err(r);
     }
-    if cfg.degrees.etp_differs() {
-        // the fidelity model's expert GEMMs and MoE collectives assume etp = tp
+    if cfg.degrees.etp_differs() && cfg.degrees.etp != 1 {
+        // the fidelity model times experts split like the dense layers (etp
+        // = tp) or whole (etp = 1)
         return Err(format!(
-            "etp = {} ≠ tp = {}: the fidelity model times experts split like the dense layers (the roofline bounds model etp)",
+            "etp = {} (neither 1 nor tp = {}) is not modelled",
             cfg.degrees.etp, cfg.degrees.tp
         ));
     }
