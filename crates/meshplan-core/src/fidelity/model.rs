@@ -7,12 +7,12 @@ use serde::Serialize;
 use super::profile::EfficiencyProfile;
 use crate::hardware::Chip;
 use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
-use crate::mesh::GpuSplit;
+use crate::mesh::{GpuSplit, Topology};
 use crate::model::flops::{head_dims, layer_keys};
 use crate::parallelism::pipeline::stage_extremes;
 use crate::parallelism::{
     Degrees, DpOverlap, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
-    TpOverlap,
+    TpOverlap, TrainConfig,
 };
 use crate::trace::NoTrace;
 use crate::units::DType;
@@ -102,6 +102,8 @@ pub struct Features {
     pub causal: bool,
     /// TP / DP overlap and the SP all-gather in the backward.
     pub overlap: Overlap,
+    /// TPU slices joined over DCN (1: one ICI slice; GPUs: 1).
+    pub slices: u64,
 }
 
 impl Default for Features {
@@ -110,6 +112,22 @@ impl Default for Features {
             compute_dtype: DType::Bf16,
             causal: true,
             overlap: Overlap::default(),
+            slices: 1,
+        }
+    }
+}
+
+impl Features {
+    /// The features of a training configuration on `topo`.
+    pub fn of(cfg: &TrainConfig, topo: &Topology) -> Features {
+        Features {
+            compute_dtype: cfg.compute_dtype,
+            causal: cfg.causal,
+            overlap: cfg.overlap,
+            slices: match topo {
+                Topology::Torus { slices, .. } => (*slices).max(1),
+                Topology::Gpu { .. } => 1,
+            },
         }
     }
 }
@@ -282,8 +300,11 @@ struct Geometry<'a> {
 impl<'a> Geometry<'a> {
     fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile, f: &Features) -> Self {
         let a = &spec.arch;
-        // a TPU slice is one ICI domain (multi-slice DCN jobs are not modelled)
+        // a TPU slice is one ICI domain, the "node" of the placement: a
+        // multi-slice job's outer axes cross the DCN between slices
+        let slices = f.slices.max(1);
         let per_node = match (&chip.ici, &chip.nvlink) {
+            (Some(_), _) if spec.n_gpus % slices == 0 => (spec.n_gpus / slices).max(1),
             (Some(_), _) => spec.n_gpus.max(1),
             (None, n) => n.as_ref().map_or(8, |n| n.domain_size).max(1),
         };
@@ -295,7 +316,7 @@ impl<'a> Geometry<'a> {
         );
         let seq = (spec.seq_len / cp) as f64;
         let nodes = if chip.ici.is_some() {
-            1
+            spec.n_gpus.max(1) / per_node
         } else {
             super::range::job_nodes(spec, chip)
         };

@@ -332,11 +332,7 @@ impl Shared<'_, '_> {
         };
         let s = self.search;
         let rs = RunSpec::from_config(&s.spec.arch, self.ctx.pc, cfg).map_err(|_| ())?;
-        let f = Features {
-            compute_dtype: cfg.compute_dtype,
-            causal: cfg.causal,
-            overlap: cfg.overlap,
-        };
+        let f = Features::of(cfg, &s.topology);
         let (t, _) = predict_time_with(&rs, s.chip, &p.profile, &f);
         let step = match &e.offload {
             None => t.at_least(e.lower).total,

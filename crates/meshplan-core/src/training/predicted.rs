@@ -23,6 +23,7 @@ use crate::fidelity::model::{predict_time_detailed, CommExposure, Features, Time
 use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
+use crate::mesh::Topology;
 use crate::model::params::ParamCounts;
 use crate::model::ModelSpec;
 use crate::parallelism::{Framework, Optimizer, Overlap, RunSpec, TrainConfig};
@@ -275,11 +276,13 @@ fn unfitted_settings(o: &Overlap) -> impl Iterator<Item = OutOfRange> {
 /// Predict one configuration; `model_flops` is the report's model FLOPs per
 /// step (for the MFU, same convention as `mfu_at_lower_bound`), `floor_s` its
 /// roofline lower bound (the prediction never goes below it).
+#[allow(clippy::too_many_arguments)]
 pub fn predict_train(
     spec: &ModelSpec,
     pc: ParamCounts,
     chip: &Chip,
     cfg: &TrainConfig,
+    topo: &Topology,
     prof: &ActiveProfile,
     model_flops: f64,
     floor_s: f64,
@@ -292,11 +295,7 @@ pub fn predict_train(
     if let Some(r) = dtype_unsupported(chip, cfg) {
         return Err(r);
     }
-    let features = Features {
-        compute_dtype: cfg.compute_dtype,
-        causal: cfg.causal,
-        overlap: cfg.overlap,
-    };
+    let features = Features::of(cfg, topo);
     let (time, extrapolated, exposure) = predict_time_detailed(&rs, chip, &prof.profile, &features);
     let time = time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
@@ -388,6 +387,7 @@ pub fn attach(
     spec: &ModelSpec,
     chip: &Chip,
     cfg: &TrainConfig,
+    topo: &Topology,
     prof: Option<&ActiveProfile>,
 ) {
     report.predicted = None;
@@ -409,7 +409,7 @@ pub fn attach(
         report.flops_per_step.get(),
         report.step_time_lower_s.get() - exposed,
     );
-    match predict_train(spec, pc, chip, cfg, prof, flops, floor) {
+    match predict_train(spec, pc, chip, cfg, topo, prof, flops, floor) {
         Ok(mut p) => {
             if let Some(o) = &report.offload {
                 with_offload(&mut p, o, cfg, chip, flops, floor + exposed);

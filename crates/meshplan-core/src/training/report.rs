@@ -184,7 +184,7 @@ pub fn analyze_with<T: Tracer>(
         r.memory_per_device.total_bytes.get(),
         ctx.hbm,
     );
-    predicted::attach(&mut r, spec, chip, cfg, profile);
+    predicted::attach(&mut r, spec, chip, cfg, topo, profile);
     if r.feasible {
         r.blocks =
             super::blocks::step_blocks(&spec.arch, &ctx.pc, chip, cfg, profile.map(|p| &p.profile));

@@ -26,7 +26,7 @@ const STACK_SHARE: f64 = 0.70 / 0.825;
 const TPU_ACHIEVABLE: f64 = 0.95;
 
 /// (parameter, value, source) of the TPU profile.
-fn params() -> [(Param, f64, &'static str); 8] {
+fn params() -> [(Param, f64, &'static str); 10] {
     [
         (
             Param::MatmulEfficiency,
@@ -64,6 +64,16 @@ fn params() -> [(Param, f64, &'static str); 8] {
             "no CUDA context / NCCL buffers on TPU; see usable_hbm_fraction",
         ),
         (
+            Param::InterNodeEfficiency,
+            1.0,
+            "multi-slice jobs: the catalog's DCN figure is the achieved per-chip egress the book uses for DCN collectives (ch3/ch5: W_dcn = 6.25e9 B/s per v5p chip), taken as is; no DCN collective microbenchmark is published",
+        ),
+        (
+            Param::InterNodeCongestion,
+            0.0,
+            "no measurement of DCN bandwidth against the number of slices: none assumed",
+        ),
+        (
             Param::DpOverlap,
             0.9,
             "XLA's async collectives run the gradient reduce-scatter under the backward (MaxText's default latency-hiding scheduler); the Megatron-Core value (0.9, --overlap-grad-reduce) kept; not fitted on TPU",
@@ -80,6 +90,10 @@ pub fn tpu_profile(chip: &Chip) -> Option<EfficiencyProfile> {
     let base = EfficiencyProfile::builtin("h100")?.for_network("infiniband");
     let mut profile = base.clone();
     profile.networks.clear();
+    // the H100 cluster's measured bus-bandwidth curves are InfiniBand's, not DCN's
+    profile.measured_bw_nodes.clear();
+    profile.measured_allreduce_gbs.clear();
+    profile.measured_allgather_gbs.clear();
     for (p, v, src) in params() {
         profile.set_param(p, v);
         profile.sources.insert(p.to_string(), src.to_string());
