@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::collectives::{allgather_bandwidth, AxisPlacement};
 use crate::hardware::{fmt_shape, parse_shape, Chip, ChipKind};
+use crate::parallelism::RankOrder;
 pub use crate::parallelism::{Degrees, LogicalAxis};
 use crate::units::BytesPerSec;
 
@@ -456,7 +457,7 @@ fn place_gpus(
     if reasons.is_empty() {
         let split = GpuSplit::new(&deg, *gpus_per_node);
         let mut out = *nodes;
-        for a in LogicalAxis::ORDER {
+        for a in deg.order.axes() {
             let d = deg.get(a);
             if a == LogicalAxis::Ep || d <= 1 {
                 continue;
@@ -504,7 +505,9 @@ impl GpuSplit {
     pub fn new(deg: &Degrees, gpus_per_node: u64) -> GpuSplit {
         let mut parts = [(1, 1); 6];
         let mut free = gpus_per_node.max(1);
-        for (i, a) in LogicalAxis::ORDER.into_iter().enumerate() {
+        // placed in the plan's rank order; stored by the axis' index in ORDER
+        for a in deg.order.axes() {
+            let i = order_index(a);
             let d = deg.get(a).max(1);
             if a == LogicalAxis::Ep {
                 // the ranks nearest in the node beside each expert's TP
@@ -515,7 +518,13 @@ impl GpuSplit {
                 } else {
                     parts[0].0
                 };
-                let beside_tp = (gpus_per_node.max(1) / etp_in_node).max(1);
+                // pipeline stages placed inside the node (tp-pp-dp) take
+                // their share of it first
+                let pp_in_node = match deg.order {
+                    RankOrder::PipelineInner => parts[order_index(LogicalAxis::Pp)].0,
+                    RankOrder::PipelineOuter => 1,
+                };
+                let beside_tp = (gpus_per_node.max(1) / (etp_in_node * pp_in_node)).max(1);
                 parts[i] = (gcd(d, beside_tp), beside_tp);
                 continue;
             }
@@ -526,10 +535,10 @@ impl GpuSplit {
         GpuSplit { parts }
     }
     fn part(&self, a: LogicalAxis) -> (u64, u64) {
-        LogicalAxis::ORDER
-            .iter()
-            .position(|&x| x == a)
-            .map_or((1, 1), |i| self.parts[i])
+        match a {
+            LogicalAxis::DpDcn => (1, 1),
+            _ => self.parts[order_index(a)],
+        }
     }
     /// GPUs of axis `a` inside one node.
     pub fn in_node(&self, a: LogicalAxis) -> u64 {
@@ -547,6 +556,14 @@ impl GpuSplit {
             (per * g, nodes * (deg.get(a).max(1) / g))
         })
     }
+}
+
+/// Position of `a` in [`LogicalAxis::ORDER`] (`DpDcn`: dp's).
+fn order_index(a: LogicalAxis) -> usize {
+    LogicalAxis::ORDER
+        .iter()
+        .position(|&x| x == a)
+        .unwrap_or(LogicalAxis::ORDER.len() - 2)
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {

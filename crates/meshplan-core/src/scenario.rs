@@ -253,6 +253,10 @@ pub struct ParallelismSection {
     /// (Megatron-Core `expert_tensor_parallel_size`; default tp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etp: Option<u64>,
+    /// GPU rank order: "tp-cp-ep-dp-pp" (Megatron's default) or "tp-pp-dp"
+    /// (Megatron's `--use-tp-pp-dp-mapping`: pipeline stages inside the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_order: Option<String>,
     /// ZeRO stage 0–3 for the data-parallel axis.
     pub zero: Option<u64>,
     /// "gpipe" | "afab" | "1f1b" | "interleaved".

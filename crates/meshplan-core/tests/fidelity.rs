@@ -398,6 +398,7 @@ fn llama7b_spec() -> RunSpec {
         framework: Framework::Megatron,
         ep: 1,
         etp: 0,
+        order: meshplan_core::parallelism::RankOrder::PipelineOuter,
         fsdp: 1,
     }
 }

@@ -575,3 +575,59 @@ fn predicted_step_never_below_the_roofline_lower_bound() {
     }
     assert!(checked > 100, "only {checked} candidates checked");
 }
+
+/// The GPU rank order (issue 14: which network each axis runs on, searched):
+/// tp 4 × pp 2 × dp 2 on two 8-GPU nodes. Megatron's default order
+/// (tp-cp-ep-dp-pp) fills the node with tp 4 then dp 2 (gcd(2, 8/4) = 2) and
+/// sends pp across the two nodes; `tp-pp-dp` puts pp 2 in the node and dp
+/// across. The planner searches both for that tuple, one order where pp = 1.
+#[test]
+fn rank_order_moves_the_pipeline_into_the_node() {
+    use meshplan_core::mesh::GpuSplit;
+    use meshplan_core::parallelism::{LogicalAxis, RankOrder};
+    let outer = Degrees {
+        dp: 2,
+        tp: 4,
+        pp: 2,
+        ..Degrees::default()
+    };
+    let inner = Degrees {
+        order: RankOrder::PipelineInner,
+        ..outer
+    };
+    let (so, si) = (GpuSplit::new(&outer, 8), GpuSplit::new(&inner, 8));
+    assert_eq!(
+        (so.in_node(LogicalAxis::Pp), so.in_node(LogicalAxis::Dp)),
+        (1, 2)
+    );
+    assert_eq!(
+        (si.in_node(LogicalAxis::Pp), si.in_node(LogicalAxis::Dp)),
+        (2, 1)
+    );
+    assert_eq!(RankOrder::parse("tp-pp-dp"), Ok(RankOrder::PipelineInner));
+    assert!(RankOrder::parse("pp-tp").is_err());
+    // the search tries both orders for this tuple, one where they coincide
+    use meshplan_core::planner::rank_orders;
+    let both = [RankOrder::PipelineOuter, RankOrder::PipelineInner];
+    assert_eq!(rank_orders(&Topology::gpus(16, 8), &outer), both);
+    let no_pp = Degrees {
+        pp: 1,
+        dp: 4,
+        ..outer
+    };
+    assert_eq!(
+        rank_orders(&Topology::gpus(16, 8), &no_pp),
+        [RankOrder::PipelineOuter]
+    );
+    // tp 8 fills the node: nothing else fits beside it
+    let full = Degrees {
+        tp: 8,
+        dp: 1,
+        ..outer
+    };
+    assert_eq!(
+        rank_orders(&Topology::gpus(16, 8), &full),
+        [RankOrder::PipelineOuter]
+    );
+    assert_eq!(rank_orders(&cube(), &outer), [RankOrder::PipelineOuter]);
+}

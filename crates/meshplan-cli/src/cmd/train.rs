@@ -162,6 +162,9 @@ pub struct ParallelArgs {
     /// Expert tensor-parallel degree: TP inside each expert (default tp; 1 = whole experts).
     #[arg(long)]
     pub etp: Option<u64>,
+    /// GPU rank order: tp-cp-ep-dp-pp (Megatron's default) or tp-pp-dp (pipeline inside the node).
+    #[arg(long)]
+    pub rank_order: Option<String>,
     /// Micro-batches per step: pipeline micro-batches, or gradient accumulation with pp = 1.
     #[arg(long)]
     pub microbatches: Option<u64>,

@@ -557,3 +557,45 @@ fn overlap_flags_and_breakdown() {
         &["--sequence-parallel"],
     );
 }
+
+/// `--rank-order tp-pp-dp` puts the pipeline stages in the node (Megatron's
+/// `--use-tp-pp-dp-mapping`): the order reaches the plan's degrees, the
+/// pipeline sends leave the network, and a bad name exits 2 with the two
+/// accepted ones.
+#[test]
+fn rank_order_flag() {
+    let base = [
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "16",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--dp",
+        "2",
+        "--microbatches",
+        "16",
+        "--batch-tokens",
+        "1Mi",
+    ];
+    let at_order = |o: &str| json(&cmd(&[&base, &["--rank-order", o, "--json"]]));
+    let (outer, inner) = (at_order("tp-cp-ep-dp-pp"), at_order("tp-pp-dp"));
+    assert_eq!(at(&inner, "degrees.order"), "tp-pp-dp");
+    assert!(at(&outer, "degrees").get("order").is_none());
+    let pp = |v: &Value| f(v, "predicted.time_breakdown_s.pp_comm");
+    assert!(
+        pp(&inner) < pp(&outer) / 2.0,
+        "{} vs {}",
+        pp(&inner),
+        pp(&outer)
+    );
+    crate::harness::rejects(
+        &cmd(&[&base, &["--rank-order", "pp-first"]]),
+        &["tp-cp-ep-dp-pp", "tp-pp-dp"],
+    );
+}

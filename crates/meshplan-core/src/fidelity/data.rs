@@ -310,6 +310,7 @@ fn run_spec(arch: Arch, framework: Framework, what: &str, row: usize) -> Result<
         framework,
         ep: 1,
         etp: 0,
+        order: crate::parallelism::RankOrder::PipelineOuter,
         fsdp: 1,
     })
 }

@@ -94,10 +94,66 @@ pub struct Degrees {
     /// default). See [`Degrees::expert_tp`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub etp: u64,
+    /// How GPU ranks are laid out: which axes share the NVLink domain.
+    #[serde(default, skip_serializing_if = "RankOrder::is_default")]
+    pub order: RankOrder,
 }
 
 fn is_zero(x: &u64) -> bool {
     *x == 0
+}
+
+/// The order GPU ranks are laid out in, innermost (the NVLink domain) first:
+/// which axes ride the scale-up network and which cross nodes. TPU slices
+/// place axes on torus dimensions instead (`mesh::place_torus`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RankOrder {
+    /// tp, cp, ep, fsdp, dp, pp — Megatron-LM's default rank order
+    /// (`tp-cp-ep-dp-pp`): pipeline stages leave the node first.
+    #[default]
+    #[serde(rename = "tp-cp-ep-dp-pp")]
+    PipelineOuter,
+    /// tp, pp, cp, ep, fsdp, dp — Megatron-LM's `--use-tp-pp-dp-mapping`:
+    /// pipeline neighbours share the node, the data axes cross nodes.
+    #[serde(rename = "tp-pp-dp")]
+    PipelineInner,
+}
+
+impl RankOrder {
+    /// Both orders, the default first.
+    pub const ALL: [RankOrder; 2] = [RankOrder::PipelineOuter, RankOrder::PipelineInner];
+    /// The axes, innermost first.
+    pub const fn axes(self) -> [LogicalAxis; 6] {
+        use LogicalAxis::{Cp, Dp, Ep, Fsdp, Pp, Tp};
+        match self {
+            RankOrder::PipelineOuter => LogicalAxis::ORDER,
+            RankOrder::PipelineInner => [Tp, Pp, Cp, Ep, Fsdp, Dp],
+        }
+    }
+    /// Its name in flags and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RankOrder::PipelineOuter => "tp-cp-ep-dp-pp",
+            RankOrder::PipelineInner => "tp-pp-dp",
+        }
+    }
+    /// Whether this is Megatron's default order.
+    pub fn is_default(&self) -> bool {
+        *self == RankOrder::PipelineOuter
+    }
+    /// Parse a flag or scenario value.
+    pub fn parse(s: &str) -> Result<RankOrder, String> {
+        RankOrder::ALL
+            .into_iter()
+            .find(|o| o.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown rank order '{s}' (expected {} or {})",
+                    RankOrder::PipelineOuter.name(),
+                    RankOrder::PipelineInner.name()
+                )
+            })
+    }
 }
 
 impl Default for Degrees {
@@ -110,6 +166,7 @@ impl Default for Degrees {
             cp: 1,
             ep: 1,
             etp: 0,
+            order: RankOrder::PipelineOuter,
         }
     }
 }
@@ -127,6 +184,7 @@ impl Degrees {
             cp,
             ep: 1,
             etp: 0,
+            order: RankOrder::PipelineOuter,
         }
     }
     /// The TP degree inside each expert: `etp`, or `tp` when unset.
@@ -184,6 +242,7 @@ impl Degrees {
             cp: self.cp.max(1),
             ep: self.ep.max(1),
             etp: self.etp,
+            order: self.order,
         }
     }
     /// Whether any degree is zero.
@@ -202,6 +261,9 @@ impl std::fmt::Display for Degrees {
         )?;
         if self.etp_differs() {
             write!(f, " etp={}", self.etp)?;
+        }
+        if !self.order.is_default() {
+            write!(f, " order={}", self.order.name())?;
         }
         Ok(())
     }

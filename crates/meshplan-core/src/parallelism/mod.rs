@@ -20,7 +20,7 @@ mod replica;
 pub(crate) use choices::named_choice;
 pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
 pub use config::{Choice, TrainConfig};
-pub use degrees::{Degrees, LogicalAxis};
+pub use degrees::{Degrees, LogicalAxis, RankOrder};
 pub use offload::Offload;
 pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
 pub use replica::{RunSpec, Unmapped};

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{Degrees, Framework, LogicalAxis, Remat, Schedule, TrainConfig};
+use super::{Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 
@@ -53,6 +53,9 @@ pub struct RunSpec {
     /// whole on one rank and the ep group spans tp's ranks.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub etp: u64,
+    /// GPU rank order (which axes share the NVLink domain).
+    #[serde(default, skip_serializing_if = "RankOrder::is_default")]
+    pub order: RankOrder,
     /// Hybrid sharding: a ZeRO-3 group of this many data-parallel ranks
     /// (innermost), replicated across the rest with ZeRO stage `zero`
     /// (1 = none; `zero = 3` shards over every data-parallel rank instead).
@@ -127,6 +130,7 @@ impl RunSpec {
             framework: cfg.framework,
             ep: d.ep,
             etp: cfg.degrees.etp,
+            order: cfg.degrees.order,
             fsdp: d.fsdp,
         })
     }
@@ -190,6 +194,7 @@ impl RunSpec {
             cp: self.cp.max(1),
             ep: self.ep.max(1),
             etp: self.etp,
+            order: self.order,
         }
     }
 

@@ -25,4 +25,4 @@ pub use infer::{ChipBudget, InferObjective, InferResult, InferSearch};
 pub use infer_report::{plan_infer, PlanInferReport};
 pub use report::{plan_train, PlanEntry, PlanTrainReport, PlanTrainRequest};
 pub use space::{divisors, factorizations, inner_choices, TrainSpace};
-pub use train::{Found, PredEval, TrainObjective, TrainResult, TrainSearch};
+pub use train::{rank_orders, Found, PredEval, TrainObjective, TrainResult, TrainSearch};

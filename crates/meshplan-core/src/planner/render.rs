@@ -19,13 +19,18 @@ fn choice(p: &PlanEntry) -> Choice {
     }
 }
 
-/// The pipeline column: the schedule, or the gradient accumulation.
+/// The pipeline column: the schedule, or the gradient accumulation; with
+/// the stages inside the node, the rank order.
 fn pipeline_cell(p: &PlanEntry) -> String {
     let d = &p.report.degrees;
-    if d.pp <= 1 && p.microbatches > 1 {
+    let cell = if d.pp <= 1 && p.microbatches > 1 {
         format!("accumulate ×{}", p.microbatches)
     } else {
         schedule_label(d, &choice(p))
+    };
+    match d.order.is_default() {
+        true => cell,
+        false => format!("{cell} ({})", d.order.name()),
     }
 }
 

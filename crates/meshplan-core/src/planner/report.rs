@@ -140,6 +140,12 @@ pub fn plan_label(deg: &Degrees, c: &Choice) -> String {
     if v.is_empty() {
         v.push("1 chip".into());
     }
+    if deg.etp_differs() {
+        v.push(format!("etp {}", deg.etp));
+    }
+    if !deg.order.is_default() {
+        v.push(format!("order {}", deg.order.name()));
+    }
     let accumulation = if deg.pp <= 1 && c.microbatches > 1 {
         format!(", {} accumulation steps", c.microbatches)
     } else {

@@ -12,9 +12,11 @@ use rayon::prelude::*;
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
 use crate::fidelity::model::{predict_time_with, Features};
 use crate::hardware::Chip;
-use crate::mesh::{Mesh, Topology};
+use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
-use crate::parallelism::{named_choice, Choice, Degrees, Framework, RunSpec, TrainConfig};
+use crate::parallelism::{
+    named_choice, Choice, Degrees, Framework, RankOrder, RunSpec, TrainConfig,
+};
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
 use crate::training::predicted::{
@@ -556,12 +558,14 @@ impl<'a> TrainSearch<'a> {
                     vec![1]
                 };
                 for ep in eps {
-                    work.push(Work {
-                        topo: ti,
-                        deg: Degrees { ep, ..base },
-                        id,
-                    });
-                    id = id.wrapping_add(1);
+                    for order in rank_orders(&topologies[ti], &Degrees { ep, ..base }) {
+                        work.push(Work {
+                            topo: ti,
+                            deg: Degrees { ep, order, ..base },
+                            id,
+                        });
+                        id = id.wrapping_add(1);
+                    }
                 }
             }
         }
@@ -678,4 +682,23 @@ impl<'a> TrainSearch<'a> {
 /// Worker threads the machine has (a request for more is capped to this).
 pub fn num_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The GPU rank orders worth trying for `deg` on `topo`: Megatron's default,
+/// and pipeline-inside-the-node (`tp-pp-dp`) when it places some axis
+/// differently (pp > 1 with room left in the node beside tp); TPU slices
+/// place axes on torus dimensions (one order).
+pub fn rank_orders(topo: &Topology, deg: &Degrees) -> Vec<RankOrder> {
+    let mut out = vec![RankOrder::PipelineOuter];
+    if let Topology::Gpu { gpus_per_node, .. } = topo {
+        let inner = Degrees {
+            order: RankOrder::PipelineInner,
+            ..*deg
+        };
+        if deg.pp > 1 && GpuSplit::new(deg, *gpus_per_node) != GpuSplit::new(&inner, *gpus_per_node)
+        {
+            out.push(RankOrder::PipelineInner);
+        }
+    }
+    out
 }

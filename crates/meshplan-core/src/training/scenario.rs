@@ -11,7 +11,8 @@ use crate::hardware::{fmt_shape, Chip};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::parallelism::{
-    Degrees, FlopConvention, Framework, Optimizer, Overlap, Remat, Schedule, TpOverlap, TrainConfig,
+    Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule, TpOverlap,
+    TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::units::DType;
@@ -216,6 +217,10 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         cp: pick(p.cp),
         ep: pick(p.ep),
         etp: p.etp.unwrap_or(0),
+        order: match p.rank_order.as_deref() {
+            None => RankOrder::default(),
+            Some(o) => RankOrder::parse(o).map_err(Error::Invalid)?,
+        },
     };
     // Megatron-Core allows any etp with world % (etp·ep·pp) = 0; meshplan
     // models the two layouts in use: experts split like the dense layers
