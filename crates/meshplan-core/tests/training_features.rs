@@ -22,11 +22,6 @@ use meshplan_core::Catalog;
 const PLAYBOOK: &str = include_str!("fixtures/validation/playbook_h100_runs.csv");
 const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 
-/// `meshplan train` of a scenario body.
-
-/// `meshplan train` of `model` on `chips` of `chip`; `rest`: the
-/// `[training]` and `[parallelism]` tables.
-
 /// A NeMo performance configuration on H100 (NVIDIA/NeMo
 /// scripts/performance/recommended_model_configs/model_configs_h100.csv,
 /// `pre_train` rows): distributed optimizer (NeMo's default optimizer

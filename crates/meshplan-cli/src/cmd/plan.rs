@@ -64,6 +64,9 @@ pub struct PlanTrainArgs {
     /// time | cost | memory-headroom.
     #[arg(long, default_value = "time")]
     pub objective: String,
+    /// GPU rank order: tp-cp-ep-dp-pp (default), tp-pp-dp, or auto (search both).
+    #[arg(long)]
+    pub rank_order: Option<String>,
     /// Listing and derivation.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -108,7 +111,16 @@ pub fn run(c: PlanCmd) -> Result<ExitCode> {
 
 fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
-    let flags = sections(&[("training", a.workload.flags()?)]);
+    let flags = sections(&[
+        ("training", a.workload.flags()?),
+        (
+            "parallelism",
+            a.rank_order.map_or(
+                serde_json::json!({}),
+                |o| serde_json::json!({ "rank_order": o }),
+            ),
+        ),
+    ]);
     let sc = a.target.load(&mut cat, flags)?;
     let user = a.workload.profile_file()?;
     let req = PlanTrainRequest {

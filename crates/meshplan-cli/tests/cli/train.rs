@@ -598,4 +598,23 @@ fn rank_order_flag() {
         &cmd(&[&base, &["--rank-order", "pp-first"]]),
         &["tp-cp-ep-dp-pp", "tp-pp-dp"],
     );
+    crate::harness::rejects(&cmd(&[&base, &["--rank-order", "auto"]]), &["plan train"]);
+    // plan train searches both orders only when asked
+    let plan = |extra: &[&str]| {
+        let head = [
+            "plan",
+            "train",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "h100",
+            "--chips",
+            "16",
+        ];
+        f(
+            &json(&cmd(&[&head, extra, &["--top", "1", "--json"]])),
+            "candidates",
+        )
+    };
+    assert!(plan(&["--rank-order", "auto"]) > plan(&[]));
 }

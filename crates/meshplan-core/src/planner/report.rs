@@ -272,6 +272,9 @@ impl PlanTrainRequest {
         if w.offload_auto {
             s.space.offloads = crate::parallelism::Offload::all_combinations().collect();
         }
+        if !w.rank_orders.is_empty() {
+            s.space.rank_orders.clone_from(&w.rank_orders);
+        }
         s
     }
 

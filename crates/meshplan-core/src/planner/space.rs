@@ -1,7 +1,7 @@
 //! The training search space: degree tuples (every ordered factorization of
 //! the chip count), TPU axis orders, and the choices inside one tuple.
 
-use crate::parallelism::{Choice, Degrees, Offload, Remat, Schedule, TrainConfig};
+use crate::parallelism::{Choice, Degrees, Offload, RankOrder, Remat, Schedule, TrainConfig};
 
 /// The choices searched besides the degrees.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +28,11 @@ pub struct TrainSpace {
     /// Offload settings tried (`plan train --offload auto`: every
     /// combination); empty: only the workload's own.
     pub offloads: Vec<Offload>,
+    /// GPU rank orders: one fixes every plan to it; both (`plan train
+    /// --rank-order auto`) try `tp-pp-dp` wherever it places an axis
+    /// differently (`planner::rank_orders`). Default: Megatron's order only
+    /// (searching both costs up to 2× the candidates).
+    pub rank_orders: Vec<RankOrder>,
 }
 
 impl Default for TrainSpace {
@@ -41,6 +46,7 @@ impl Default for TrainSpace {
             sequence_parallel: vec![false, true],
             permute_torus: true,
             offloads: Vec::new(),
+            rank_orders: vec![RankOrder::PipelineOuter],
         }
     }
 }

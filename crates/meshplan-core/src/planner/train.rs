@@ -549,7 +549,7 @@ impl<'a> TrainSearch<'a> {
             return work;
         }
         let facts = factorizations(n);
-        for ti in 0..topologies.len() {
+        for (ti, topo) in topologies.iter().enumerate() {
             for f in &facts {
                 let base = Degrees::from_factors(*f);
                 let eps = if moe {
@@ -558,7 +558,13 @@ impl<'a> TrainSearch<'a> {
                     vec![1]
                 };
                 for ep in eps {
-                    for order in rank_orders(&topologies[ti], &Degrees { ep, ..base }) {
+                    let d = Degrees { ep, ..base };
+                    let orders = match self.space.rank_orders.as_slice() {
+                        [one] => vec![*one],
+                        [] => vec![RankOrder::PipelineOuter],
+                        _ => rank_orders(topo, &d),
+                    };
+                    for order in orders {
                         work.push(Work {
                             topo: ti,
                             deg: Degrees { ep, order, ..base },

@@ -67,6 +67,9 @@ pub struct Workload {
     /// `offload = ["auto"]` (`--offload auto`): the planner tries every
     /// offload combination.
     pub offload_auto: bool,
+    /// `[parallelism] rank_order` for the planner: one order, or both
+    /// (`"auto"`); empty = Megatron's default only.
+    pub rank_orders: Vec<RankOrder>,
 }
 
 /// The smallest MFU accepted: below it step times leave the range of
@@ -219,6 +222,11 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         etp: p.etp.unwrap_or(0),
         order: match p.rank_order.as_deref() {
             None => RankOrder::default(),
+            Some("auto") => {
+                return Err(Error::Invalid(
+                    "rank_order = auto lets `plan train` choose; `train` takes tp-cp-ep-dp-pp or tp-pp-dp".into(),
+                ))
+            }
             Some(o) => RankOrder::parse(o).map_err(Error::Invalid)?,
         },
     };
@@ -358,6 +366,11 @@ pub fn resolve_workload(
             return Err(Error::Invalid(why));
         }
     }
+    let rank_orders = match sc.parallelism.rank_order.as_deref().map(str::trim) {
+        None => Vec::new(),
+        Some("auto") => RankOrder::ALL.to_vec(),
+        Some(o) => vec![RankOrder::parse(o).map_err(Error::Invalid)?],
+    };
     Ok(Workload {
         spec,
         chip,
@@ -366,5 +379,6 @@ pub fn resolve_workload(
         base,
         profile,
         offload_auto,
+        rank_orders,
     })
 }
