@@ -459,6 +459,18 @@ fn zero_values_are_rejected_without_panic() {
     }
 }
 
+/// `plan train` of Llama-3 8B on 16 H100s (two nodes).
+const PLAN_8B_16: [&str; 8] = [
+    "plan",
+    "train",
+    "--model",
+    "llama-3-8b",
+    "--hw",
+    "h100",
+    "--chips",
+    "16",
+];
+
 /// `--tp-overlap`, `--dp-overlap`, `--sp-allgather` reach the prediction
 /// (`predicted.overlap`), their non-default values are named outside the
 /// fitted range, `--breakdown` prints the step by block, and bad values
@@ -522,21 +534,10 @@ fn overlap_flags_and_breakdown() {
         ],
     );
     // plan train takes the same flags
-    let plan = json(&[
-        "plan",
-        "train",
-        "--model",
-        "llama-3-8b",
-        "--hw",
-        "h100",
-        "--chips",
-        "16",
-        "--top",
-        "1",
-        "--tp-overlap",
-        "none",
-        "--json",
-    ]);
+    let plan = json(&cmd(&[
+        &PLAN_8B_16,
+        &["--top", "1", "--tp-overlap", "none", "--json"],
+    ]));
     assert!(at(&plan, "plans.0").is_object());
     crate::harness::rejects(
         &cmd(&[&base, &["--tp-overlap", "full"]]),
@@ -601,18 +602,8 @@ fn rank_order_flag() {
     crate::harness::rejects(&cmd(&[&base, &["--rank-order", "auto"]]), &["plan train"]);
     // plan train searches both orders only when asked
     let plan = |extra: &[&str]| {
-        let head = [
-            "plan",
-            "train",
-            "--model",
-            "llama-3-8b",
-            "--hw",
-            "h100",
-            "--chips",
-            "16",
-        ];
         f(
-            &json(&cmd(&[&head, extra, &["--top", "1", "--json"]])),
+            &json(&cmd(&[&PLAN_8B_16, extra, &["--top", "1", "--json"]])),
             "candidates",
         )
     };

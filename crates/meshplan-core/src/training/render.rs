@@ -313,28 +313,19 @@ pub fn blocks_doc(r: &TrainReport) -> Doc {
         );
         return d;
     }
-    let mut t = Table::new(
-        &[
-            "block",
-            "FLOPs",
-            "recompute",
-            "HBM bytes",
-            "eff",
-            "T_math",
-            "T_mem",
-            "time",
-            "bound",
-        ],
-        &[
-            "FLOPs",
-            "recompute",
-            "HBM bytes",
-            "eff",
-            "T_math",
-            "T_mem",
-            "time",
-        ],
-    );
+    // every column but the first and the last is a number (right-aligned)
+    const COLUMNS: [&str; 9] = [
+        "block",
+        "FLOPs",
+        "recompute",
+        "HBM bytes",
+        "eff",
+        "T_math",
+        "T_mem",
+        "time",
+        "bound",
+    ];
+    let mut t = Table::new(&COLUMNS, &COLUMNS[1..8]);
     for b in &r.blocks {
         t.row(vec![
             b.block.into(),
