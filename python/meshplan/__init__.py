@@ -293,8 +293,13 @@ def check(claims: PathLike) -> Report:
     return Report(json.loads(_native.check(_path(claims))))
 
 
-def validate(dataset: PathLike, *, all: bool = False) -> Report:
-    """``meshplan validate DATASET``: predicted step time, MFU and peak memory
-    against measured runs (Playbook CSV or published-runs JSON), with the
-    error summary; ``all=True`` lists every run."""
-    return Report(json.loads(_native.validate(_path(dataset), all)))
+def validate(*datasets: PathLike, all: bool = False) -> Report:
+    """``meshplan validate DATASET...``: predicted step time, MFU and peak
+    memory against measured runs (Playbook CSVs or published-runs JSON), with
+    the error summary; with two or more sources the report's ``held_out``
+    gives the leave-one-source-out figures beside the in-sample ones.
+    ``all=True`` lists every run."""
+    if not datasets:
+        raise TypeError("validate() needs at least one dataset")
+    paths = [_path(d) for d in datasets]
+    return Report(json.loads(_native.validate(paths, all)))

@@ -130,3 +130,16 @@ def test_plan_infer():
     r = meshplan.plan_infer(model="llama-2-13b", chip="h100", chips=8, top=3)
     assert r.model
     assert len(r.plans) <= 3
+
+
+def test_validate_one_and_several_sources():
+    v = ROOT / "crates" / "meshplan-core" / "tests" / "fixtures" / "validation"
+    one = meshplan.validate(v / "published_runs.json")
+    same(one.to_dict(), cli("validate", str(v / "published_runs.json")))
+    # two files, three sources: one leave-one-source-out fold per source, as
+    # `meshplan validate A.csv B.json` reports them
+    two = meshplan.validate(v / "playbook_subset.csv", v / "published_runs.json").to_dict()
+    assert [f["source"] for f in two["held_out"]["folds"]] == ["kor22", "mcore24", "playbook"]
+    assert two["held_out"]["held_out"]["by_chip"]["h100"]["n"] > 0
+    with pytest.raises(TypeError):
+        meshplan.validate()

@@ -208,18 +208,24 @@ fn check(path: &str) -> PyResult<String> {
     json(&check_claims(&f, catalog(), false).map_err(e)?)
 }
 
-/// `meshplan validate DATASET --json`.
+/// `meshplan validate DATASET... --json`: two or more sources add the
+/// leave-one-source-out (held-out) report, as on the command line.
 #[pyfunction]
-#[pyo3(signature = (path, all=false))]
-fn validate(path: &str, all: bool) -> PyResult<String> {
-    let src = read(path)?;
-    let side = Path::new(path).with_file_name("playbook_models.toml");
-    let models = if side.is_file() {
-        Some(read(&side.display().to_string())?)
-    } else {
-        None
-    };
-    let (runs, skipped) = load_dataset(&src, path, models.as_deref()).map_err(e)?;
+#[pyo3(signature = (paths, all=false))]
+fn validate(paths: Vec<String>, all: bool) -> PyResult<String> {
+    let (mut runs, mut skipped) = (Vec::new(), Vec::new());
+    for path in &paths {
+        let src = read(path)?;
+        let side = Path::new(path).with_file_name("playbook_models.toml");
+        let models = if side.is_file() {
+            Some(read(&side.display().to_string())?)
+        } else {
+            None
+        };
+        let (r, s) = load_dataset(&src, path, models.as_deref()).map_err(e)?;
+        runs.extend(r);
+        skipped.extend(s);
+    }
     // no thresholds: a Python caller judges the returned report itself
     let t = Thresholds::default();
     json(&validate_runs(&runs, skipped, None, &t, all))
