@@ -604,7 +604,10 @@ fn rank_order_moves_the_pipeline_into_the_node() {
         (si.in_node(LogicalAxis::Pp), si.in_node(LogicalAxis::Dp)),
         (2, 1)
     );
-    assert_eq!(RankOrder::parse("tp-pp-dp"), Ok(RankOrder::PipelineInner));
+    assert_eq!(
+        RankOrder::parse("tp-pp-dp").unwrap(),
+        RankOrder::PipelineInner
+    );
     assert!(RankOrder::parse("pp-tp").is_err());
     // the search tries both orders for this tuple, one where they coincide
     use meshplan_core::planner::rank_orders;

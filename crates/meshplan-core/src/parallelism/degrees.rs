@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::named_choice;
+
 /// Logical parallelism axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -103,20 +105,24 @@ fn is_zero(x: &u64) -> bool {
     *x == 0
 }
 
-/// The order GPU ranks are laid out in, innermost (the NVLink domain) first:
-/// which axes ride the scale-up network and which cross nodes. TPU slices
-/// place axes on torus dimensions instead (`mesh::place_torus`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum RankOrder {
-    /// tp, cp, ep, fsdp, dp, pp — Megatron-LM's default rank order
-    /// (`tp-cp-ep-dp-pp`): pipeline stages leave the node first.
-    #[default]
-    #[serde(rename = "tp-cp-ep-dp-pp")]
-    PipelineOuter,
-    /// tp, pp, cp, ep, fsdp, dp — Megatron-LM's `--use-tp-pp-dp-mapping`:
-    /// pipeline neighbours share the node, the data axes cross nodes.
-    #[serde(rename = "tp-pp-dp")]
-    PipelineInner,
+named_choice! {
+    /// The order GPU ranks are laid out in, innermost (the NVLink domain)
+    /// first: which axes ride the scale-up network and which cross nodes.
+    /// TPU slices place axes on torus dimensions instead
+    /// (`mesh::place_torus`).
+    pub enum RankOrder {
+        /// tp, cp, ep, fsdp, dp, pp — Megatron-LM's default rank order
+        /// (`tp-cp-ep-dp-pp`): pipeline stages leave the node first.
+        #[default]
+        #[strum(serialize = "tp-cp-ep-dp-pp")]
+        #[serde(rename = "tp-cp-ep-dp-pp")]
+        PipelineOuter,
+        /// tp, pp, cp, ep, fsdp, dp — Megatron-LM's `--use-tp-pp-dp-mapping`:
+        /// pipeline neighbours share the node, the data axes cross nodes.
+        #[strum(serialize = "tp-pp-dp")]
+        #[serde(rename = "tp-pp-dp")]
+        PipelineInner,
+    }
 }
 
 impl RankOrder {
@@ -131,28 +137,16 @@ impl RankOrder {
         }
     }
     /// Its name in flags and JSON.
-    pub const fn name(self) -> &'static str {
-        match self {
-            RankOrder::PipelineOuter => "tp-cp-ep-dp-pp",
-            RankOrder::PipelineInner => "tp-pp-dp",
-        }
+    pub fn name(self) -> &'static str {
+        self.into()
     }
     /// Whether this is Megatron's default order.
     pub fn is_default(&self) -> bool {
         *self == RankOrder::PipelineOuter
     }
-    /// Parse a flag or scenario value.
-    pub fn parse(s: &str) -> Result<RankOrder, String> {
-        RankOrder::ALL
-            .into_iter()
-            .find(|o| o.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown rank order '{s}' (expected {} or {})",
-                    RankOrder::PipelineOuter.name(),
-                    RankOrder::PipelineInner.name()
-                )
-            })
+    /// Parse a flag or scenario value ("tp-cp-ep-dp-pp", "tp-pp-dp").
+    pub fn parse(s: &str) -> crate::error::Result<RankOrder> {
+        super::parse_choice("rank_order", s)
     }
 }
 

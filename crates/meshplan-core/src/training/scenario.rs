@@ -227,7 +227,7 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
                     "rank_order = auto lets `plan train` choose; `train` takes tp-cp-ep-dp-pp or tp-pp-dp".into(),
                 ))
             }
-            Some(o) => RankOrder::parse(o).map_err(Error::Invalid)?,
+            Some(o) => RankOrder::parse(o)?,
         },
     };
     // Megatron-Core allows any etp with world % (etp·ep·pp) = 0; meshplan
@@ -369,7 +369,7 @@ pub fn resolve_workload(
     let rank_orders = match sc.parallelism.rank_order.as_deref().map(str::trim) {
         None => Vec::new(),
         Some("auto") => RankOrder::ALL.to_vec(),
-        Some(o) => vec![RankOrder::parse(o).map_err(Error::Invalid)?],
+        Some(o) => vec![RankOrder::parse(o)?],
     };
     Ok(Workload {
         spec,
