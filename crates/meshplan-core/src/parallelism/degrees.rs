@@ -101,7 +101,8 @@ pub struct Degrees {
     pub order: RankOrder,
 }
 
-fn is_zero(x: &u64) -> bool {
+/// serde's `skip_serializing_if` for degrees where 0 means "unset".
+pub(crate) fn is_zero(x: &u64) -> bool {
     *x == 0
 }
 

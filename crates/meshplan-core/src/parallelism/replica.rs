@@ -51,7 +51,7 @@ pub struct RunSpec {
     /// TP degree inside each routed expert (Megatron-Core
     /// `expert_tensor_parallel_size`); 0 = tp. With etp = 1 every expert is
     /// whole on one rank and the ep group spans tp's ranks.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::degrees::is_zero")]
     pub etp: u64,
     /// GPU rank order (which axes share the NVLink domain).
     #[serde(default, skip_serializing_if = "RankOrder::is_default")]
@@ -228,8 +228,4 @@ impl RunSpec {
             (1, dpc)
         }
     }
-}
-
-fn is_zero(x: &u64) -> bool {
-    *x == 0
 }
