@@ -560,8 +560,10 @@ impl<'a> TrainSearch<'a> {
                 for ep in eps {
                     let d = Degrees { ep, ..base };
                     let orders = match self.space.rank_orders.as_slice() {
-                        [one] => vec![*one],
-                        [] => vec![RankOrder::PipelineOuter],
+                        // without a pipeline both orders place every axis
+                        // alike; TPU slices have no rank order
+                        [one] if d.pp > 1 && matches!(topo, Topology::Gpu { .. }) => vec![*one],
+                        [] | [_] => vec![RankOrder::PipelineOuter],
                         _ => rank_orders(topo, &d),
                     };
                     for order in orders {
