@@ -194,8 +194,11 @@ fn etp_one_keeps_experts_whole_and_drops_their_tp_collectives() {
     // 704,643,072; etp = 1: /8 = 5,637,144,576 (each rank holds one whole
     // expert of every layer). The difference, 4,932,501,504, is what etp = 1
     // adds per device (no ZeRO: dp does not shard weights).
-    let p_exp = 32.0 * 8.0 * 3.0 * 4096.0 * 14336.0;
-    assert_eq!(p_exp, 45_097_156_608.0);
+    let p_exp = 45_097_156_608.0;
+    // meshplan's own parameter count agrees with the hand value
+    let arch = &Catalog::builtin().model("mixtral-8x7b").unwrap().arch;
+    let pc = meshplan_core::model::params::count(arch, &mut meshplan_core::trace::NoTrace);
+    assert_eq!(pc.experts_routed as f64, p_exp);
     assert!(close(
         whole.params_per_device - base.params_per_device,
         p_exp / 8.0 - p_exp / 64.0,

@@ -565,14 +565,8 @@ fn overlap_flags_and_breakdown() {
 /// accepted ones.
 #[test]
 fn rank_order_flag() {
-    let base = [
-        "train",
-        "--model",
-        "llama-3-8b",
-        "--hw",
-        "h100",
-        "--chips",
-        "16",
+    // `train` with plan train's model, chip and chips, and a 3-D plan
+    let plan = [
         "--tp",
         "4",
         "--pp",
@@ -584,6 +578,7 @@ fn rank_order_flag() {
         "--batch-tokens",
         "1Mi",
     ];
+    let base = [&["train"][..], &PLAN_8B_16[2..], &plan].concat();
     let at_order = |o: &str| json(&cmd(&[&base, &["--rank-order", o, "--json"]]));
     let (outer, inner) = (at_order("tp-cp-ep-dp-pp"), at_order("tp-pp-dp"));
     assert_eq!(at(&inner, "degrees.order"), "tp-pp-dp");
