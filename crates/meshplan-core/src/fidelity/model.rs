@@ -157,6 +157,30 @@ pub struct CommExposure {
     pub dp_exposed_s: f64,
 }
 
+/// The shape of one predicted step on its critical pipeline stage
+/// (`predicted.schedule` of `meshplan train --json`): what a timeline of
+/// the step lays out. Times are seconds on the critical stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StepSchedule {
+    /// Pipeline stages (pp).
+    pub stages: u64,
+    /// Micro-batches per step per replica.
+    pub microbatches: u64,
+    /// Virtual stages per device (interleaved schedule; 1 otherwise).
+    pub virtual_stages: u64,
+    /// Layers on the critical stage.
+    pub layers: f64,
+    /// The critical stage holds the LM head and loss.
+    pub head: bool,
+    /// One micro-batch on the critical stage, forward + backward (+
+    /// recompute), exposed TP/CP/EP communication and host stalls included,
+    /// plus the exposed ZeRO-3/FSDP gathers of that micro-batch.
+    pub microbatch_s: f64,
+    /// Share of a micro-batch's compute spent in the forward pass (the rest
+    /// is the backward, recompute included).
+    pub forward_fraction: f64,
+}
+
 /// Fraction of the low-precision peak a large GEMM reaches, relative to the
 /// fraction a bf16 GEMM reaches of the bf16 peak: 1. cuBLASLt E4M3 8192³ on
 /// H100 SXM: 1,608.6 TFLOP/s mean over 16 GPUs = 0.81 of 1,979 (cuBLASLt FP8
@@ -751,6 +775,10 @@ struct Microbatch {
     /// One layer's TP collectives and matmul time.
     tp_layer: TpLayer,
     layer_mm: f64,
+    /// Whether the critical stage holds the LM head.
+    head: bool,
+    /// Forward share of the micro-batch's compute.
+    fwd_frac: f64,
 }
 
 /// A micro-batch runs on two paths at once: the GPU executes kernels and
@@ -807,6 +835,16 @@ fn microbatch(g: &Geometry) -> Microbatch {
         attn_fwd_flops: c.attn_fwd_flops,
         tp_layer: tpl,
         layer_mm,
+        head: head_crit,
+        fwd_frac: {
+            let fwd = l_crit * (c.mm_fwd + c.attn_fwd) + head_f * c.head_mm / 3.0;
+            let all = l_crit * (layer_mm + layer_attn) + head_f * c.head_mm;
+            if all > 0.0 {
+                fwd / all
+            } else {
+                1.0 / 3.0
+            }
+        },
     }
 }
 
@@ -959,8 +997,22 @@ pub fn predict_time_with(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> (TimeBreakdown, bool) {
-    let (t, extrapolated, _) = predict_time_detailed(spec, chip, p, f);
-    (t, extrapolated)
+    let d = predict_time_detailed(spec, chip, p, f);
+    (d.time, d.extrapolated)
+}
+
+/// A prediction by part, with what its communication hid and exposed and
+/// the shape of the step ([`predict_time_detailed`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Detailed {
+    /// Step time by part.
+    pub time: TimeBreakdown,
+    /// The job is larger than the profile was fitted on.
+    pub extrapolated: bool,
+    /// Communication hidden and exposed.
+    pub exposure: CommExposure,
+    /// The step's schedule on its critical stage.
+    pub schedule: StepSchedule,
 }
 
 /// [`predict_time_with`], and what its communication hid and exposed.
@@ -969,7 +1021,7 @@ pub fn predict_time_detailed(
     chip: &Chip,
     p: &EfficiencyProfile,
     f: &Features,
-) -> (TimeBreakdown, bool, CommExposure) {
+) -> Detailed {
     let g = Geometry::new(spec, chip, p, f);
     let mb = microbatch(&g);
     let (fsdp_mb, fsdp_raw) = fsdp_microbatch(&g, &mb);
@@ -1008,7 +1060,25 @@ pub fn predict_time_detailed(
         dp_transfer_s: dp_raw + g.m * fsdp_raw,
         dp_exposed_s: t_dp,
     };
-    (time, extrapolated, exposure)
+    let schedule = StepSchedule {
+        stages: g.pp,
+        microbatches: g.m as u64,
+        virtual_stages: if spec.schedule == Schedule::Interleaved {
+            spec.virtual_stages.max(1)
+        } else {
+            1
+        },
+        layers: mb.l_crit,
+        head: mb.head,
+        microbatch_s: mb.t_core + fsdp_mb,
+        forward_fraction: mb.fwd_frac,
+    };
+    Detailed {
+        time,
+        extrapolated,
+        exposure,
+        schedule,
+    }
 }
 
 /// Predict step time and peak memory of one run.

@@ -19,7 +19,9 @@ use serde::Serialize;
 use super::run_time::RunTime;
 use super::TrainReport;
 use crate::error::Result;
-use crate::fidelity::model::{predict_time_detailed, CommExposure, Features, TimeBreakdown};
+use crate::fidelity::model::{
+    predict_time_detailed, CommExposure, Features, StepSchedule, TimeBreakdown,
+};
 use crate::fidelity::range::OutOfRange;
 use crate::fidelity::{self, EfficiencyProfile};
 use crate::hardware::Chip;
@@ -232,6 +234,9 @@ pub struct Predicted {
     pub outside_fitted_range: Option<Vec<OutOfRange>>,
     /// Step time by part (seconds).
     pub time_breakdown_s: TimeBreakdown,
+    /// The step's schedule on its critical pipeline stage (what a timeline
+    /// lays out).
+    pub schedule: StepSchedule,
     /// p10–p90 step-time interval from the profile's held-out calibration
     /// residuals ([`fidelity::range::interval`]); `None` when it has none.
     pub interval: Option<fidelity::range::StepInterval>,
@@ -296,8 +301,10 @@ pub fn predict_train(
         return Err(r);
     }
     let features = Features::of(cfg, topo);
-    let (time, extrapolated, exposure) = predict_time_detailed(&rs, chip, &prof.profile, &features);
-    let time = time.at_least(floor_s);
+    let detailed = predict_time_detailed(&rs, chip, &prof.profile, &features);
+    let (extrapolated, exposure, schedule) =
+        (detailed.extrapolated, detailed.exposure, detailed.schedule);
+    let time = detailed.time.at_least(floor_s);
     let n = rs.n_gpus.max(1) as f64;
     let step = time.total;
     let c = chip.flops(cfg.compute_dtype).get();
@@ -336,6 +343,7 @@ pub fn predict_train(
             Some(_) => None,
         },
         time_breakdown_s: time,
+        schedule,
         overlap: OverlapPrediction {
             settings: cfg.overlap,
             tp_fitted_fraction: prof.profile.tp_overlap,
