@@ -72,11 +72,12 @@ fn plan_train_all_cores(b: divan::Bencher, case: usize) {
     b.bench(|| s.run());
 }
 
-/// One `fidelity::predict` call (the planner's per-candidate extra cost):
+/// One prediction as the planner makes it per fitting candidate (the gate
+/// and the replica, then the calibrated pricer with the roofline floor):
 /// 405B, dp=128 tp=8 pp=16 on 16,384 H100s.
 #[divan::bench]
 fn fidelity_predict(b: divan::Bencher) {
-    use meshplan_core::training::predicted::{active_profile, run_spec};
+    use meshplan_core::step::predict::{active_profile, prepare, price, RooflineFloor};
     let cat = Catalog::builtin();
     let spec = cat.model("llama-3.1-405b").unwrap();
     let chip = cat.chip("h100").unwrap();
@@ -94,8 +95,11 @@ fn fidelity_predict(b: divan::Bencher) {
         ..TrainConfig::default()
     };
     let pc = meshplan_core::model::params::count(&spec.arch, &mut meshplan_core::trace::NoTrace);
-    let rs = run_spec(spec, pc, &cfg).unwrap();
+    let topo = meshplan_core::mesh::Topology::gpus(16_384, 8);
+    let floor = RooflineFloor::evaluate(spec, chip, &topo, &cfg);
     b.bench(|| {
-        meshplan_core::fidelity::model::predict_time(divan::black_box(&rs), chip, &prof.profile)
+        let cfg = divan::black_box(&cfg);
+        let p = prepare(&spec.arch, pc, chip, cfg, &topo, false, floor).unwrap();
+        price(&p, chip, &prof.profile).step_s
     });
 }

@@ -13,7 +13,7 @@ use meshplan_core::parallelism::{FlopConvention, Framework, Remat, RunSpec, Trai
 use meshplan_core::planner::TrainSearch;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::analyze_with;
-use meshplan_core::training::predicted::ActiveProfile;
+use meshplan_core::step::predict::ActiveProfile;
 use meshplan_core::Catalog;
 
 const CSV: &str = include_str!("fixtures/validation/playbook_subset.csv");
@@ -76,11 +76,9 @@ fn same_mfu_in_train_plan_and_validate() {
     let cfg_f = f.config(&cfg);
     let r = analyze_with(&spec, chip, &topo, &cfg_f, Some(&prof), &mut NoTrace);
     assert_eq!(r.predicted.unwrap().mfu, plan_mfu, "train vs plan train");
-    let as_run = Run {
-        id: "plan".into(),
-        spec: RunSpec::from_config(&spec.arch, count(&spec.arch, &mut NoTrace), &cfg_f).unwrap(),
-        ..run.clone()
-    };
+    let as_run = run.with_spec(
+        RunSpec::from_config(&spec.arch, count(&spec.arch, &mut NoTrace), &cfg_f).unwrap(),
+    );
     let rows = compare(&with_chips(std::slice::from_ref(&as_run)), &|_| {
         base.clone()
     });

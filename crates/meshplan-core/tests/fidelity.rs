@@ -8,7 +8,8 @@
 use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::stats::{compare, summarize};
-use meshplan_core::fidelity::{predict, with_chips, EfficiencyProfile, Prediction};
+use meshplan_core::fidelity::data::Run;
+use meshplan_core::fidelity::{with_chips, EfficiencyProfile, Prediction};
 use meshplan_core::model::params::count;
 use meshplan_core::model::Arch;
 use meshplan_core::parallelism::pipeline::{stage_extremes, stages};
@@ -196,7 +197,7 @@ fn memory_model_basics() {
     let rc = with_chips(&runs);
     let p = prof("h100");
     for (r, c) in &rc {
-        let pr = predict(&r.spec, c, &p);
+        let pr = r.predict(c, &p);
         assert!(pr.step_time_s > 0.0 && pr.peak_mem_gb > 0.0);
         assert!(pr.time.roofline <= pr.step_time_s * 1.0001 + 1e-9);
     }
@@ -214,7 +215,7 @@ fn calibrate_round_trip_recovers_parameters() {
     let mut syn = Vec::new();
     for r in runs.iter().filter(|r| r.completed).take(120) {
         let mut r = r.clone();
-        let pr = predict(&r.spec, chip, &truth);
+        let pr = r.predict(chip, &truth);
         r.step_time_s = Some(pr.step_time_s);
         r.peak_mem_gb = Some(pr.peak_mem_gb);
         r.clean = true;
@@ -354,7 +355,7 @@ fn bad_profile_errors_point_at_line_and_field() {
 /// derivations below assume.
 fn predict_ib(spec: &RunSpec) -> Prediction {
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    predict(spec, chip, &prof("h100").for_network("infiniband"))
+    Run::of_spec(spec.clone(), "h100").predict(chip, &prof("h100").for_network("infiniband"))
 }
 
 /// A run of a catalog model with the counts filled in.
@@ -514,7 +515,7 @@ fn time_parts_add_up() {
     ));
     for p in [prof("h100"), prof("h100").for_network("infiniband")] {
         for s in &specs {
-            let t = predict(s, chip, &p).time;
+            let t = Run::of_spec(s.clone(), "h100").predict(chip, &p).time;
             let sum = t.matmul
                 + t.attention
                 + t.memory_bound

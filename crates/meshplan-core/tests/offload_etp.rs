@@ -241,7 +241,7 @@ fn etp_one_keeps_experts_whole_and_drops_their_tp_collectives() {
     // the all-to-all runs on NVLink instead of InfiniBand, the same bytes
     assert!(pw.time_breakdown_s.ep_comm < pb.time_breakdown_s.ep_comm / 4.0);
     // no fitted run had whole experts: the prediction says so
-    let etp_flag = |p: &meshplan_core::training::predicted::Predicted| {
+    let etp_flag = |p: &meshplan_core::step::predict::Predicted| {
         p.outside_fitted_range
             .iter()
             .flatten()

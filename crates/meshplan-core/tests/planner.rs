@@ -16,7 +16,9 @@ use meshplan_core::planner::{
 };
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::feasibility::degree_problems;
-use meshplan_core::training::predicted::{active_profile, model_unsupported, NO_PROFILE_NOTE};
+use meshplan_core::step::predict::{
+    active_profile, prepare, unsupported, RooflineFloor, NO_PROFILE_NOTE,
+};
 use meshplan_core::training::{analyze, analyze_with, evaluate, MeshCtx, TrainConfig, TrainCtx};
 use meshplan_core::Catalog;
 
@@ -25,7 +27,18 @@ fn run_spec(
     spec: &meshplan_core::model::ModelSpec,
     cfg: &TrainConfig,
 ) -> Result<meshplan_core::parallelism::RunSpec, String> {
-    meshplan_core::training::predicted::run_spec(spec, count(&spec.arch, &mut NoTrace), cfg)
+    let cat = Catalog::builtin();
+    let chip = cat.chip("h100").unwrap();
+    let topo = Topology::gpus(cfg.degrees.at_least_one().product(), 8);
+    let floor = RooflineFloor {
+        model_flops: 0.0,
+        lower_s: 0.0,
+        offload: None,
+    };
+    let pc = count(&spec.arch, &mut NoTrace);
+    prepare(&spec.arch, pc, chip, cfg, &topo, false, floor)
+        .map(|p| p.rs)
+        .map_err(|e| e.to_string())
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -155,7 +168,7 @@ fn brute_best(
     let prof = active_profile(chip, None)
         .unwrap()
         .filter(|p| p.profile.network != "ici" || base.framework == Framework::Maxtext);
-    let predicting = prof.is_some() && model_unsupported(spec, base).is_none();
+    let predicting = prof.is_some() && unsupported(chip, base).is_none();
     let space = TrainSpace {
         permute_torus: false,
         ..TrainSpace::default()
@@ -457,11 +470,15 @@ fn prediction_mapping_and_fallbacks() {
     assert!(p.mfu > 0.05 && p.mfu < r.mfu_at_lower_bound, "{}", p.mfu);
     assert!(p.tokens_per_s_per_device > 0.0);
     assert_eq!(p.framework, Framework::Megatron);
-    // MoE and MLA are modelled (issue 14); a TPU gets its MaxText/ICI profile
-    let moe = cat.model("mixtral-8x7b").unwrap();
-    assert!(model_unsupported(moe, &TrainConfig::default()).is_none());
-    let mla = cat.model("deepseek-v3").unwrap();
-    assert!(model_unsupported(mla, &TrainConfig::default()).is_none());
+    // bf16 Adam is predicted on H100; fp32 GEMMs and SGD are not (MoE and
+    // MLA are modelled whatever the plan); a TPU gets its MaxText/ICI profile
+    let h100 = cat.chip("h100").unwrap();
+    assert!(unsupported(h100, &TrainConfig::default()).is_none());
+    let fp32 = TrainConfig {
+        compute_dtype: meshplan_core::units::DType::Fp32,
+        ..TrainConfig::default()
+    };
+    assert!(unsupported(h100, &fp32).is_some());
     let tpu = active_profile(cat.chip("tpu-v5p").unwrap(), None)
         .unwrap()
         .expect("TPU profile");

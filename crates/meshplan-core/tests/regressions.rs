@@ -4,7 +4,6 @@
 mod common;
 
 use common::{l13b_h100_4m, model_and_chip};
-use meshplan_core::fidelity::peak_memory;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
@@ -68,7 +67,8 @@ fn r11_peak_memory_uses_the_framework_stage_split() {
     let csv = include_str!("fixtures/validation/playbook_subset.csv");
     let models = include_str!("fixtures/validation/playbook_models.toml");
     let runs = meshplan_core::fidelity::data::parse_playbook_csv(csv, models).unwrap();
-    let one_b = &runs.iter().find(|r| r.model == "1B").unwrap().spec;
+    let run = runs.iter().find(|r| r.model == "1B").unwrap();
+    let one_b = run.spec.clone();
     let chip = Catalog::builtin().chip("h100").unwrap();
     let p = EfficiencyProfile::builtin("h100").unwrap();
     let s = RunSpec {
@@ -84,7 +84,7 @@ fn r11_peak_memory_uses_the_framework_stage_split() {
         framework: Framework::Nanotron,
         ..one_b.clone()
     };
-    let got = peak_memory(&s, chip, &p).activations_bytes.get();
+    let got = run.with_spec(s).peak_memory(chip, &p).activations_bytes.get();
     let want = p.activation_scale * 4.0 * 4096.0 * 6.0 * 98_304.0 + 2.0 * 4096.0 * 2048.0;
     assert!(rel(got, want) < 1e-12, "{got} vs {want}");
 }
@@ -106,7 +106,7 @@ fn r11_megatron_keeps_only_the_fp32_gradient_buffer() {
         },
         ..TrainConfig::default()
     };
-    let prof = meshplan_core::training::predicted::active_profile(chip, None)
+    let prof = meshplan_core::step::predict::active_profile(chip, None)
         .unwrap()
         .unwrap();
     let r = meshplan_core::training::analyze_with(
@@ -183,7 +183,7 @@ fn r14_uneven_pipeline_split_is_costed_at_the_busiest_stage() {
         ..TrainConfig::default()
     };
     let topo = Topology::gpus(2048, 8);
-    let prof = meshplan_core::training::predicted::active_profile(chip, None)
+    let prof = meshplan_core::step::predict::active_profile(chip, None)
         .unwrap()
         .unwrap();
     let run = |pp, dp| {
@@ -239,7 +239,7 @@ fn r14_every_catalog_gpu_gets_a_prediction() {
         if chip.kind != meshplan_core::hardware::ChipKind::Gpu {
             continue;
         }
-        let prof = meshplan_core::training::predicted::active_profile(chip, None)
+        let prof = meshplan_core::step::predict::active_profile(chip, None)
             .unwrap()
             .unwrap_or_else(|| panic!("{} has no profile", chip.name));
         let domain = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).min(8);

@@ -7,7 +7,7 @@
 mod common;
 use common::train_on;
 use meshplan_core::fidelity::data::parse_playbook_csv;
-use meshplan_core::fidelity::model::{predict, predict_time_with, Features, TimeBreakdown};
+use meshplan_core::step::calibrated::{predict_time_with, Features, TimeBreakdown};
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::memory::verdict::{judge, ERROR_P05, ERROR_P95};
 use meshplan_core::memory::FitLevel;
@@ -298,7 +298,7 @@ fn no_completed_playbook_run_is_judged_not_to_fit() {
     let runs = parse_playbook_csv(PLAYBOOK, MODELS).expect("csv");
     let mut errs = Vec::new();
     for r in runs.iter().filter(|r| r.completed) {
-        let p = predict(&r.spec, chip, &prof);
+        let p = r.predict(chip, &prof);
         let v = judge(p.memory.total_bytes.get(), p.usable_gb * 1e9);
         assert_ne!(
             v.level,

@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use super::data::Run;
-use super::model::predict;
 use super::profile::{EfficiencyProfile, Param, CLUSTER_FIT, MEM_FIT, SHARED_FIT, TIME_FIT};
 use crate::hardware::Chip;
 
@@ -104,10 +103,10 @@ pub fn objective(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Target) 
         .par_iter()
         .filter_map(|(r, chip)| {
             let (meas, pred) = match target {
-                Target::Time => (r.step_time_s?, predict(&r.spec, chip, p).step_time_s),
+                Target::Time => (r.step_time_s?, r.step_time(chip, p)),
                 Target::Memory => {
                     let m = r.peak_mem_gb.filter(|m| *m > 0.0)?;
-                    let pred = super::model::peak_memory(&r.spec, chip, p).total_bytes.gb();
+                    let pred = r.peak_memory(chip, p).total_bytes.gb();
                     (m, pred)
                 }
             };
@@ -263,9 +262,9 @@ pub fn median_error(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Targe
         .filter_map(|(r, c)| match target {
             Target::Time => r
                 .step_time_s
-                .map(|m| (predict(&r.spec, c, p).step_time_s / m - 1.0).abs()),
+                .map(|m| (r.step_time(c, p) / m - 1.0).abs()),
             Target::Memory => r.peak_mem_gb.filter(|m| *m > 0.0).map(|m| {
-                (super::model::peak_memory(&r.spec, c, p).total_bytes.gb() / m - 1.0).abs()
+                (r.peak_memory(c, p).total_bytes.gb() / m - 1.0).abs()
             }),
         })
         .collect();

@@ -12,7 +12,18 @@ use crate::error::{Error, Result};
 use crate::model::params::count;
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
+use crate::fidelity::EfficiencyProfile;
+use crate::hardware::Chip;
+use crate::mesh::Topology;
+use crate::model::ModelSpec;
+use crate::parallelism::{Optimizer, TrainConfig};
+use crate::step::calibrated::Features;
+use crate::memory::MemoryBreakdown;
+use crate::step::predict::{
+    peak_memory, predict_prepared, prepare, price, Prediction, Prepared, RooflineFloor,
+};
 use crate::trace::NoTrace;
+use crate::units::DType;
 
 /// The model table shipped with the validation data (copy of
 /// `shared/validation/playbook_models.toml`).
@@ -57,6 +68,133 @@ pub struct Run {
     /// Playbook runs, `""` otherwise): selects the profile's cluster profile
     /// (`EfficiencyProfile::for_run` in `fidelity::profile`).
     pub cluster: String,
+    /// The run made ready to price ([`Run::prepared`]): computed once, on
+    /// first use, since a calibration prices every run thousands of times.
+    #[serde(skip)]
+    prepared: std::sync::OnceLock<Prepared>,
+}
+
+impl Run {
+    /// An unmeasured run of `spec` on catalog chip `chip` (a user's
+    /// question, or a test's): no measurement, completed, clean.
+    pub fn of_spec(spec: RunSpec, chip: &str) -> Run {
+        Run {
+            id: "spec".into(),
+            source: "user".into(),
+            model: "model".into(),
+            chip: chip.into(),
+            nodes: 0,
+            mfu_convention: FlopConvention::Model,
+            spec,
+            completed: true,
+            step_time_s: None,
+            peak_mem_gb: None,
+            mfu: None,
+            clean: true,
+            pair: None,
+            network: String::new(),
+            cluster: String::new(),
+            prepared: Default::default(),
+        }
+    }
+
+    /// This run with another configuration (the cached preparation is
+    /// dropped: it described the old one).
+    pub fn with_spec(&self, spec: RunSpec) -> Run {
+        Run {
+            spec,
+            prepared: Default::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The row as the training configuration `train` takes: the global
+    /// batch `mbs·m·dp·T` tokens in `m` micro-batches, the row's degrees,
+    /// ZeRO stage, recompute, SP and schedule under its framework, bf16
+    /// mixed-precision Adam with fp32 master weights and moments (what the
+    /// data sets ran), the MFU's FLOP convention, default overlap settings.
+    pub fn config(&self) -> TrainConfig {
+        let s = &self.spec;
+        TrainConfig {
+            batch_tokens: s
+                .mbs
+                .saturating_mul(s.grad_acc)
+                .saturating_mul(s.dp)
+                .saturating_mul(s.seq_len),
+            seq_len: s.seq_len,
+            param_dtype: DType::Bf16,
+            grad_dtype: DType::Bf16,
+            optimizer_dtype: DType::Fp32,
+            activation_dtype: DType::Bf16,
+            compute_dtype: DType::Bf16,
+            optimizer: Optimizer::Adam,
+            master_weights: true,
+            remat: s.remat,
+            flops: self.mfu_convention,
+            framework: s.framework,
+            degrees: s.degrees(),
+            zero: s.zero,
+            schedule: s.schedule,
+            microbatches: s.grad_acc,
+            virtual_stages: s.virtual_stages,
+            sequence_parallel: s.sequence_parallel,
+            ..TrainConfig::default()
+        }
+    }
+
+    /// The row's GPUs in NVLink domains of the chip's size (a TPU row: one
+    /// ring of its chips).
+    pub fn topology(&self, chip: &Chip) -> Topology {
+        let n = self.config().degrees.at_least_one().product();
+        match chip.ici {
+            Some(_) => Topology::Torus {
+                slices: 1,
+                shape: vec![n],
+            },
+            None => Topology::gpus(n, chip.nvlink.as_ref().map_or(1, |x| x.domain_size)),
+        }
+    }
+
+    /// The row made ready to price on its chip, through the one gate
+    /// `train` uses ([`crate::step::predict::prepare`]) with the roofline
+    /// floor of its plan; computed once. A row the gate refuses (none of the
+    /// shipped data sets) is priced as written, without a floor.
+    pub fn prepared(&self, chip: &Chip) -> &Prepared {
+        self.prepared.get_or_init(|| {
+            let cfg = self.config();
+            let topo = self.topology(chip);
+            let spec = ModelSpec::custom(&self.model, self.spec.arch.clone());
+            let floor = RooflineFloor::evaluate(&spec, chip, &topo, &cfg);
+            prepare(&self.spec.arch, self.spec.params, chip, &cfg, &topo, chip.ici.is_some(), floor)
+                .unwrap_or_else(|_| Prepared {
+                    rs: self.spec.clone(),
+                    features: Features::default(),
+                    floor: RooflineFloor {
+                        model_flops: floor.model_flops,
+                        lower_s: 0.0,
+                        offload: None,
+                    },
+                    cfg,
+                })
+        })
+    }
+
+    /// Predicted step time and peak memory of the row under `p`: the same
+    /// [`crate::step::predict::price`] and memory model as `train`.
+    pub fn predict(&self, chip: &Chip, p: &EfficiencyProfile) -> Prediction {
+        predict_prepared(self.prepared(chip), chip, p)
+    }
+
+    /// Predicted seconds per step under `p` (a calibration's time loss).
+    pub fn step_time(&self, chip: &Chip, p: &EfficiencyProfile) -> f64 {
+        price(self.prepared(chip), chip, p).step_s
+    }
+
+    /// Predicted peak memory under `p` (a calibration's memory loss).
+    pub fn peak_memory(&self, chip: &Chip, p: &EfficiencyProfile) -> MemoryBreakdown {
+        let prep = self.prepared(chip);
+        peak_memory(&prep.rs.arch, &prep.rs.params, &prep.cfg, p)
+    }
 }
 
 /// The Ultra-Scale Playbook cluster (H100, AWS EFA, nanotron): its runs'
@@ -370,6 +508,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             // README: "communicating between nodes (EFA)"
             network: "efa".into(),
             cluster: PLAYBOOK_CLUSTER.into(),
+            prepared: Default::default(),
             spec,
         });
     }
@@ -505,6 +644,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         pair,
         network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
         cluster: String::new(),
+        prepared: Default::default(),
         id,
     }))
 }
@@ -676,6 +816,7 @@ pub fn parse_calibration_csv(
             pair: None,
             network: String::new(),
             cluster: String::new(),
+            prepared: Default::default(),
         });
     }
     Ok(out)

@@ -22,7 +22,6 @@ configuration with [`crate::parallelism::RunSpec::from_config`]).
 
 pub mod calibrate;
 pub mod data;
-pub mod model;
 pub mod profile;
 pub mod range;
 pub mod report;
@@ -31,7 +30,7 @@ pub mod stats;
 use crate::error::Error;
 use crate::hardware::Chip;
 
-pub use model::{peak_memory, predict, Prediction};
+pub use crate::step::predict::Prediction;
 pub use profile::{resolve_profile, EfficiencyProfile};
 
 /// A parse error without a known position (a whole-document check).

@@ -19,7 +19,7 @@ use crate::units::{sig4, DType};
 
 /// The dtype every run of the validation data used: none of its formats has
 /// a dtype column, and every source states bf16 mixed precision (the fidelity
-/// model predicts bf16 compute only, see `training::predicted`).
+/// model predicts bf16 compute only, see `step::predict`).
 const DATA_DTYPE: DType = DType::Bf16;
 
 /// Smallest and largest value an input took in the fitting data.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::data::Run;
-use super::model::{predict, Prediction};
+use crate::step::predict::Prediction;
 use super::profile::{EfficiencyProfile, Interval};
 use crate::hardware::Chip;
 
@@ -183,7 +183,7 @@ pub fn compare_with(
     runs.iter()
         .map(|(r, chip)| {
             let (p, key) = profile_of(r);
-            let pr = predict(&r.spec, chip, &p);
+            let pr = r.predict(chip, &p);
             let peak = chip.flops(crate::units::DType::Bf16).get();
             let n = r.spec.n_gpus.max(1) as f64;
             // the measured MFU's own convention, so the two compare

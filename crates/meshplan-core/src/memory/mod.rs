@@ -38,7 +38,7 @@ use crate::model::Arch;
 use crate::parallelism::pipeline::{
     first_stage_layers, microbatches_in_flight, microbatches_in_flight_at, stage_extremes,
 };
-use crate::parallelism::{Framework, Offload, Optimizer, Remat, RunSpec, TrainConfig};
+use crate::parallelism::{Framework, Offload, Optimizer, Remat, TrainConfig};
 use crate::trace::{Step, Tracer};
 use crate::units::{Bytes, DType};
 
@@ -146,41 +146,6 @@ impl MemoryQuery {
             master_weights: cfg.master_weights,
             activation_dtype: cfg.activation_dtype,
             offload: cfg.offload,
-        }
-    }
-
-    /// From one replica of a measured or predicted run (bf16 mixed-precision
-    /// Adam, as the data sets and the fidelity model assume).
-    pub fn from_run(r: &RunSpec) -> MemoryQuery {
-        let (shard, repl) = r.shard_groups();
-        MemoryQuery {
-            framework: r.framework,
-            tp: r.tp.max(1),
-            pp: r.pp.max(1),
-            ep: r.ep.max(1),
-            etp: r.tp.max(1),
-            sp: r.sequence_parallel && r.tp > 1,
-            shard,
-            repl,
-            zero: r.zero,
-            tokens_mb: r.mbs as f64 * (r.seq_len / r.cp.max(1)) as f64,
-            in_flight: microbatches_in_flight(r.pp, r.grad_acc, r.virtual_stages, r.schedule),
-            in_flight_second: microbatches_in_flight_at(
-                1,
-                r.pp,
-                r.grad_acc,
-                r.virtual_stages,
-                r.schedule,
-            ),
-            seq_local: r.seq_len / r.cp.max(1),
-            remat: r.remat,
-            param_dtype: DType::Bf16,
-            grad_dtype: DType::Bf16,
-            optimizer: Optimizer::Adam,
-            optimizer_dtype: DType::Fp32,
-            master_weights: true,
-            activation_dtype: DType::Bf16,
-            offload: Offload::NONE,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! How a run overlaps its communication with compute: the per-run settings
 //! of the step-time model (`[training] tp_overlap`, `dp_overlap`,
 //! `sp_allgather`), as Calculon and llm-analysis let users choose them.
-//! Their effect on the step time is in `fidelity::model` (`docs/fidelity.md`);
+//! Their effect on the step time is in `step::calibrated` (`docs/fidelity.md`);
 //! the defaults are the settings every efficiency profile was fitted with.
 
 use serde::Serialize;

@@ -13,7 +13,7 @@ use crate::hardware::{Chip, ChipKind};
 use crate::mesh::{Mesh, Topology};
 use crate::parallelism::{Choice, Degrees, Remat, Schedule, TrainConfig};
 use crate::trace::{Recorder, Step};
-use crate::training::predicted::ActiveProfile;
+use crate::step::predict::ActiveProfile;
 use crate::training::scenario::{topology_for_chips, Workload};
 use crate::training::{analyze, CommEntry, RejectReason, TrainReport};
 use crate::units::{fmt_int, fmt_si, DType};

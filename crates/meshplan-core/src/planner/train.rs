@@ -10,17 +10,16 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
-use crate::fidelity::model::{predict_time_with, Features};
 use crate::hardware::Chip;
 use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::parallelism::{
-    named_choice, Choice, Degrees, Framework, RankOrder, RunSpec, TrainConfig,
+    named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig,
 };
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
-use crate::training::predicted::{
-    active_profile, model_unsupported, ActiveProfile, NO_PROFILE_NOTE,
+use crate::step::predict::{
+    active_profile, batch_gate, prepare, price, unsupported, ActiveProfile, RooflineFloor, NO_PROFILE_NOTE,
 };
 use crate::training::{analyze_with, evaluate, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
@@ -333,17 +332,12 @@ impl Shared<'_, '_> {
             return Ok(None);
         };
         let s = self.search;
-        let rs = RunSpec::from_config(&s.spec.arch, self.ctx.pc, cfg).map_err(|_| ())?;
-        let f = Features::of(cfg, &s.topology);
-        let (t, _) = predict_time_with(&rs, s.chip, &p.profile, &f);
-        let step = match &e.offload {
-            None => t.at_least(e.lower).total,
-            Some(o) => {
-                let t = t.at_least(e.lower - o.exposed_s);
-                crate::training::offload::predicted_step(t.total, t.optimizer, o, e.lower)
-            }
-        };
-        let n = rs.n_gpus.max(1) as f64;
+        let tpu = p.profile.network == crate::training::tpu::ICI;
+        let floor = RooflineFloor::of(e);
+        let prep =
+            prepare(&s.spec.arch, self.ctx.pc, s.chip, cfg, &s.topology, tpu, floor).map_err(|_| ())?;
+        let step = price(&prep, s.chip, &p.profile).step_s;
+        let n = prep.rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: step,
             mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, step),
@@ -423,7 +417,7 @@ impl Shared<'_, '_> {
                 // still counted as the prediction would count it, so that
                 // the totals do not depend on which thread saw what first
                 let cfg = c.config(&s.base, w.deg);
-                if RunSpec::sequences_per_microbatch(&cfg).is_err() {
+                if batch_gate(&cfg).is_err() {
                     acc.rejected[RejectReason::Unpredictable.index()] += 1;
                     continue;
                 }
@@ -519,7 +513,7 @@ impl<'a> TrainSearch<'a> {
 
     /// Whether predictions rank the plans, and if not, why.
     fn prediction_status(&self) -> (Option<&ActiveProfile>, Option<String>) {
-        let unsupported = model_unsupported(self.spec, &self.base);
+        let unsupported = unsupported(self.chip, &self.base);
         match (&self.profile, unsupported) {
             (None, _) => (None, Some(NO_PROFILE_NOTE.to_string())),
             (Some(p), _) if !ranks_by_prediction(p, &self.base) => (

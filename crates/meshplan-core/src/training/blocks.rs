@@ -9,7 +9,7 @@
 //! split by the weight matrices each block multiplies through), so the
 //! blocks sum to the step's model FLOPs; the efficiencies and the
 //! element-wise and optimizer traffic are the step-time model's
-//! ([`crate::fidelity::model`]) when the chip has an efficiency profile,
+//! ([`crate::step::calibrated`]) when the chip has an efficiency profile,
 //! the peak rates otherwise. GEMM and attention bytes are the ideal IO:
 //! each operand read or written once per pass (forward, input gradient,
 //! weight gradient). Communication is not a block: the collectives table and
@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use crate::fidelity::model::{
+use crate::step::calibrated::{
     elementwise_elems, gemm_efficiency, optimizer_params, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
     OPTIMIZER_BYTES,
 };

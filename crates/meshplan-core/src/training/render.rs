@@ -2,7 +2,7 @@
 //! the calibrated prediction beside them, every collective, and the book's
 //! verdicts.
 
-use super::predicted::Predicted;
+use crate::step::predict::Predicted;
 use super::rules::Rules;
 use super::TrainReport;
 use crate::units::{fmt_si, sig4, sig4_grouped, Seconds};

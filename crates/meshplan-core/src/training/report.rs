@@ -8,7 +8,7 @@ use super::comms::CommEntry;
 use super::context::{MeshCtx, TrainCtx};
 use super::evaluate::{evaluate, Eval};
 use super::feasibility::{choice_problems, degree_problems};
-use super::predicted::{self, ActiveProfile};
+use crate::step::predict::{self, ActiveProfile};
 use super::rules::{book_rules, Rules};
 use super::run_time::RunTime;
 use crate::collectives::AxisPlacement;
@@ -120,7 +120,7 @@ pub struct TrainReport {
     pub sizing: super::sizing::Sizing,
     /// Calibrated prediction, when the chip has an efficiency profile.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub predicted: Option<predicted::Predicted>,
+    pub predicted: Option<predict::Predicted>,
     /// Why there is no prediction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prediction_note: Option<String>,
@@ -184,14 +184,14 @@ pub fn analyze_with<T: Tracer>(
         r.memory_per_device.total_bytes.get(),
         ctx.hbm,
     );
-    predicted::attach(&mut r, spec, chip, cfg, topo, profile);
+    predict::attach(&mut r, spec, chip, cfg, topo, profile);
     if r.feasible {
         r.blocks =
             super::blocks::step_blocks(&spec.arch, &ctx.pc, chip, cfg, profile.map(|p| &p.profile));
         super::blocks::record(&r.blocks, mctx.chips, tr);
     }
     if let Some(p) = &r.predicted {
-        predicted::record_overlap(p, tr);
+        predict::record_overlap(p, tr);
     }
     r
 }

@@ -4,7 +4,7 @@
 //! [`resolve`] turns it into a model, a chip, a topology and a
 //! [`TrainConfig`].
 
-use super::predicted::{active_profile, default_framework, ActiveProfile};
+use crate::step::predict::{active_profile, default_framework, ActiveProfile};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip};

@@ -5,7 +5,7 @@
 //! one, with its source beside it. The chip's own peak FLOP/s, HBM bandwidth
 //! and ICI link bandwidth come from its catalog entry; the fidelity model
 //! costs a collective as a bidirectional ring along a wrapped torus axis
-//! (`fidelity::model`, book ch3), so groups spanning several axes are
+//! (`step::calibrated`, book ch3), so groups spanning several axes are
 //! costed conservatively (one axis' bandwidth).
 
 use crate::fidelity::profile::Param;

@@ -4,9 +4,8 @@
 
 use serde::Serialize;
 
-use super::profile::EfficiencyProfile;
+use crate::fidelity::profile::EfficiencyProfile;
 use crate::hardware::Chip;
-use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
 use crate::mesh::{GpuSplit, Topology};
 use crate::model::flops::{head_dims, layer_keys};
 use crate::parallelism::pipeline::stage_extremes;
@@ -14,7 +13,6 @@ use crate::parallelism::{
     Degrees, DpOverlap, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
     TpOverlap, TrainConfig,
 };
-use crate::trace::NoTrace;
 use crate::units::DType;
 
 /// Step time by part (seconds per optimizer step, critical path).
@@ -66,28 +64,6 @@ impl TimeBreakdown {
         }
         self
     }
-}
-
-/// Prediction for one run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Prediction {
-    /// Seconds per optimizer step.
-    pub step_time_s: f64,
-    /// Tokens/s per device.
-    pub tokens_per_s_per_gpu: f64,
-    /// Time parts.
-    pub time: TimeBreakdown,
-    /// Memory parts (the busiest device).
-    pub memory: MemoryBreakdown,
-    /// Peak memory, GB (1e9 bytes).
-    pub peak_mem_gb: f64,
-    /// Usable device memory, GB.
-    pub usable_gb: f64,
-    /// peak ≤ usable.
-    pub fits: bool,
-    /// The job is larger than the profile's calibrated range
-    /// (`calibrated_max_nodes`): job-size terms were held at that size.
-    pub extrapolated: bool,
 }
 
 /// What a prediction reads besides the replica ([`RunSpec`]): the GEMMs'
@@ -342,7 +318,7 @@ impl<'a> Geometry<'a> {
         let nodes = if chip.ici.is_some() {
             spec.n_gpus.max(1) / per_node
         } else {
-            super::range::job_nodes(spec, chip)
+            crate::fidelity::range::job_nodes(spec, chip)
         };
         let deg = spec.degrees();
         let split = GpuSplit::new(&deg, per_node);
@@ -1079,36 +1055,4 @@ pub fn predict_time_detailed(
         exposure,
         schedule,
     }
-}
-
-/// Predict step time and peak memory of one run.
-pub fn predict(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> Prediction {
-    let (time, extrapolated) = predict_time(spec, chip, p);
-    let memory = peak_memory(spec, chip, p);
-    let usable = crate::memory::runtime::usable_bytes(chip, spec.framework, p.usable_hbm_fraction);
-    let n = spec.n_gpus.max(1) as f64;
-    Prediction {
-        step_time_s: time.total,
-        tokens_per_s_per_gpu: spec.tokens_per_step() / time.total / n,
-        peak_mem_gb: memory.total_bytes.gb(),
-        usable_gb: usable / 1e9,
-        fits: memory.total_bytes.get() <= usable,
-        extrapolated,
-        time,
-        memory,
-    }
-}
-
-/// Peak memory on the most loaded device ([`crate::memory`] with the run's
-/// framework and the profile's calibration).
-pub fn peak_memory(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> MemoryBreakdown {
-    let _ = chip;
-    let cal = p.memory_calibration();
-    per_device(
-        &spec.arch,
-        &spec.params,
-        &MemoryQuery::from_run(spec),
-        &cal,
-        &mut NoTrace,
-    )
 }
