@@ -11,9 +11,9 @@ use meshplan_core::model::params::count;
 use meshplan_core::model::ModelSpec;
 use meshplan_core::parallelism::{FlopConvention, Framework, Remat, RunSpec, TrainConfig};
 use meshplan_core::planner::TrainSearch;
+use meshplan_core::step::predict::ActiveProfile;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::analyze_with;
-use meshplan_core::step::predict::ActiveProfile;
 use meshplan_core::Catalog;
 
 const CSV: &str = include_str!("fixtures/validation/playbook_subset.csv");

@@ -6,9 +6,9 @@
 //! (docs/fidelity.md has the full tables).
 
 use meshplan_core::fidelity::calibrate::{calibrate, median_error, Target};
+use meshplan_core::fidelity::data::Run;
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json};
 use meshplan_core::fidelity::stats::{compare, summarize};
-use meshplan_core::fidelity::data::Run;
 use meshplan_core::fidelity::{with_chips, EfficiencyProfile, Prediction};
 use meshplan_core::model::params::count;
 use meshplan_core::model::Arch;

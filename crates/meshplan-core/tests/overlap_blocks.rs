@@ -5,11 +5,11 @@
 
 mod common;
 use common::{train, train_on};
-use meshplan_core::step::calibrated::pipelined_exposed;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::Recorder;
+use meshplan_core::step::calibrated::pipelined_exposed;
 use meshplan_core::step::predict::Predicted;
+use meshplan_core::trace::Recorder;
 use meshplan_core::training::scenario::resolve;
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;

@@ -14,11 +14,11 @@ use meshplan_core::planner::{
     factorizations, inner_choices, ChipBudget, InferSearch, RejectReason, TrainObjective,
     TrainSearch, TrainSpace,
 };
-use meshplan_core::trace::NoTrace;
-use meshplan_core::training::feasibility::degree_problems;
 use meshplan_core::step::predict::{
     active_profile, prepare, unsupported, RooflineFloor, NO_PROFILE_NOTE,
 };
+use meshplan_core::trace::NoTrace;
+use meshplan_core::training::feasibility::degree_problems;
 use meshplan_core::training::{analyze, analyze_with, evaluate, MeshCtx, TrainConfig, TrainCtx};
 use meshplan_core::Catalog;
 

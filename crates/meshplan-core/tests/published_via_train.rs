@@ -11,9 +11,9 @@ use meshplan_core::fidelity::{with_chips, EfficiencyProfile};
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::ModelSpec;
 use meshplan_core::parallelism::{FlopConvention, TrainConfig};
+use meshplan_core::step::predict::active_profile;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::analyze_with;
-use meshplan_core::step::predict::active_profile;
 use meshplan_core::Catalog;
 
 const PUBLISHED: &str = include_str!("fixtures/validation/published_runs.json");

@@ -84,7 +84,11 @@ fn r11_peak_memory_uses_the_framework_stage_split() {
         framework: Framework::Nanotron,
         ..one_b.clone()
     };
-    let got = run.with_spec(s).peak_memory(chip, &p).activations_bytes.get();
+    let got = run
+        .with_spec(s)
+        .peak_memory(chip, &p)
+        .activations_bytes
+        .get();
     let want = p.activation_scale * 4.0 * 4096.0 * 6.0 * 98_304.0 + 2.0 * 4096.0 * 2048.0;
     assert!(rel(got, want) < 1e-12, "{got} vs {want}");
 }

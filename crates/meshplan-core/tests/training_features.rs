@@ -7,7 +7,6 @@
 mod common;
 use common::train_on;
 use meshplan_core::fidelity::data::parse_playbook_csv;
-use meshplan_core::step::calibrated::{predict_time_with, Features, TimeBreakdown};
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::memory::verdict::{judge, ERROR_P05, ERROR_P95};
 use meshplan_core::memory::FitLevel;
@@ -15,6 +14,7 @@ use meshplan_core::model::params::count;
 use meshplan_core::model::ModelSpec;
 use meshplan_core::parallelism::pipeline::stages;
 use meshplan_core::parallelism::{Framework, RunSpec};
+use meshplan_core::step::calibrated::{predict_time_with, Features, TimeBreakdown};
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;

@@ -260,12 +260,11 @@ pub fn median_error(runs: &[(&Run, &Chip)], p: &EfficiencyProfile, target: Targe
     let mut e: Vec<f64> = runs
         .iter()
         .filter_map(|(r, c)| match target {
-            Target::Time => r
-                .step_time_s
-                .map(|m| (r.step_time(c, p) / m - 1.0).abs()),
-            Target::Memory => r.peak_mem_gb.filter(|m| *m > 0.0).map(|m| {
-                (r.peak_memory(c, p).total_bytes.gb() / m - 1.0).abs()
-            }),
+            Target::Time => r.step_time_s.map(|m| (r.step_time(c, p) / m - 1.0).abs()),
+            Target::Memory => r
+                .peak_mem_gb
+                .filter(|m| *m > 0.0)
+                .map(|m| (r.peak_memory(c, p).total_bytes.gb() / m - 1.0).abs()),
         })
         .collect();
     super::stats::quantile(&mut e, 0.5)

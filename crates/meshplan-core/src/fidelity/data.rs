@@ -9,16 +9,16 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use super::{perr, perr_at};
 use crate::error::{Error, Result};
-use crate::model::params::count;
-use crate::model::{Arch, MlpKind};
-use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
 use crate::fidelity::EfficiencyProfile;
 use crate::hardware::Chip;
+use crate::memory::MemoryBreakdown;
 use crate::mesh::Topology;
+use crate::model::params::count;
 use crate::model::ModelSpec;
+use crate::model::{Arch, MlpKind};
+use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
 use crate::parallelism::{Optimizer, TrainConfig};
 use crate::step::calibrated::Features;
-use crate::memory::MemoryBreakdown;
 use crate::step::predict::{
     peak_memory, predict_prepared, prepare, price, Prediction, Prepared, RooflineFloor,
 };
@@ -165,17 +165,25 @@ impl Run {
             let topo = self.topology(chip);
             let spec = ModelSpec::custom(&self.model, self.spec.arch.clone());
             let floor = RooflineFloor::evaluate(&spec, chip, &topo, &cfg);
-            prepare(&self.spec.arch, self.spec.params, chip, &cfg, &topo, chip.ici.is_some(), floor)
-                .unwrap_or_else(|_| Prepared {
-                    rs: self.spec.clone(),
-                    features: Features::default(),
-                    floor: RooflineFloor {
-                        model_flops: floor.model_flops,
-                        lower_s: 0.0,
-                        offload: None,
-                    },
-                    cfg,
-                })
+            prepare(
+                &self.spec.arch,
+                self.spec.params,
+                chip,
+                &cfg,
+                &topo,
+                chip.ici.is_some(),
+                floor,
+            )
+            .unwrap_or_else(|_| Prepared {
+                rs: self.spec.clone(),
+                features: Features::default(),
+                floor: RooflineFloor {
+                    model_flops: floor.model_flops,
+                    lower_s: 0.0,
+                    offload: None,
+                },
+                cfg,
+            })
         })
     }
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::data::Run;
-use crate::step::predict::Prediction;
 use super::profile::{EfficiencyProfile, Interval};
 use crate::hardware::Chip;
+use crate::step::predict::Prediction;
 
 /// `q`-quantile (linear interpolation); NaN on empty input.
 pub fn quantile(v: &mut [f64], q: f64) -> f64 {

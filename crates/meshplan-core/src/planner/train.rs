@@ -13,14 +13,13 @@ use super::space::{divisors, factorizations, inner_choices, permutations, TrainS
 use crate::hardware::Chip;
 use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
-use crate::parallelism::{
-    named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig,
+use crate::parallelism::{named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig};
+use crate::step::predict::{
+    active_profile, batch_gate, prepare, price, unsupported, ActiveProfile, RooflineFloor,
+    NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
-use crate::step::predict::{
-    active_profile, batch_gate, prepare, price, unsupported, ActiveProfile, RooflineFloor, NO_PROFILE_NOTE,
-};
 use crate::training::{analyze_with, evaluate, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
 named_choice! {
@@ -334,8 +333,16 @@ impl Shared<'_, '_> {
         let s = self.search;
         let tpu = p.profile.network == crate::training::tpu::ICI;
         let floor = RooflineFloor::of(e);
-        let prep =
-            prepare(&s.spec.arch, self.ctx.pc, s.chip, cfg, &s.topology, tpu, floor).map_err(|_| ())?;
+        let prep = prepare(
+            &s.spec.arch,
+            self.ctx.pc,
+            s.chip,
+            cfg,
+            &s.topology,
+            tpu,
+            floor,
+        )
+        .map_err(|_| ())?;
         let step = price(&prep, s.chip, &p.profile).step_s;
         let n = prep.rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {

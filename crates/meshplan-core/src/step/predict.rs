@@ -16,23 +16,23 @@
 
 use serde::Serialize;
 
-use crate::training::run_time::RunTime;
-use crate::training::TrainReport;
 use crate::error::Result;
+use crate::fidelity::range::OutOfRange;
+use crate::fidelity::{self, EfficiencyProfile};
+use crate::hardware::Chip;
 use crate::memory::{MemoryBreakdown, MemoryQuery};
+use crate::mesh::Topology;
+use crate::model::params::ParamCounts;
 use crate::model::Arch;
+use crate::model::ModelSpec;
 use crate::parallelism::Unmapped;
+use crate::parallelism::{Framework, Optimizer, Overlap, RunSpec, TrainConfig};
 use crate::step::calibrated::{
     predict_time_detailed, CommExposure, Detailed, Features, StepSchedule, TimeBreakdown,
 };
 use crate::trace::NoTrace;
-use crate::fidelity::range::OutOfRange;
-use crate::fidelity::{self, EfficiencyProfile};
-use crate::hardware::Chip;
-use crate::mesh::Topology;
-use crate::model::params::ParamCounts;
-use crate::model::ModelSpec;
-use crate::parallelism::{Framework, Optimizer, Overlap, RunSpec, TrainConfig};
+use crate::training::run_time::RunTime;
+use crate::training::TrainReport;
 use crate::units::{DType, Seconds};
 
 /// The efficiency profile a command uses, and where it came from.
@@ -93,11 +93,13 @@ fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
     let Some(profile) = fidelity::resolve_profile(&chip.name, user)? else {
         if chip.ici.is_some() {
-            return Ok(crate::training::tpu::tpu_profile(chip).map(|profile| ActiveProfile {
-                profile,
-                origin: crate::training::tpu::ORIGIN.into(),
-                transferred_from: Some("h100".into()),
-            }));
+            return Ok(
+                crate::training::tpu::tpu_profile(chip).map(|profile| ActiveProfile {
+                    profile,
+                    origin: crate::training::tpu::ORIGIN.into(),
+                    transferred_from: Some("h100".into()),
+                }),
+            );
         }
         return Ok(transfer_base(chip).and_then(|b| transferred(chip, b)));
     };
@@ -296,7 +298,10 @@ pub fn prepare(
     let d = cfg.degrees;
     if d.etp_differs() && d.etp != 1 {
         // experts split like the dense layers (etp = tp) or whole (etp = 1)
-        return Err(Unpredictable::Etp { etp: d.etp, tp: d.tp });
+        return Err(Unpredictable::Etp {
+            etp: d.etp,
+            tp: d.tp,
+        });
     }
     batch_gate(cfg)?;
     let mut mapped = *cfg;
@@ -609,9 +614,96 @@ pub fn attach(
     }
 }
 
+/// Record the predicted step term by term (`train --explain`): the step
+/// as the sum of its parts on the critical pipeline stage, the micro-batch
+/// and bubble behind them, the overlap settings' exposed communication, and
+/// the MFU — each with its values.
+pub fn record<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
+    use crate::trace::Step;
+    let t = &p.time_breakdown_s;
+    let sc = &p.schedule;
+    const SRC: &str = "docs/fidelity.md (the step-time model); the profile's parameters";
+    tr.record(|| {
+        Step::new(
+            "train.predicted.microbatch",
+            "One micro-batch on the critical pipeline stage (forward + backward + recompute, exposed TP/CP/EP communication, host stalls, exposed ZeRO-3/FSDP gathers)",
+            "T_mb = max(L_stage·t_layer,GPU (+ LM head), L_stage·t_layer,host + t_mb,host) + T_FSDP,mb",
+        )
+        .bind("L_stage", sc.layers, "layers")
+        .bind("head", if sc.head { 1.0 } else { 0.0 }, "")
+        .bind("f_fwd", sc.forward_fraction, "")
+        .result(sc.microbatch_s, "s")
+        .source(SRC)
+    });
+    if sc.stages > 1 {
+        tr.record(|| {
+            Step::new(
+                "train.predicted.bubble",
+                "Pipeline bubble (the stages' fill and drain)",
+                "T_bubble = (pp − 1)/v · T_mb",
+            )
+            .bind("pp", sc.stages as f64, "")
+            .bind("v", sc.virtual_stages as f64, "")
+            .bind("T_mb", sc.microbatch_s, "s")
+            .result(t.bubble, "s")
+            .source(SRC)
+        });
+    }
+    record_overlap(p, tr);
+    let floor = if t.floor_raise > 0.0 {
+        " + T_floor"
+    } else {
+        ""
+    };
+    let offload = p.offload_exposed_s.map_or(String::new(), |_| {
+        " (offload: − T_opt,GPU + T_offload,exposed, at least the roofline)".to_string()
+    });
+    tr.record(|| {
+        let mut st = Step::new(
+            "train.predicted.step_time",
+            &format!(
+                "Predicted step time ({} runtime, profile {})",
+                p.framework, p.profile
+            ),
+            &format!(
+                "T_step = T_mm + T_attn + T_ew + T_TP + T_CP + T_EP (over m micro-batches × L_stage layers) + T_PP + T_bubble + T_DP + T_opt + T_overhead{floor}{offload}"
+            ),
+        )
+        .bind("m", sc.microbatches as f64, "micro-batches")
+        .bind("T_mm", t.matmul, "s")
+        .bind("T_attn", t.attention, "s")
+        .bind("T_ew", t.memory_bound, "s")
+        .bind("T_TP", t.tp_comm, "s")
+        .bind("T_CP", t.cp_comm, "s")
+        .bind("T_EP", t.ep_comm, "s")
+        .bind("T_PP", t.pp_comm, "s")
+        .bind("T_bubble", t.bubble, "s")
+        .bind("T_DP", t.dp_comm, "s")
+        .bind("T_opt", t.optimizer, "s")
+        .bind("T_overhead", t.overhead, "s");
+        if t.floor_raise > 0.0 {
+            st = st.bind("T_floor", t.floor_raise, "s");
+        }
+        if let Some(o) = p.offload_exposed_s {
+            st = st.bind("T_offload,exposed", o.get(), "s");
+        }
+        st.result(p.step_time_s.get(), "s").source(&p.profile_source)
+    });
+    tr.record(|| {
+        Step::new(
+            "train.predicted.mfu",
+            "MFU at the predicted step time",
+            "MFU = model FLOPs per step / (N·C·T_step)",
+        )
+        .bind("T_step", p.step_time_s.get(), "s")
+        .result(p.mfu, "")
+        .source("the report's FLOP convention and the chip's peak for the compute dtype")
+    });
+}
+
 /// Record how the prediction's overlap settings turned its TP and DP
 /// communication into exposed time (`--explain`).
-pub fn record_overlap<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
+fn record_overlap<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
     use crate::parallelism::{DpOverlap, TpOverlap};
     use crate::trace::Step;
     let o = &p.overlap;

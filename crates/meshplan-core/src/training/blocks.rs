@@ -17,16 +17,16 @@
 
 use serde::Serialize;
 
-use crate::step::calibrated::{
-    elementwise_elems, gemm_efficiency, optimizer_params, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
-    OPTIMIZER_BYTES,
-};
 use crate::fidelity::EfficiencyProfile;
 use crate::hardware::Chip;
 use crate::model::flops::{head_dims, per_token};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 use crate::parallelism::{Remat, RunSpec, TrainConfig};
+use crate::step::calibrated::{
+    elementwise_elems, gemm_efficiency, optimizer_params, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
+    OPTIMIZER_BYTES,
+};
 use crate::trace::NoTrace;
 use crate::units::DType;
 

@@ -158,6 +158,23 @@ pub enum Infeasible {
 }
 
 impl Infeasible {
+    /// Whether a framework runs the plan anyway, only badly, so that
+    /// `train` describes it (a note) rather than refusing it; the planner
+    /// never proposes it. Fewer micro-batches than stages leaves the pipeline
+    /// idle for most of the step, but Megatron's non-interleaved 1F1B and
+    /// nanotron accept it (the Playbook measured 50 such runs); nanotron's
+    /// cost-balanced split gives the embedding and the loss stages of their
+    /// own, so it runs more stages than layers (one measured run). The
+    /// book's accounting keeps both refused.
+    pub fn runs_under(self, fw: crate::parallelism::Framework) -> bool {
+        use crate::parallelism::Framework;
+        match self {
+            Infeasible::Underfilled { .. } => fw.is_framework(),
+            Infeasible::PpLayers { .. } => fw == Framework::Nanotron,
+            _ => false,
+        }
+    }
+
     /// The planner's category.
     pub fn reason(self) -> RejectReason {
         match self {

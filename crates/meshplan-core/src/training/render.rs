@@ -2,9 +2,9 @@
 //! the calibrated prediction beside them, every collective, and the book's
 //! verdicts.
 
-use crate::step::predict::Predicted;
 use super::rules::Rules;
 use super::TrainReport;
+use crate::step::predict::Predicted;
 use crate::units::{fmt_si, sig4, sig4_grouped, Seconds};
 use crate::view::{field, pct, yes_no, Doc, Render, Table};
 

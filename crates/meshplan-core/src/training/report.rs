@@ -8,7 +8,6 @@ use super::comms::CommEntry;
 use super::context::{MeshCtx, TrainCtx};
 use super::evaluate::{evaluate, Eval};
 use super::feasibility::{choice_problems, degree_problems};
-use crate::step::predict::{self, ActiveProfile};
 use super::rules::{book_rules, Rules};
 use super::run_time::RunTime;
 use crate::collectives::AxisPlacement;
@@ -19,6 +18,7 @@ use crate::memory::{
 use crate::mesh::{Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::parallelism::{Degrees, FlopConvention, Framework, TrainConfig};
+use crate::step::predict::{self, ActiveProfile};
 use crate::trace::{Step, Tracer};
 use crate::units::{Bytes, Flops, Seconds};
 
@@ -191,7 +191,7 @@ pub fn analyze_with<T: Tracer>(
         super::blocks::record(&r.blocks, mctx.chips, tr);
     }
     if let Some(p) = &r.predicted {
-        predict::record_overlap(p, tr);
+        predict::record(p, tr);
     }
     r
 }
@@ -201,9 +201,16 @@ fn problems(spec: &ModelSpec, mesh: &Mesh, cfg: &TrainConfig) -> (Vec<String>, V
     let a = &spec.arch;
     let deg = cfg.degrees;
     let mut reasons = mesh.reasons.clone();
-    reasons.extend(degree_problems(a, cfg.seq_len, &deg).map(|p| p.to_string()));
-    reasons.extend(choice_problems(a, &deg, &cfg.choice()).map(|p| p.to_string()));
     let mut notes = mesh.notes.clone();
+    let found =
+        degree_problems(a, cfg.seq_len, &deg).chain(choice_problems(a, &deg, &cfg.choice()));
+    for p in found {
+        if p.runs_under(cfg.framework) {
+            notes.push(format!("{p} ({} runs it, slowly)", cfg.framework));
+        } else {
+            reasons.push(p.to_string());
+        }
+    }
     let d = deg.at_least_one();
     let seqs = cfg.batch_tokens / cfg.seq_len.max(1);
     let data = d.data();

@@ -4,7 +4,6 @@
 //! [`resolve`] turns it into a model, a chip, a topology and a
 //! [`TrainConfig`].
 
-use crate::step::predict::{active_profile, default_framework, ActiveProfile};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip};
@@ -15,6 +14,7 @@ use crate::parallelism::{
     TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
+use crate::step::predict::{active_profile, default_framework, ActiveProfile};
 use crate::units::DType;
 
 /// Everything [`super::analyze`] needs.
