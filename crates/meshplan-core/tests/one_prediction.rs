@@ -29,7 +29,6 @@ const PUBLISHED: &str = include_str!("fixtures/validation/published_runs.json");
 fn every_validation_run_train_equals_validate() {
     let mut runs = parse_playbook_csv(FULL, MODELS).unwrap();
     runs.extend(parse_published_json(PUBLISHED).unwrap().0);
-    let cat = Catalog::builtin();
     let profile_for = |c: &str| EfficiencyProfile::builtin(c).expect("a fitted profile");
     let rc = with_chips(&runs);
     let rows = compare(&rc, &profile_for);
@@ -239,4 +238,59 @@ fn run_memory_is_train_memory_for_whole_experts() {
     // parameters per layer, × 32 layers = 5.64e9 routed parameters, not
     // 5.64e9/tp: bf16 weights alone are > 11 GB
     assert!(got.params_bytes.get() > 11e9, "{}", got.params_bytes.get());
+}
+
+/// The roofline's collectives list and the step inventory count the same
+/// TP collectives (issue 22: they disagreed for a shared-expert MoE with
+/// whole experts). One micro-batch, pp 1, no recompute, SP: per layer
+/// 2 (AG, RS) pairs forward and backward = 8 collectives; with whole experts
+/// (etp = 1) a MoE layer's MLP pair goes (its tokens ride the all-to-all)
+/// unless a shared expert still runs tensor-parallel.
+/// Mixtral-8x7B: 32 MoE layers, no shared expert → 8·32 − 4·32 = 128.
+/// DeepSeek-V3: 61 layers, a shared expert → 8·61 = 488.
+#[test]
+fn roofline_and_inventory_count_the_same_tp_collectives() {
+    let cat = Catalog::builtin();
+    let chip = cat.chip("h100").unwrap();
+    for (model, want) in [("mixtral-8x7b", 128.0), ("deepseek-v3", 488.0)] {
+        let spec = cat.model(model).unwrap();
+        let cfg = meshplan_core::training::TrainConfig {
+            batch_tokens: 8 * 4096,
+            seq_len: 4096,
+            degrees: meshplan_core::mesh::Degrees {
+                dp: 4,
+                tp: 2,
+                ep: 8,
+                etp: 1,
+                ..Default::default()
+            },
+            framework: meshplan_core::training::Framework::Megatron,
+            remat: meshplan_core::training::Remat::None,
+            sequence_parallel: true,
+            ..Default::default()
+        };
+        let topo = meshplan_core::mesh::Topology::gpus(8, 8);
+        let prof = meshplan_core::step::predict::active_profile(chip, None)
+            .unwrap()
+            .unwrap();
+        let r = analyze_with(spec, chip, &topo, &cfg, Some(&prof), &mut NoTrace);
+        let roofline: u64 = r
+            .comms
+            .iter()
+            .filter(|c| c.axis == meshplan_core::parallelism::LogicalAxis::Tp)
+            .map(|c| c.count)
+            .sum();
+        let p = r
+            .predicted
+            .as_ref()
+            .unwrap_or_else(|| panic!("{model}: {:?}", r.prediction_note));
+        let inv = &p.inventory;
+        let layers = spec.arch.n_layers as f64;
+        let inventory = inv.tp.unwrap().calls * layers * inv.microbatches as f64;
+        assert_eq!(roofline as f64, want, "{model}: roofline");
+        assert!(
+            (inventory - want).abs() < 1e-9,
+            "{model}: inventory {inventory}"
+        );
+    }
 }

@@ -4,15 +4,13 @@
 
 use serde::Serialize;
 
+use super::inventory::{
+    grad_bytes, Block, Gemm, Placement, StepInventory, Transfer, OPTIMIZER_BYTES,
+};
 use crate::fidelity::profile::EfficiencyProfile;
 use crate::hardware::Chip;
-use crate::mesh::{GpuSplit, Topology};
-use crate::model::flops::{head_dims, layer_keys};
-use crate::parallelism::pipeline::stage_extremes;
-use crate::parallelism::{
-    Degrees, DpOverlap, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
-    TpOverlap, TrainConfig,
-};
+use crate::mesh::Topology;
+use crate::parallelism::{DpOverlap, Overlap, Remat, RunSpec, TpOverlap, TrainConfig};
 use crate::units::DType;
 
 /// Step time by part (seconds per optimizer step, critical path).
@@ -251,136 +249,52 @@ fn clamp_nodes(p: &EfficiencyProfile, nodes: u64) -> u64 {
     }
 }
 
-/// The numbers every part of the prediction reads.
+/// What every part of the pricing reads: the inventory and the rates.
 struct Geometry<'a> {
     spec: &'a RunSpec,
     chip: &'a Chip,
     p: &'a EfficiencyProfile,
+    inv: StepInventory,
     /// bf16 peak (attention kernels) and the GEMMs' peak (compute dtype).
     peak: f64,
     mm_peak: f64,
-    /// The GEMMs run in fp8/int8/fp4: their inputs are cast every pass.
-    low_precision: bool,
-    causal: bool,
-    /// Attention projection parameters of one layer (MLA: its own
-    /// down/up projections; otherwise the Q, K, V, O matrices).
-    attn_params: f64,
     hbm_bw: f64,
-    tp: u64,
-    pp: u64,
-    dp: u64,
-    cp: u64,
-    ep: u64,
-    /// D, the FFN width a token goes through (MoE: k experts + shared), V.
-    d: f64,
-    f: f64,
-    v: f64,
-    /// N·H and K·H.
-    nh: f64,
-    kh: f64,
-    /// Local sequence (T/cp) and tokens per micro-batch.
-    seq: f64,
-    tok: f64,
     /// Micro-batches per step.
     m: f64,
-    sp: bool,
-    nodes: u64,
     /// Nodes, held at the calibrated range.
     nodes_f: f64,
-    /// Pipeline stages sit on other nodes.
-    pp_cross: bool,
-    /// The mesh degrees and how they split between NVLink and the network
-    /// (the same placement the book evaluator costs).
-    deg: Degrees,
-    split: GpuSplit,
-    /// The run's overlap settings.
-    ov: Overlap,
 }
 
 impl<'a> Geometry<'a> {
     fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile, f: &Features) -> Self {
-        let a = &spec.arch;
-        // a TPU slice is one ICI domain, the "node" of the placement: a
-        // multi-slice job's outer axes cross the DCN between slices
-        let slices = f.slices.max(1);
-        let per_node = match (&chip.ici, &chip.nvlink) {
-            (Some(_), _) if spec.n_gpus % slices == 0 => (spec.n_gpus / slices).max(1),
-            (Some(_), _) => spec.n_gpus.max(1),
-            (None, n) => n.as_ref().map_or(8, |n| n.domain_size).max(1),
-        };
-        let (tp, pp, dp, cp) = (
-            spec.tp.max(1),
-            spec.pp.max(1),
-            spec.dp.max(1),
-            spec.cp.max(1),
-        );
-        let seq = (spec.seq_len / cp) as f64;
-        let nodes = if chip.ici.is_some() {
-            spec.n_gpus.max(1) / per_node
-        } else {
-            crate::fidelity::range::job_nodes(spec, chip)
-        };
-        let deg = spec.degrees();
-        let split = GpuSplit::new(&deg, per_node);
+        let inv = StepInventory::build(spec, chip, f);
         Geometry {
             spec,
             chip,
             p,
             peak: chip.flops(DType::Bf16).get(),
             mm_peak: chip.flops(f.compute_dtype).get() * low_precision_relative(f.compute_dtype),
-            low_precision: f.compute_dtype.bytes_per_element() < 2.0,
-            causal: f.causal,
-            attn_params: match &a.mla {
-                Some(_) => spec.params.attention as f64 / a.n_layers.max(1) as f64,
-                None => {
-                    (a.d_model * a.n_heads * a.d_head * 2 + a.d_model * a.n_kv_heads * a.d_head * 2)
-                        as f64
-                }
-            },
             hbm_bw: chip.hbm_bandwidth.get() * p.hbm_efficiency,
-            tp,
-            pp,
-            dp,
-            cp,
-            ep: spec.ep.max(1),
-            d: a.d_model as f64,
-            f: a.ffn_width_active(),
-            v: a.vocab as f64,
-            nh: (a.n_heads * a.d_head) as f64,
-            kh: (a.n_kv_heads * a.d_head) as f64,
-            seq,
-            tok: spec.mbs as f64 * seq,
-            m: spec.grad_acc.max(1) as f64,
-            sp: spec.sequence_parallel && tp > 1,
-            nodes,
-            nodes_f: clamp_nodes(p, nodes) as f64,
-            // pipeline neighbours sit in other nodes once pp leaves the node
-            pp_cross: split.in_node(LogicalAxis::Pp) < pp,
-            deg,
-            split,
-            ov: f.overlap,
+            m: inv.microbatches as f64,
+            nodes_f: clamp_nodes(p, inv.nodes) as f64,
+            inv,
         }
     }
-    fn tpf(&self) -> f64 {
-        self.tp as f64
+    /// Time of one GEMM call at its efficiency.
+    fn gemm(&self, g: &Gemm) -> f64 {
+        g.flops / (self.mm_peak * gemm_efficiency(self.p, g.m, g.k, g.n))
     }
-    /// Time of a `[m, k] × [k, n]` GEMM of `flops` at its efficiency.
-    fn gemm(&self, flops: f64, m: f64, k: f64, n: f64) -> f64 {
-        flops / (self.mm_peak * gemm_efficiency(self.p, m, k, n))
-    }
-    /// A collective group over the mesh axes `group`: (GPUs of it per node,
-    /// nodes spanned).
-    fn layout(&self, group: &[LogicalAxis]) -> (u64, u64) {
-        self.split.group(&self.deg, group)
-    }
-    /// Bandwidth and per-step latency of a group laid out as `(per, nodes)`.
-    fn link(&self, (per, nodes): (u64, u64)) -> (f64, f64) {
+    /// Bandwidth of one collective (all-reduce curves for all-reduces) and
+    /// the per-ring-step latency of its group.
+    fn link(&self, t: &Transfer) -> (f64, f64) {
+        let Placement { per_node, nodes } = t.placement;
         let lat = if nodes > 1 {
             self.p.inter_node_latency_s
         } else {
             self.p.collective_latency_s
         };
-        (coll_bw(self.p, self.chip, false, per, nodes), lat)
+        let allreduce = t.kind == crate::collectives::Collective::AllReduce;
+        (coll_bw(self.p, self.chip, allreduce, per_node, nodes), lat)
     }
 }
 
@@ -388,8 +302,7 @@ impl<'a> Geometry<'a> {
 struct LayerCompute {
     /// Forward matmuls.
     mm_fwd: f64,
-    /// Forward attention FLOPs and time; backward time.
-    attn_fwd_flops: f64,
+    /// Forward attention time; backward time.
     attn_fwd: f64,
     attn_bwd: f64,
     /// Element-wise HBM traffic, forward + backward.
@@ -399,80 +312,26 @@ struct LayerCompute {
     loss: f64,
 }
 
-/// MLP up (+gate) and down for `rows` token-rows of FFN width `width`, each
-/// GEMM `tall` rows high (its efficiency).
-fn mlp_time(g: &Geometry, rows: f64, tall: f64, width: f64) -> f64 {
-    mlp_time_split(g, rows, tall, width / g.tpf())
-}
-
-/// [`mlp_time`] with `width` already the per-device share.
-fn mlp_time_split(g: &Geometry, rows: f64, tall: f64, width: f64) -> f64 {
-    let mats = g.spec.arch.mlp.matrices() as f64;
-    let up = (mats - 1.0) * width;
-    let down = width;
-    g.gemm(2.0 * rows * g.d * up, tall, g.d, up) + g.gemm(2.0 * rows * down * g.d, tall, down, g.d)
-}
-
-/// Forward MLP (dense or MoE, averaged over the layers).
-fn ffn_time(g: &Geometry) -> f64 {
-    let a = &g.spec.arch;
-    let dense = mlp_time(g, g.tok, g.tok, a.d_ff as f64);
-    match &a.moe {
-        None => dense,
-        Some(mo) => {
-            // MoE layers: shared experts see every token; the k·tok routed
-            // token-rows land on the E/ep local experts, ep·tok·k/E rows each
-            // (short GEMMs); the router is a [tok, D] × [D, E] GEMM
-            // (short GEMMs); the router is a [tok, D] × [D, E] GEMM. Whole
-            // experts (etp = 1): each TP rank routes its tok/tp sequence
-            // shard and runs full-width experts — the same FLOPs, GEMMs tp×
-            // shorter and tp× wider
-            let (k, e) = (mo.top_k as f64, mo.n_experts.max(1) as f64);
-            let (rows, width) = if g.spec.whole_experts() {
-                (g.tok * k / g.tpf(), a.d_ff_expert() as f64)
-            } else {
-                (g.tok * k, a.d_ff_expert() as f64 / g.tpf())
-            };
-            let tall = (g.ep as f64 * rows / e).max(1.0);
-            let moe_layer = mo.n_shared_experts as f64
-                * mlp_time(g, g.tok, g.tok, a.d_ff_shared() as f64)
-                + MOE_LOAD_IMBALANCE * mlp_time_split(g, rows, tall, width)
-                + g.gemm(2.0 * g.tok * g.d * e, g.tok, g.d, e);
-            let phi = a.moe_fraction();
-            (1.0 - phi) * dense + phi * moe_layer
+/// Attention forward and backward time.
+fn attention_time(g: &Geometry) -> (f64, f64) {
+    let a = &g.inv.attention;
+    match &a.unfused {
+        // unfused attention core (Megatron 2022): the scores through HBM:
+        // fwd QKᵀ write 2 B, softmax r/w 4 B, dropout r/w + mask 5 B = 11 B
+        // per score element; bwd (PV grad, dropout, softmax, QKᵀ grads)
+        // ≈ 19 B per element (Korthikanti et al. 2022, the 5·a·s/h term).
+        Some(u) => {
+            let mm = g.gemm(&u.gemm);
+            (
+                mm + 11.0 * u.score_elems / g.hbm_bw,
+                2.0 * mm + 19.0 * u.score_elems / g.hbm_bw,
+            )
+        }
+        None => {
+            let t = a.flops / (g.peak * g.p.attention_efficiency);
+            (t, FA_BACKWARD_TIME * t)
         }
     }
-}
-
-/// Attention forward FLOPs, forward and backward time.
-fn attention_time(g: &Geometry) -> (f64, f64, f64) {
-    let tpf = g.tpf();
-    if g.spec.framework == Framework::Megatron2022 {
-        // unfused attention core: full s×s scores (no causal skipping), two
-        // batched GEMMs with the head dimension as inner size, and the scores
-        // through HBM: fwd QKᵀ write 2 B, softmax r/w 4 B, dropout r/w + mask
-        // 5 B = 11 B per score element; bwd (PV grad, dropout, softmax, QKᵀ
-        // grads) ≈ 19 B per element (Korthikanti et al. 2022, the 5·a·s/h term).
-        let fl = 4.0 * g.tok * g.seq * g.nh / tpf;
-        let dh = g.spec.arch.d_head as f64;
-        let mm = g.gemm(fl, g.seq, dh, g.seq);
-        let elems = g.spec.mbs as f64 * (g.spec.arch.n_heads as f64 / tpf) * g.seq * g.seq;
-        return (
-            fl,
-            mm + 11.0 * elems / g.hbm_bw,
-            2.0 * mm + 19.0 * elems / g.hbm_bw,
-        );
-    }
-    // with context parallelism the local queries attend to the whole
-    // (causal, load-balanced) sequence: the K/V length is seq_len, not seq/cp;
-    // keys per query averaged over the layers (causal half, sliding windows),
-    // per-head widths of MLA (model::flops)
-    let a = &g.spec.arch;
-    let keys = layer_keys(a, g.spec.seq_len, g.causal) / a.n_layers.max(1) as f64;
-    let (hqk, hv) = head_dims(a);
-    let fl = 2.0 * g.tok * a.n_heads as f64 * (hqk + hv) as f64 * keys / tpf;
-    let t = fl / (g.peak * g.p.attention_efficiency);
-    (fl, t, FA_BACKWARD_TIME * t)
 }
 
 /// Element-wise elements one token moves per layer, forward + backward
@@ -486,59 +345,32 @@ pub(crate) fn elementwise_elems(dsh: f64, f: f64, nh: f64, tpf: f64) -> f64 {
 /// recomputes the scores, 2 × the forward FLOPs plus the recompute).
 pub const FA_BACKWARD_TIME: f64 = 2.5;
 
-/// HBM bytes per parameter the optimizer step touches: fp32 master, two
-/// moments and the gradient read and written (~34 B) on the parameters a
-/// device updates, plus 4 B per parameter of its stage (bf16 copy written,
-/// gradient zeroed).
-pub const OPTIMIZER_BYTES: (f64, f64) = (34.0, 4.0);
-
-/// (parameters a device updates, parameters of its stage): the optimizer
-/// step's HBM traffic is `34·first + 4·second` bytes ([`OPTIMIZER_BYTES`]).
-pub fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
-    let stage = spec.stage_params();
-    let (shard, repl) = spec.shard_groups();
-    let repl_params = stage / shard as f64;
-    let opt = repl_params / if spec.zero >= 1 { repl as f64 } else { 1.0 };
-    (opt, stage)
-}
-
 fn layer_compute(g: &Geometry) -> LayerCompute {
-    let tpf = g.tpf();
-    let (d, tok) = (g.d, g.tok);
-    let qkv = (g.nh + 2.0 * g.kh) / tpf;
-    let attn_mm = if g.spec.arch.mla.is_some() {
-        // MLA: the down/up projections as one GEMM of the layer's attention
-        // parameters, D deep
-        let width = g.attn_params / d / tpf;
-        g.gemm(2.0 * tok * g.attn_params / tpf, tok, d, width)
-    } else {
-        g.gemm(2.0 * tok * d * qkv, tok, d, qkv)
-            + g.gemm(2.0 * tok * (g.nh / tpf) * d, tok, g.nh / tpf, d)
-    };
-    let mm_fwd = attn_mm + ffn_time(g);
-    let (attn_fwd_flops, attn_fwd, attn_bwd) = attention_time(g);
-    // element-wise traffic per token·layer (fwd+bwd), bf16: norms+residual 20·D
-    // (sharded by SP), SwiGLU 8·F and RoPE 8·N·H (sharded by TP)
-    let dsh = if g.sp || g.tp == 1 { d / tpf } else { d };
-    let mut ew = 2.0 * tok * elementwise_elems(dsh, g.f, g.nh, tpf) / g.hbm_bw;
-    if g.low_precision {
-        // fp8 casts of every GEMM input (forward: D, N·H, D, F) and output
-        // gradient (backward: N·H + 2·K·H, D, (m−1)·F, D)
-        let mats = g.spec.arch.mlp.matrices() as f64;
-        let elems = (2.0 * d + g.nh + g.f + g.nh + 2.0 * g.kh + 2.0 * d + (mats - 1.0) * g.f) / tpf;
-        ew += FP8_CAST_BYTES * tok * elems / g.hbm_bw;
+    let inv = &g.inv;
+    // the attention projections, then the MLP / experts / router, each
+    // GEMM's time times its calls per average layer
+    let mut attn_mm = 0.0;
+    let mut ffn = 0.0;
+    for x in &inv.layer_gemms {
+        if x.block == Block::AttentionProjections {
+            attn_mm += g.gemm(x);
+        } else {
+            ffn += x.weight * g.gemm(x);
+        }
     }
-    // LM head + loss on the last stage (vocab-parallel over tp)
-    let head_mm = 3.0 * g.gemm(2.0 * tok * d * g.v / tpf, tok, d, g.v / tpf);
-    let loss = 6.0 * tok * g.v / tpf * 4.0 / g.hbm_bw;
+    let (attn_fwd, attn_bwd) = attention_time(g);
+    let mut ew = inv.elementwise_bytes / g.hbm_bw;
+    if inv.low_precision {
+        ew += inv.cast_bytes / g.hbm_bw;
+    }
     LayerCompute {
-        mm_fwd,
-        attn_fwd_flops,
+        mm_fwd: attn_mm + ffn,
         attn_fwd,
         attn_bwd,
         ew,
-        head_mm,
-        loss,
+        // LM head + loss on the last stage (vocab-parallel over tp)
+        head_mm: 3.0 * g.gemm(&inv.head),
+        loss: inv.loss_bytes / g.hbm_bw,
     }
 }
 
@@ -587,71 +419,52 @@ pub fn pipelined_exposed(transfer: f64, gemm: f64, c: f64) -> f64 {
 /// TP/SP collectives of one layer on one micro-batch whose matmuls take
 /// `layer_mm` (recompute included).
 fn tp_layer(g: &Geometry, layer_mm: f64) -> TpLayer {
-    let (tpf, p) = (g.tpf(), g.p);
-    let (tp_per, tp_nodes) = g.layout(&[LogicalAxis::Tp]);
-    let act_bytes = g.tok * g.d * 2.0;
-    let (ops, per_op) = if g.tp <= 1 {
-        (0.0, 0.0)
-    } else if g.sp {
-        // SP: 2 all-gathers + 2 reduce-scatters forward, the same backward
-        let bw = coll_bw(p, g.chip, false, tp_per, tp_nodes);
-        (8.0, (tpf - 1.0) / tpf * act_bytes / bw)
-    } else {
-        // plain TP: 2 all-reduces forward + 2 backward
-        let bw = coll_bw(p, g.chip, true, tp_per, tp_nodes);
-        (4.0, 2.0 * (tpf - 1.0) / tpf * act_bytes / bw)
+    let p = g.p;
+    let Some(t) = &g.inv.tp else {
+        return TpLayer {
+            ops: 0.0,
+            exposed: 0.0,
+            stall: 0.0,
+            transfer: 0.0,
+            latency: 0.0,
+            chunks: 0.0,
+        };
     };
+    let (bw, _) = g.link(t);
+    let per_op = t.bytes_per_call / bw;
+    let tp_nodes = t.placement.nodes;
     // per collective: a ring over tp GPUs takes tp − 1 steps, each paced by
     // the slowest hop (NVLink or the scale-out network) — GPU time; with the
     // pipeline stages on other nodes every step also stalls the host
     // (`pp_tp_step_latency_s`, growing as (nodes of the TP group)^γ)
-    let steps = (tpf - 1.0).max(0.0);
+    let steps = t.ring_steps;
     let ring_lat = steps
         * if tp_nodes <= 1 {
             p.collective_latency_s
         } else {
             p.inter_node_latency_s
         };
-    let pp_stall = if g.pp_cross {
+    let pp_stall = if g.inv.pp_cross_node {
         steps
             * p.pp_tp_step_latency_s
             * (clamp_nodes(p, tp_nodes) as f64).powf(p.latency_node_exponent)
     } else {
         0.0
     };
-    // whole experts (etp = 1, Megatron-Core's alltoall dispatcher): a MoE
-    // layer's tokens reach the experts through the all-to-all from their
-    // sequence shards, so the MLP's half of the layer's TP collectives is
-    // gone (kept when shared experts still run tensor-parallel)
-    let ops = match &g.spec.arch.moe {
-        Some(mo) if g.spec.whole_experts() && mo.n_shared_experts == 0 => {
-            ops * (1.0 - 0.5 * g.spec.arch.moe_fraction())
-        }
-        _ => ops,
-    };
-    // the recomputed forward repeats its collectives
-    let all = if g.spec.remat == Remat::Full {
-        ops * 1.5
-    } else {
-        ops
-    };
-    // keeping only the sequence shard of a column-parallel GEMM's input
-    // (QKV, MLP up) means gathering it again for its weight gradient
-    // (Korthikanti et al. 2022 §4.2.2)
-    let all = if g.sp && g.ov.sp_allgather == SpAllGather::Redo {
-        all + 2.0
-    } else {
-        all
-    };
+    let all = t.calls;
+    let sp = t.kind != crate::collectives::Collective::AllReduce;
     let fitted = all * (per_op * (1.0 - p.tp_overlap) + ring_lat);
-    let (exposed, chunks) = match g.ov.tp {
+    let (exposed, chunks) = match g.inv.overlap.tp {
         TpOverlap::Ring => (fitted, 0.0),
         TpOverlap::None => (all * (per_op + ring_lat), 0.0),
         // ring exchange: one chunk per TP rank
-        TpOverlap::Pipelined if g.sp => (
-            pipelined_exposed(all * per_op, layer_mm, tpf) + all * ring_lat,
-            tpf,
-        ),
+        TpOverlap::Pipelined if sp => {
+            let c = t.ranks as f64;
+            (
+                pipelined_exposed(all * per_op, layer_mm, c) + all * ring_lat,
+                c,
+            )
+        }
         // the userbuffers overlap needs SP; plain TP all-reduces keep the
         // fitted fraction (the planner's non-SP plans)
         TpOverlap::Pipelined => (fitted, 0.0),
@@ -666,49 +479,29 @@ fn tp_layer(g: &Geometry, layer_mm: f64) -> TpLayer {
     }
 }
 
-/// Context parallelism: ring attention passes the K/V chunks around the cp
-/// ranks (cp − 1 hops forward; K/V again plus dK/dV backward, 2(cp − 1))
-/// while the chunk in hand is attended to, so only what exceeds the attention
-/// kernels and the first hop are exposed (Liu et al. 2023, Ring Attention;
+/// Context parallelism: ring attention passes the K/V chunks while the
+/// chunk in hand is attended to, so only what exceeds the attention kernels
+/// and the first hop are exposed (Liu et al. 2023, Ring Attention;
 /// Megatron-LM context parallelism).
 fn cp_layer(g: &Geometry, layer_attn: f64) -> f64 {
-    if g.cp <= 1 {
+    let Some(t) = &g.inv.cp else {
         return 0.0;
-    }
-    let cpf = g.cp as f64;
-    let (bw, hop_lat) = g.link(g.layout(&[LogicalAxis::Cp]));
-    let kv_bytes = 2.0 * g.tok * g.kh / g.tpf() * 2.0; // K and V of the local chunk, bf16
-    let hop = kv_bytes / bw + hop_lat;
-    // a recomputed attention forward (any remat policy here) passes the
-    // K/V around the ring once more
-    let passes = if g.spec.remat == Remat::None {
-        3.0
-    } else {
-        4.0
     };
-    let comm = passes * (cpf - 1.0) * hop;
+    let (bw, hop_lat) = g.link(t);
+    let hop = t.bytes_per_call / bw + hop_lat;
+    let comm = t.calls * hop;
     (comm - layer_attn).max(0.0) + hop
 }
 
-/// Expert parallelism: each MoE layer sends its k·tok routed token-rows to
-/// the experts' ranks and back (dispatch + combine), forward and backward
-/// (and again for a fully recomputed forward), all-to-all over the ep ranks,
-/// on the critical path (no overlap modelled).
+/// Expert parallelism: the dispatch and combine all-to-alls over the ep
+/// ranks, on the critical path (no overlap modelled).
 fn ep_layer(g: &Geometry) -> f64 {
-    match &g.spec.arch.moe {
-        Some(mo) if g.ep > 1 => {
-            let epf = g.ep as f64;
-            let (bw, lat) = g.link(g.layout(&[LogicalAxis::Ep]));
-            let rows = g.tok * mo.top_k as f64 / if g.sp { g.tpf() } else { 1.0 };
-            let bytes = MOE_LOAD_IMBALANCE * rows * g.d * 2.0 * (epf - 1.0) / epf;
-            let passes = if g.spec.remat == Remat::Full {
-                6.0
-            } else {
-                4.0
-            };
-            g.spec.arch.moe_fraction() * passes * (bytes / bw + (epf - 1.0) * lat)
+    match &g.inv.ep {
+        Some(t) => {
+            let (bw, lat) = g.link(t);
+            t.calls * (t.bytes_per_call / bw + t.ring_steps * lat)
         }
-        _ => 0.0,
+        None => 0.0,
     }
 }
 
@@ -719,14 +512,15 @@ fn microbatch_overhead(g: &Geometry) -> f64 {
     let p = g.p;
     let mb_ref = p.calibrated_max_nodes.max(1) as f64;
     let job_growth = (g.nodes_f / mb_ref).powf(p.microbatch_node_exponent);
-    if g.pp_cross {
+    if g.inv.pp_cross_node {
         // a stall per micro-batch per pipeline neighbour (1 with pp = 2, 2
         // with pp ≥ 3): always there with DDP (ZeRO-0, dp > 1) from
         // `ddp_pp_stall_min_microbatches` micro-batches on, otherwise growing
         // with the job
-        let ddp = g.spec.zero == 0 && g.dp > 1 && g.m >= p.ddp_pp_stall_min_microbatches;
+        let ddp =
+            g.spec.zero == 0 && g.spec.dp.max(1) > 1 && g.m >= p.ddp_pp_stall_min_microbatches;
         let weight = if ddp { 1.0 } else { job_growth.min(1.0) };
-        p.pp_stall_s * (g.pp as f64 - 1.0).min(2.0) * weight
+        p.pp_stall_s * (g.inv.stages as f64 - 1.0).min(2.0) * weight
     } else {
         p.microbatch_overhead_s * job_growth
     }
@@ -746,8 +540,6 @@ struct Microbatch {
     ep: f64,
     /// Host stall beyond the GPU work per micro-batch, not booked to TP.
     stall_over: f64,
-    /// Hardware FLOPs of one forward layer (for the roofline).
-    attn_fwd_flops: f64,
     /// One layer's TP collectives and matmul time.
     tp_layer: TpLayer,
     layer_mm: f64,
@@ -779,8 +571,7 @@ fn microbatch(g: &Geometry) -> Microbatch {
     let gpu_path = |n: f64, h: bool| n * gpu_layer + if h { head } else { 0.0 };
     let host_path = |n: f64| n * host_layer + mb_over;
     // the slowest pipeline stage sets the pace: (layers on it, holds the LM head)
-    let (plain, with_head) = stage_extremes(&g.spec.arch, g.pp, g.spec.framework);
-    let (plain, with_head) = (plain as f64, with_head as f64);
+    let (plain, with_head) = (g.inv.layers_plain as f64, g.inv.layers_with_head as f64);
     let cost = |n: f64, h: bool| gpu_path(n, h).max(host_path(n));
     let (l_crit, head_crit) = if plain > 0.0 && cost(plain, false) >= cost(with_head, true) {
         (plain, false)
@@ -808,7 +599,6 @@ fn microbatch(g: &Geometry) -> Microbatch {
         cp: m * l_crit * cp,
         ep: m * l_crit * ep,
         stall_over: stall - stall_tp,
-        attn_fwd_flops: c.attn_fwd_flops,
         tp_layer: tpl,
         layer_mm,
         head: head_crit,
@@ -824,40 +614,20 @@ fn microbatch(g: &Geometry) -> Microbatch {
     }
 }
 
-/// Parameters of one pipeline stage on one device (approximate: embeddings
-/// spread; routed experts split over ep).
-fn stage_params(g: &Geometry) -> f64 {
-    g.spec.stage_params()
-}
-
-/// Gradient bytes per parameter a framework reduces.
-fn grad_bytes(fw: Framework) -> f64 {
-    match fw {
-        Framework::Nanotron | Framework::Maxtext => 4.0,
-        _ => 2.0,
-    }
-}
-
-/// ZeRO-3 / FSDP: every micro-batch gathers the stage's bf16 parameters for
-/// the forward and again for the backward (re-sharded after the forward) and
-/// reduce-scatters its gradients, over the shard group: every data-parallel
-/// rank (dp·cp) with ZeRO-3, the `fsdp` innermost ones with hybrid sharding.
-/// Prefetch runs these on their own stream under the micro-batch's compute;
-/// what exceeds it, and the first layer's gather, are exposed.
-/// (exposed, all of it), per micro-batch; `dp_overlap = off` exposes all.
+/// ZeRO-3 / FSDP: the per-micro-batch gathers and reduce-scatters run on
+/// their own stream under the micro-batch's compute (prefetch); what
+/// exceeds it, and the first layer's gather, are exposed. (exposed, all of
+/// it), per micro-batch; `dp_overlap = off` exposes all.
 fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> (f64, f64) {
-    let (shard, _) = g.spec.shard_groups();
-    if shard <= 1 {
+    let Some(t) = &g.inv.fsdp else {
         return (0.0, 0.0);
-    }
-    let shardf = shard as f64;
+    };
+    let (bw, _) = g.link(t);
     let gb = grad_bytes(g.spec.framework);
-    let (per, nodes) = g.layout(g.spec.shard_axes().0);
-    let bw = coll_bw(g.p, g.chip, false, per, nodes);
-    let comm = (shardf - 1.0) / shardf * stage_params(g) * (2.0 + 2.0 + gb) / bw;
+    let comm = t.bytes_per_call / bw;
     // one layer's forward gather has nothing to hide under
     let first = comm * 2.0 / (2.0 + 2.0 + gb) / mb.l_crit.max(1.0);
-    match g.ov.dp {
+    match g.inv.overlap.dp {
         DpOverlap::On => ((comm - mb.t_core).max(0.0) + first, comm),
         DpOverlap::Off => (comm, comm),
     }
@@ -865,25 +635,18 @@ fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> (f64, f64) {
 
 /// Pipeline: (bubble, exposed point-to-point) per step.
 fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
-    if g.pp <= 1 {
+    let Some(t) = &g.inv.pp else {
         return (0.0, 0.0);
-    }
-    let (ppf, p) = (g.pp as f64, g.p);
-    let v_st = if g.spec.schedule == Schedule::Interleaved {
-        g.spec.virtual_stages.max(1) as f64
-    } else {
-        1.0
     };
+    let (ppf, p) = (g.inv.stages as f64, g.p);
+    let v_st = g.inv.virtual_stages as f64;
     let bubble = (ppf - 1.0) / v_st * t_mb;
     let so = g
         .chip
         .scale_out
         .as_ref()
         .map_or(1e10, |x| x.per_chip.one_way_rate().get());
-    // Megatron 2022 scatter/gather: 1/tp of the activation crosses the network
-    let scatter = g.sp || g.spec.framework == Framework::Megatron2022;
-    let p2p_bytes = g.tok * g.d * 2.0 / if scatter { g.tpf() } else { 1.0 };
-    let (p2p_bw, p2p_lat) = if g.pp_cross {
+    let (p2p_bw, p2p_lat) = if g.inv.pp_cross_node {
         (
             so * p.p2p_efficiency,
             p.p2p_latency_s * g.nodes_f.powf(p.p2p_node_exponent),
@@ -892,33 +655,25 @@ fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
         (coll_bw(p, g.chip, false, 2, 1), p.collective_latency_s)
     };
     // fwd send + bwd send per micro-batch on the critical path, plus the fill
-    let t_pp = 2.0 * (g.m + ppf - 1.0) * v_st * (p2p_bytes / p2p_bw + p2p_lat);
+    let t_pp = t.calls * (t.bytes_per_call / p2p_bw + p2p_lat);
     (bubble, t_pp)
 }
 
-/// Data parallel across the replicas of each shard (all of dp·cp without
-/// sharding, none with ZeRO-3: reduced per micro-batch), after gradient
-/// accumulation — except ZeRO-2, which keeps only its gradient shard and so
-/// reduce-scatters every micro-batch (as the evaluator counts it), each under
-/// the next micro-batch's compute `t_mb`: (exposed reduction, optimizer
-/// update, the reduction with nothing hidden). `dp_overlap = off` hides none.
+/// Data parallel across the replicas of each shard after gradient
+/// accumulation — except ZeRO-2, which reduce-scatters every micro-batch,
+/// each under the next micro-batch's compute `t_mb`: (exposed reduction,
+/// optimizer update, the reduction with nothing hidden). `dp_overlap = off`
+/// hides none.
 fn data_parallel(g: &Geometry, t_mb: f64) -> (f64, f64, f64) {
-    let (shard, repl) = g.spec.shard_groups();
-    let (shardf, replf) = (shard as f64, repl as f64);
-    let stage = stage_params(g);
-    let repl_params = stage / shardf;
-    let gb = grad_bytes(g.spec.framework);
-    let on = g.ov.dp == DpOverlap::On;
-    let (t_dp, raw) = if repl <= 1 {
-        (0.0, 0.0)
-    } else {
-        let (per, nodes) = g.layout(g.spec.shard_axes().1);
-        let frac = (replf - 1.0) / replf * repl_params;
-        if g.spec.zero >= 1 {
+    let inv = &g.inv;
+    let on = inv.overlap.dp == DpOverlap::On;
+    let (t_dp, raw) = match (&inv.dp, &inv.dp_gather) {
+        (None, _) => (0.0, 0.0),
+        (Some(rs_t), Some(ag_t)) => {
             // reduce-scatter of the gradients + all-gather of the bf16 parameters
-            let bw = coll_bw(g.p, g.chip, false, per, nodes);
-            let (rs, ag) = (frac * gb / bw, frac * 2.0 / bw);
-            let early = if g.spec.zero == 2 { g.m - 1.0 } else { 0.0 };
+            let (bw, _) = g.link(rs_t);
+            let (rs, ag) = (rs_t.bytes_per_call / bw, ag_t.bytes_per_call / bw);
+            let early = inv.dp_early_calls;
             let raw = rs + ag + early * rs;
             if on {
                 let t = (rs + ag) * (1.0 - g.p.dp_overlap) + early * (rs - t_mb).max(0.0);
@@ -926,37 +681,33 @@ fn data_parallel(g: &Geometry, t_mb: f64) -> (f64, f64, f64) {
             } else {
                 (raw, raw)
             }
-        } else {
-            let bw = coll_bw(g.p, g.chip, true, per, nodes);
-            let ar = 2.0 * frac * gb / bw;
+        }
+        (Some(ar_t), None) => {
+            let (bw, _) = g.link(ar_t);
+            let ar = ar_t.bytes_per_call / bw;
             (if on { ar * (1.0 - g.p.dp_overlap) } else { ar }, ar)
         }
     };
     // optimizer (HBM bound): ~34 B/param touched
-    let (opt_params, stage) = optimizer_params(g.spec);
+    let (opt_params, stage) = inv.optimizer_params;
     let (per_opt, per_stage) = OPTIMIZER_BYTES;
     let t_opt = opt_params * per_opt / g.hbm_bw + stage * per_stage / g.hbm_bw;
     (t_dp, t_opt, raw)
 }
 
 /// Hardware FLOPs of one device per step at peak (no comms).
-fn roofline(g: &Geometry, attn_fwd_flops: f64) -> f64 {
-    let a = &g.spec.arch;
-    let mats = a.mlp.matrices() as f64;
-    let (d, tok, tpf) = (g.d, g.tok, g.tpf());
-    let attn_proj = if a.mla.is_some() {
-        g.attn_params
-    } else {
-        d * (g.nh + 2.0 * g.kh) + g.nh * d
-    };
-    let fwd_layer = 2.0 * tok * (attn_proj + mats * d * g.f) / tpf + attn_fwd_flops;
+fn roofline(g: &Geometry) -> f64 {
+    let inv = &g.inv;
+    let attn = inv.attention.flops;
+    let fwd_layer = inv.layer_matmul_flops + attn;
     let rec = match g.spec.remat {
         Remat::None => 0.0,
         Remat::Full => fwd_layer,
-        _ => attn_fwd_flops,
+        _ => attn,
     };
-    let l_stage = (a.n_layers as f64 / g.pp as f64).ceil();
-    g.m * (l_stage * (3.0 * fwd_layer + rec) + 6.0 * tok * d * g.v / tpf) / g.peak
+    let a = &g.spec.arch;
+    let l_stage = (a.n_layers as f64 / inv.stages as f64).ceil();
+    g.m * (l_stage * (3.0 * fwd_layer + rec) + 3.0 * inv.head.flops) / g.peak
 }
 
 /// Predict the step time of one run, by part, and whether the job is
@@ -989,6 +740,8 @@ pub struct Detailed {
     pub exposure: CommExposure,
     /// The step's schedule on its critical stage.
     pub schedule: StepSchedule,
+    /// What the step contains (the priced inventory).
+    pub inventory: StepInventory,
 }
 
 /// [`predict_time_with`], and what its communication hid and exposed.
@@ -1021,9 +774,9 @@ pub fn predict_time_detailed(
         overhead,
         floor_raise: 0.0,
         total,
-        roofline: roofline(&g, mb.attn_fwd_flops),
+        roofline: roofline(&g),
     };
-    let extrapolated = p.calibrated_max_nodes > 0 && g.nodes > p.calibrated_max_nodes;
+    let extrapolated = p.calibrated_max_nodes > 0 && g.inv.nodes > p.calibrated_max_nodes;
     let layers = g.m * mb.l_crit;
     let t = &mb.tp_layer;
     let exposure = CommExposure {
@@ -1037,13 +790,9 @@ pub fn predict_time_detailed(
         dp_exposed_s: t_dp,
     };
     let schedule = StepSchedule {
-        stages: g.pp,
-        microbatches: g.m as u64,
-        virtual_stages: if spec.schedule == Schedule::Interleaved {
-            spec.virtual_stages.max(1)
-        } else {
-            1
-        },
+        stages: g.inv.stages,
+        microbatches: g.inv.microbatches,
+        virtual_stages: g.inv.virtual_stages,
         layers: mb.l_crit,
         head: mb.head,
         microbatch_s: mb.t_core + fsdp_mb,
@@ -1054,5 +803,6 @@ pub fn predict_time_detailed(
         extrapolated,
         exposure,
         schedule,
+        inventory: g.inv,
     }
 }

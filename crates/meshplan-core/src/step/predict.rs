@@ -30,6 +30,7 @@ use crate::parallelism::{Framework, Optimizer, Overlap, RunSpec, TrainConfig};
 use crate::step::calibrated::{
     predict_time_detailed, CommExposure, Detailed, Features, StepSchedule, TimeBreakdown,
 };
+use crate::step::inventory::StepInventory;
 use crate::trace::NoTrace;
 use crate::training::run_time::RunTime;
 use crate::training::TrainReport;
@@ -454,6 +455,9 @@ pub struct Predicted {
     /// The step's schedule on its critical pipeline stage (what a timeline
     /// lays out).
     pub schedule: StepSchedule,
+    /// What the step contains, as priced: GEMMs, attention, element-wise
+    /// bytes, collectives with their placement, schedule, DP phase.
+    pub inventory: StepInventory,
     /// p10–p90 step-time interval from the profile's held-out calibration
     /// residuals ([`fidelity::range::interval`]); `None` when it has none.
     pub interval: Option<fidelity::range::StepInterval>,
@@ -572,6 +576,7 @@ fn report_section(
         offload_exposed_s: prep.floor.offload.map(|o| Seconds::new(o.exposed_s)),
         time_breakdown_s: d.time,
         schedule: d.schedule,
+        inventory: d.inventory,
         overlap: OverlapPrediction {
             settings: cfg.overlap,
             tp_fitted_fraction: prof.profile.tp_overlap,

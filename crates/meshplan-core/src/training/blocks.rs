@@ -24,9 +24,9 @@ use crate::model::params::ParamCounts;
 use crate::model::Arch;
 use crate::parallelism::{Remat, RunSpec, TrainConfig};
 use crate::step::calibrated::{
-    elementwise_elems, gemm_efficiency, optimizer_params, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
-    OPTIMIZER_BYTES,
+    elementwise_elems, gemm_efficiency, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
 };
+use crate::step::inventory::{optimizer_params, OPTIMIZER_BYTES};
 use crate::trace::NoTrace;
 use crate::units::DType;
 

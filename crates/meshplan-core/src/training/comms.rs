@@ -289,9 +289,14 @@ fn tp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Siz
     let act = z.tokens_dev * ctx.spec.arch.d_model as f64 * z.ab;
     // two (AG, RS) pairs per layer, attention and MLP; with whole experts
     // (etp = 1) a MoE layer's MLP has none: its tokens reach the experts
-    // by the ep all-to-all from the sequence-parallel shards
+    // by the ep all-to-all from the sequence-parallel shards — unless
+    // shared experts still run tensor-parallel there (the step inventory's
+    // rule, `step::inventory`)
     let a = &ctx.spec.arch;
-    let whole_experts = a.moe.is_some() && acc.mesh.deg.expert_tp() == 1;
+    let whole_experts = a
+        .moe
+        .as_ref()
+        .is_some_and(|m| m.n_shared_experts == 0 && acc.mesh.deg.expert_tp() == 1);
     let pairs = 2 * z.l_dev
         - if whole_experts {
             a.moe_layers().div_ceil(acc.mesh.deg.pp).min(z.l_dev)
