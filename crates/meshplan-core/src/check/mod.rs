@@ -32,6 +32,7 @@ assert!(r.claims[0].hint.as_ref().unwrap().message.contains("digit typo"));
 
 pub mod claims;
 pub mod eval;
+pub mod keys;
 pub mod render;
 pub mod slip;
 pub mod value;
