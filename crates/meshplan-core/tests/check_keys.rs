@@ -58,7 +58,12 @@ fn every_report_path_is_known() {
     let none = Args::new();
     let mut missing = Vec::new();
     let mut evaluated = std::collections::BTreeSet::new();
-    let dirs = ["examples", "examples/train", "examples/infer", "examples/plan"];
+    let dirs = [
+        "examples",
+        "examples/train",
+        "examples/infer",
+        "examples/plan",
+    ];
     for f in dirs.iter().flat_map(|d| toml_files(&root().join(d))) {
         let src = std::fs::read_to_string(&f).unwrap();
         let s = Scenario::parse(&src, &f.display().to_string()).unwrap();
@@ -88,7 +93,10 @@ fn every_report_path_is_known() {
     }
     missing.sort();
     missing.dedup();
-    assert!(missing.is_empty(), "paths check does not know: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "paths check does not know: {missing:#?}"
+    );
     assert_eq!(
         evaluated.len(),
         Command::ALL.len(),
@@ -103,11 +111,18 @@ fn every_report_path_is_known() {
 fn known_keys_cover_the_old_cases() {
     use meshplan_core::check::keys::known_keys;
     assert!(is_known_key(Command::Train, "predicted.step_time_s"));
-    assert!(is_known_key(Command::Train, "memory_per_device.total_bytes"));
+    assert!(is_known_key(Command::Train, "prediction_note"));
+    assert!(is_known_key(
+        Command::Train,
+        "memory_per_device.total_bytes"
+    ));
     assert!(is_known_key(Command::Train, "rules.pure_dp"));
     assert!(is_known_key(Command::Train, "comms.0.seconds"));
     assert!(is_known_key(Command::Infer, "serving.static_batch.tpot_s"));
-    assert!(is_known_key(Command::Infer, "serving.continuous.tpot_s.p99"));
+    assert!(is_known_key(
+        Command::Infer,
+        "serving.continuous.tpot_s.p99"
+    ));
     assert!(is_known_key(Command::Hw, "peak_flops_per_s.fp4"));
     assert!(is_known_key(Command::Hw, "slices.7.peak_flops_per_s"));
     assert!(is_known_key(Command::Mfu, "mfu"));
@@ -148,8 +163,8 @@ fn train_report(body: &str) -> serde_json::Value {
 fn infer_report(body: &str) -> serde_json::Value {
     let s = scenario(body);
     let r = meshplan_core::inference::scenario::resolve(&s, Catalog::builtin()).unwrap();
-    let rep = meshplan_core::inference::evaluate(&r.model, &r.chip, &r.query, &mut NoTrace)
-        .unwrap();
+    let rep =
+        meshplan_core::inference::evaluate(&r.model, &r.chip, &r.query, &mut NoTrace).unwrap();
     serde_json::to_value(rep).unwrap()
 }
 
@@ -179,15 +194,31 @@ fn pass_at_own_value_fail_20_off(
         .and_then(|v| v.as_f64())
         .unwrap_or_else(|| panic!("{command} reports no {quantity}"));
     assert!(own.is_finite() && own > 0.0, "{quantity} = {own}");
-    assert_eq!(verdict(body, command, quantity, own), Verdict::Pass, "{quantity}");
-    assert_eq!(verdict(body, command, quantity, own * 1.2), Verdict::Fail, "{quantity}");
-    assert_eq!(verdict(body, command, quantity, own * 0.8), Verdict::Fail, "{quantity}");
+    assert_eq!(
+        verdict(body, command, quantity, own),
+        Verdict::Pass,
+        "{quantity}"
+    );
+    assert_eq!(
+        verdict(body, command, quantity, own * 1.2),
+        Verdict::Fail,
+        "{quantity}"
+    );
+    assert_eq!(
+        verdict(body, command, quantity, own * 0.8),
+        Verdict::Fail,
+        "{quantity}"
+    );
 }
 
 #[test]
 fn predicted_training_figures_are_claimable() {
     let rep = train_report(RUN);
-    for q in ["predicted.step_time_s", "predicted.mfu", "predicted.tokens_per_s"] {
+    for q in [
+        "predicted.step_time_s",
+        "predicted.mfu",
+        "predicted.tokens_per_s",
+    ] {
         pass_at_own_value_fail_20_off(RUN, "train", q, &rep);
     }
 }
@@ -221,6 +252,33 @@ fn unknown_predicted_key_suggests_the_right_one() {
         "[scenarios.run]\n{RUN}\n[[claim]]\nid = \"c\"\nscenario = \"run\"\ncommand = \"train\"\nquantity = \"predicted.step_time\"\nclaimed = \"15 s\"\n"
     );
     let f = parse_claims(&src, "c.toml", &mut |p| Err(format!("no file {p}"))).unwrap();
-    let why = f.claims[0].unknown.clone().expect("unknown before evaluation");
+    let why = f.claims[0]
+        .unknown
+        .clone()
+        .expect("unknown before evaluation");
     assert!(why.contains("predicted.step_time_s"), "{why}");
+}
+
+/// A claim on the prediction of a plan that has none (8 sequences over
+/// 64-way DP cannot fill 128 micro-batches) is CANNOT-CHECK, and the reason
+/// says why.
+#[test]
+fn no_prediction_says_why() {
+    let body = RUN.replace(
+        "parallelism = { dp = 4, tp = 8, pp = 2, zero = 1, schedule = \"1f1b\", microbatches = 128, sequence_parallel = true }",
+        "parallelism = { dp = 64, microbatches = 128 }",
+    )
+    .replace("\"4Mi\"", "\"64Ki\"");
+    let src = format!(
+        "[scenarios.run]\n{body}\n[[claim]]\nid = \"c\"\nscenario = \"run\"\ncommand = \"train\"\nquantity = \"predicted.step_time_s\"\nclaimed = \"1 s\"\n"
+    );
+    let f = parse_claims(&src, "c.toml", &mut |p| Err(format!("no file {p}"))).unwrap();
+    let r = check(&f, Catalog::builtin(), false).unwrap();
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::CannotCheck);
+    let why = c.reason.clone().unwrap_or_default();
+    assert!(
+        why.contains("no calibrated prediction") && why.contains("micro-batches"),
+        "{why}"
+    );
 }

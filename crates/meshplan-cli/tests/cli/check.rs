@@ -133,10 +133,25 @@ fn claims_on_the_cli_reports_own_values() {
     let t = json(&["train", &train, "--json"]);
     let i = json(&["infer", &serve, "--json"]);
     let cases = [
-        (&train, "train", "predicted.step_time_s", f(&t, "predicted.step_time_s")),
+        (
+            &train,
+            "train",
+            "predicted.step_time_s",
+            f(&t, "predicted.step_time_s"),
+        ),
         (&train, "train", "predicted.mfu", f(&t, "predicted.mfu")),
-        (&train, "train", "predicted.tokens_per_s", f(&t, "predicted.tokens_per_s")),
-        (&serve, "infer", "serving.static_batch.tpot_s", f(&i, "serving.static_batch.tpot_s")),
+        (
+            &train,
+            "train",
+            "predicted.tokens_per_s",
+            f(&t, "predicted.tokens_per_s"),
+        ),
+        (
+            &serve,
+            "infer",
+            "serving.static_batch.tpot_s",
+            f(&i, "serving.static_batch.tpot_s"),
+        ),
     ];
     for (scen, cmd, q, own) in cases {
         for (factor, code, verdict) in [(1.0, 0, "PASS"), (1.2, 1, "FAIL")] {

@@ -462,10 +462,7 @@ fn unknown_quantity(file: &str, line: usize, i: usize, q: &str, cmd: Option<Comm
         Some(c) => vec![c],
         None => vec![Command::Model, Command::Hw],
     };
-    let all: Vec<&str> = cmds
-        .iter()
-        .flat_map(|c| known_keys(*c).paths())
-        .collect();
+    let all: Vec<&str> = cmds.iter().flat_map(|c| known_keys(*c).paths()).collect();
     let sug = suggestions(q, all.iter().copied());
     let msg = match cmd {
         Some(c) => format!(

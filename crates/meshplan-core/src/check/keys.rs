@@ -98,8 +98,14 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         LLAMA3_8B_H100,
         r#"{"schedule": "interleaved", "virtual_stages": 2, "pp": 4, "dp": 2}"#,
     ),
-    // a TPU slice with no efficiency profile: why there is no prediction,
-    // the smallest slice, the book's FSDP time
+    // 8 sequences over 64-way DP cannot fill 128 micro-batches: why there
+    // is no prediction
+    (
+        Command::Train,
+        LLAMA3_8B_H100,
+        r#"{"batch_tokens": "64Ki", "dp": 64, "tp": 1, "pp": 1, "sequence_parallel": false}"#,
+    ),
+    // a TPU slice: the smallest slice, the book's FSDP time
     (Command::Train, BOOK_CH5_V5P, "{}"),
     // mixed FSDP + TP on the TPU slice (the book's ch5 Q3)
     (Command::Train, BOOK_CH5_V5P, r#"{"fsdp": 256, "tp": 16}"#),
@@ -118,7 +124,11 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         LLAMA70B_H100_VLLM,
         r#"{"workload": "concurrency=32"}"#,
     ),
-    (Command::Infer, LLAMA70B_H100_VLLM, r#"{"workload": "rate=4"}"#),
+    (
+        Command::Infer,
+        LLAMA70B_H100_VLLM,
+        r#"{"workload": "rate=4"}"#,
+    ),
     (
         Command::Infer,
         LLAMA70B_H100_VLLM,
@@ -162,7 +172,11 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         H100,
         r#"{"what": "attention", "dims": "B=1,T=1,S=8192,N=32,K=4,H=128"}"#,
     ),
-    (Command::Roofline, H100, r#"{"bytes": "1 GB", "from": "host"}"#),
+    (
+        Command::Roofline,
+        H100,
+        r#"{"bytes": "1 GB", "from": "host"}"#,
+    ),
     (
         Command::Shard,
         V5P,
@@ -194,7 +208,8 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
 /// the extra `[training]` lines of a variant.
 macro_rules! llama3_8b_h100 {
     ($extra:literal) => {
-        concat!(r#"
+        concat!(
+            r#"
 [model]
 name = "llama-3-8b"
 [hardware]
@@ -207,7 +222,9 @@ remat = "selective"
 master_weights = true
 mfu = 0.4
 train_tokens = "15T"
-"#, $extra, r#"
+"#,
+            $extra,
+            r#"
 [parallelism]
 dp = 4
 tp = 8
@@ -216,7 +233,8 @@ zero = 1
 schedule = "1f1b"
 microbatches = 128
 sequence_parallel = true
-"#)
+"#
+        )
     };
 }
 
