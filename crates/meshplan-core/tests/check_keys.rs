@@ -48,8 +48,9 @@ fn parse_claims_file(path: &Path) -> ClaimsFile {
 }
 
 /// Every leaf path of every report the examples produce is a key `check`
-/// knows: `train` and `infer` (and `model`, `hw`) of every example scenario,
-/// and the report of every claim of every shipped claims file (which covers
+/// knows: `train` and `infer` (and `model`, `hw`) of every example scenario
+/// (scenario files, and the scenarios of the claims files), and the report
+/// of every claim of every shipped claims file (which covers
 /// `collective`, `roofline`, `shard` and `mfu` with the book's arguments).
 /// A report field no representative fills fails here, by name.
 #[test]
@@ -80,6 +81,14 @@ fn every_report_path_is_known() {
             let mut local = cat.clone();
             for m in &file.models {
                 local.add_model(m.clone());
+            }
+            for (name, s) in &file.scenarios {
+                for c in [Command::Train, Command::Infer] {
+                    if let Ok((rep, _)) = evaluate(c, s, &local, &none, false) {
+                        let from = format!("{}, scenario {name}", f.display());
+                        missing.extend(unknown_paths(c, &rep, &from));
+                    }
+                }
             }
             for c in &file.claims {
                 let s = &file.scenarios[&c.scenario];

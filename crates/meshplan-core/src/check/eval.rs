@@ -1,8 +1,11 @@
 //! The evaluator: a command name + scenario → the JSON object that command
 //! reports (`meshplan model show --json`, `hw show --json`, …) and its
 //! derivation steps. A claim's `quantity` is a dotted path into that object,
-//! so every key a command reports is checkable. Adding a command is one match
-//! arm in [`evaluate`].
+//! so every key a command reports is checkable. Each command is evaluated
+//! through the core function its CLI command calls (`train`:
+//! `resolve_with` + `TrainSetup::analyze`, so `predicted.*` is there), and
+//! the keys it knows are derived from its reports ([`super::keys`]). Adding a
+//! command is one match arm in [`evaluate`] and its representatives there.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
