@@ -521,3 +521,20 @@ fn book_chapter_failures_are_annotated_slips() {
         }
     }
 }
+
+/// Issue 22: claims on the calibrated prediction and a serving TPOT; the one
+/// that quotes the step at the assumed 40 % MFU as the prediction fails.
+#[test]
+fn predicted() {
+    assert_verdicts(
+        "examples/claims/predicted.toml",
+        &[
+            ("step-time", P),
+            ("mfu", P),
+            ("throughput", P),
+            ("step-time-at-40-mfu", F),
+            ("tpot", P),
+            ("ttft", P),
+        ],
+    );
+}

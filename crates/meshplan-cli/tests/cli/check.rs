@@ -1,7 +1,7 @@
 //! `meshplan check` and `meshplan explain`: exit codes (0 pass, 1 fail,
 //! 2 malformed), the JSON report, explanations and bad claims files.
 
-use crate::harness::{assert_contains, assert_no_panic, parse, run, u, Scratch};
+use crate::harness::{assert_contains, assert_no_panic, f, json, parse, root, run, u, Scratch};
 
 /// One scenario with the ch7 18B model, then the start of a claim on it.
 const HEAD: &str = "[scenarios.s]\nmodel = { name = \"book-ch7-18b\" }\n\n[[claim]]\nid = \"a\"\nscenario = \"s\"\n";
@@ -119,4 +119,51 @@ fn scenario_file_relative_to_the_claims_file() {
     s.write("scen.toml", "[model]\nname = \"book-ch5-llama-2-13b\"\n");
     let (code, out, err) = run(&["check", &p]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Issue 22: `check` referees a figure of `train --json` / `infer --json`,
+/// the calibrated prediction and the serving TPOT included: a claim that
+/// states the CLI's own value passes; the same claim 20 % high fails.
+#[test]
+fn claims_on_the_cli_reports_own_values() {
+    let s = Scratch::new("own-values");
+    let train = root().join("examples/train/llama-3-8b-h100-3d.toml");
+    let serve = root().join("examples/infer/llama-70b-8xh100-static.toml");
+    let (train, serve) = (train.display().to_string(), serve.display().to_string());
+    let t = json(&["train", &train, "--json"]);
+    let i = json(&["infer", &serve, "--json"]);
+    let cases = [
+        (
+            &train,
+            "train",
+            "predicted.step_time_s",
+            f(&t, "predicted.step_time_s"),
+        ),
+        (&train, "train", "predicted.mfu", f(&t, "predicted.mfu")),
+        (
+            &train,
+            "train",
+            "predicted.tokens_per_s",
+            f(&t, "predicted.tokens_per_s"),
+        ),
+        (
+            &serve,
+            "infer",
+            "serving.static_batch.tpot_s",
+            f(&i, "serving.static_batch.tpot_s"),
+        ),
+    ];
+    for (scen, cmd, q, own) in cases {
+        for (factor, code, verdict) in [(1.0, 0, "PASS"), (1.2, 1, "FAIL")] {
+            let body = format!(
+                "[[claim]]\nid = \"c\"\nscenario = {scen:?}\ncommand = \"{cmd}\"\nquantity = \"{q}\"\nclaimed = {:?}\nrel_tol = 0.01\n",
+                own * factor
+            );
+            let p = s.write("own.toml", body);
+            let args = ["check", "--json", p.as_str()];
+            let (got, out, err) = run(&args);
+            assert_eq!(got, code, "{q} × {factor}: {out}{err}");
+            assert_eq!(parse(&args, &out)["claims"][0]["verdict"], verdict, "{q}");
+        }
+    }
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::eval::{dim_of, is_known_key, known_keys, Args, Command};
+use super::eval::{dim_of, is_known_key, Args, Command};
+use super::keys::known_keys;
 use super::value::{parse_claimed, Claimed, Dim};
 use crate::catalog::{suggestions, Catalog};
 use crate::error::{from_toml, Error, Result};
@@ -343,7 +344,7 @@ impl Reader<'_, '_> {
             })?,
             None => [Command::Model, Command::Hw]
                 .into_iter()
-                .find(|k| known_keys(*k).contains(&c.quantity.as_str()))
+                .find(|k| known_keys(*k).contains(&c.quantity))
                 .unwrap_or(Command::Model),
         };
         let unknown = (!is_known_key(command, &c.quantity)).then(|| {
@@ -461,10 +462,7 @@ fn unknown_quantity(file: &str, line: usize, i: usize, q: &str, cmd: Option<Comm
         Some(c) => vec![c],
         None => vec![Command::Model, Command::Hw],
     };
-    let all: Vec<&str> = cmds
-        .iter()
-        .flat_map(|c| known_keys(*c).iter().copied())
-        .collect();
+    let all: Vec<&str> = cmds.iter().flat_map(|c| known_keys(*c).paths()).collect();
     let sug = suggestions(q, all.iter().copied());
     let msg = match cmd {
         Some(c) => format!(

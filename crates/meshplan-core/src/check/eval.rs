@@ -1,8 +1,11 @@
 //! The evaluator: a command name + scenario → the JSON object that command
 //! reports (`meshplan model show --json`, `hw show --json`, …) and its
 //! derivation steps. A claim's `quantity` is a dotted path into that object,
-//! so every key a command reports is checkable. Adding a command is one match
-//! arm in [`evaluate`].
+//! so every key a command reports is checkable. Each command is evaluated
+//! through the core function its CLI command calls (`train`:
+//! `resolve_with` + `TrainSetup::analyze`, so `predicted.*` is there), and
+//! the keys it knows are derived from its reports ([`super::keys`]). Adding a
+//! command is one match arm in [`evaluate`] and its representatives there.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -10,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::catalog::Catalog;
 use crate::error::Error;
 use crate::hardware::report::hw_report;
-use crate::model::report::{model_report, ModelQuery};
+use crate::model::report::model_report;
 use crate::scenario::{Count, Scenario};
 use crate::trace::{Recorder, Step};
 use crate::units::DType;
@@ -186,11 +189,11 @@ pub fn train_arg_keys() -> Vec<String> {
 }
 
 /// Keys `args` accepts for `infer`: every `[inference]` key plus `tp`, `ep`,
-/// `sharding`, `mesh` and `chips`.
+/// `pp`, `sharding`, `mesh` and `chips` (the flags of `meshplan infer`).
 pub fn infer_arg_keys() -> Vec<String> {
     let mut v = section_keys(&crate::scenario::InferenceSection::default());
     v.extend(
-        ["tp", "ep", "sharding", "mesh", "chips"]
+        ["tp", "ep", "pp", "sharding", "mesh", "chips"]
             .iter()
             .map(|s| s.to_string()),
     );
@@ -229,7 +232,7 @@ fn apply_args(s: &Scenario, args: &Args, cmd: Command) -> Result<Scenario, EvalE
                 "training"
             }
             (Command::Train, _) => "parallelism",
-            (_, "tp" | "ep" | "sharding") => "parallelism",
+            (_, "tp" | "ep" | "pp" | "sharding") => "parallelism",
             _ => "inference",
         };
         if let Some(o) = v.get_mut(section).and_then(Value::as_object_mut) {
@@ -263,9 +266,11 @@ fn need_model_and_chip(s: &Scenario, cmd: Command) -> Result<(), EvalError> {
 fn eval_train(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
     let s = apply_args(input.s, input.args, Command::Train)?;
     need_model_and_chip(&s, Command::Train)?;
-    let setup = crate::training::scenario::resolve(&s, input.cat)?;
+    // what `meshplan train` runs (no `--hw-profile`: the chip's own profile),
+    // so the calibrated prediction (`predicted.*`) is claimable
+    let setup = crate::training::scenario::resolve_with(&s, input.cat, None)?;
     let (spec, chip, topo, cfg) = (&setup.spec, &setup.chip, &setup.topo, &setup.cfg);
-    let report = |r: &mut Recorder| Ok(crate::training::analyze(spec, chip, topo, cfg, r));
+    let report = |r: &mut Recorder| Ok(setup.analyze(r));
     traced(input.with_trace, report, |_| {
         let d = cfg.degrees;
         let a = &spec.arch;
@@ -390,30 +395,24 @@ fn eval_model(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
     check_args(args, &["seq_len", "kv_dtype", "causal"], "model")?;
     s.require_model("the scenario has no [model] (a catalog `name` or inline hyperparameters)")?;
     let spec = s.model.resolve(input.cat)?;
-    let mut q = ModelQuery::default();
-    if let Some(t) = s.training.seq_len.or(s.inference.context) {
-        q.seq_len = t.0;
-    }
-    if let Some(d) = &s.inference.kv_dtype {
-        q.kv_dtype = DType::parse(d)?;
-    }
-    if let Some(t) = arg_count(args, "seq_len")? {
-        q.seq_len = t;
-    }
-    if let Some(v) = args.get("kv_dtype") {
-        let d = v.as_str().ok_or_else(|| {
-            Error::Invalid("args.kv_dtype: expected a string like \"int8\"".into())
-        })?;
-        q.kv_dtype = DType::parse(d)?;
-    }
-    if let Some(v) = args.get("causal") {
-        q.causal = v
-            .as_bool()
-            .ok_or_else(|| Error::Invalid("args.causal: expected true or false".into()))?;
-    }
-    if q.seq_len == 0 {
+    let seq_len = arg_count(args, "seq_len")?;
+    if seq_len == Some(0) {
         return Err(Error::Invalid("seq_len must be at least 1 token".into()).into());
     }
+    let kv_dtype = match args.get("kv_dtype") {
+        None => None,
+        Some(v) => Some(DType::parse(v.as_str().ok_or_else(|| {
+            Error::Invalid("args.kv_dtype: expected a string like \"int8\"".into())
+        })?)?),
+    };
+    let causal = match args.get("causal") {
+        None => true,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| Error::Invalid("args.causal: expected true or false".into()))?,
+    };
+    // the query `meshplan model show` builds from its flags and scenario
+    let q = crate::scenario::model_query(Some(s), seq_len, kv_dtype, causal, "model")?;
     let report = |r: &mut Recorder| Ok(model_report(&spec, &q, r));
     traced(input.with_trace, report, |_| {
         let a = &spec.arch;
@@ -508,428 +507,10 @@ pub fn leaf_paths(v: &Value) -> Vec<(String, &Value)> {
     out
 }
 
-/// Keys of the `model` report.
-const MODEL_KEYS: &[&str] = &[
-    "name",
-    "source",
-    "params_total",
-    "params_active",
-    "params_embedding",
-    "params_non_embedding",
-    "params_attention",
-    "params_mlp",
-    "params_experts",
-    "params_norms",
-    "params_per_dense_layer",
-    "params_per_moe_layer",
-    "seq_len",
-    "causal",
-    "flops_per_token_forward",
-    "flops_per_token_forward_matmul",
-    "flops_per_token_forward_attention",
-    "flops_per_token_training",
-    "kv_dtype",
-    "kv_cache_bytes_per_token",
-    "kv_cache_bytes_per_sequence",
-    "published_params",
-    "attention_equals_projections_seq_len",
-    "attention_equals_matmuls_seq_len",
-];
-
-/// Keys of the `hw` report.
-const HW_KEYS: &[&str] = &[
-    "name",
-    "display_name",
-    "kind",
-    "vendor",
-    "profile",
-    "source",
-    "peak_flops_per_s.fp32",
-    "peak_flops_per_s.bf16",
-    "peak_flops_per_s.fp16",
-    "peak_flops_per_s.fp8",
-    "peak_flops_per_s.int8",
-    "peak_flops_per_s.int4",
-    "peak_flops_per_s.fp4",
-    "hbm_capacity_bytes",
-    "hbm_bandwidth_bytes_per_s",
-    "ici_link_one_way_bytes_per_s",
-    "ici_axis_bidirectional_bytes_per_s",
-    "ici_links_per_chip",
-    "ici_torus_dims",
-    "ici_wraparound",
-    "ici_max_slice_chips",
-    "ici_hop_latency_s",
-    "chips_per_host",
-    "nvlink_per_gpu_one_way_bytes_per_s",
-    "nvlink_domain_size",
-    "nvlink_latency_s",
-    "scale_out_kind",
-    "scale_out_per_chip_one_way_bytes_per_s",
-    "scale_out_per_node_one_way_bytes_per_s",
-    "scale_out_latency_s",
-    "max_chips",
-    "pcie_one_way_bytes_per_s",
-    "critical_intensity_hbm",
-    "critical_intensity_hbm_int8",
-    "critical_intensity_hbm_fp8",
-    "critical_intensity_hbm_fp4",
-    "critical_intensity_vector",
-    "critical_intensity_ici",
-    "critical_intensity_nvlink",
-    "critical_intensity_scale_out",
-    "critical_intensity_pcie",
-    "usd_per_chip_hour",
-    "notes",
-    "anatomy",
-    "slices",
-    "network_levels",
-];
-
-/// Keys of the `train` report.
-const TRAIN_KEYS: &[&str] = &[
-    "bound",
-    "bubble_fraction",
-    "chip",
-    "chip_hours",
-    "chips",
-    "comms",
-    "cost_usd",
-    "degrees",
-    "degrees.cp",
-    "degrees.dp",
-    "degrees.ep",
-    "degrees.fsdp",
-    "degrees.pp",
-    "degrees.tp",
-    "feasible",
-    "fits",
-    "flops_per_step",
-    "hardware_flops_per_step",
-    "hbm_bytes",
-    "memory_margin_bytes",
-    "memory_per_device.activations_bytes",
-    "memory_per_device.grads_bytes",
-    "memory_per_device.optimizer_bytes",
-    "memory_per_device.params_bytes",
-    "memory_per_device.params_plus_optimizer_bytes",
-    "memory_per_device.total_bytes",
-    "memory_total_unsharded_bytes",
-    "mesh",
-    "mfu_at_lower_bound",
-    "model",
-    "notes",
-    "optimizer_bytes_per_param",
-    "params",
-    "params_active",
-    "params_per_device",
-    "reasons",
-    "rules.alpha",
-    "rules.batch_per_chip",
-    "rules.dcn_min_batch_per_slice",
-    "rules.dp_min_batch_per_chip",
-    "rules.exact",
-    "rules.exact.moe_factor",
-    "rules.exact.dp_allgather_bandwidth_bytes_per_s",
-    "rules.exact.dp_min_batch_per_chip",
-    "rules.exact.plan_dp_min_batch_per_chip",
-    "rules.exact.tp_max_degree",
-    "rules.exact.notes",
-    "rules.fsdp_max_chips",
-    "rules.fsdp_max_chips_train_time_s",
-    "rules.fsdp_min_batch_tokens",
-    "rules.fsdp_tp",
-    "rules.fsdp_tp.ok",
-    "rules.fsdp_tp.reason",
-    "rules.fsdp_tp_m_x",
-    "rules.fsdp_tp_m_y",
-    "rules.fsdp_tp_max_chips",
-    "rules.fsdp_tp_min_batch_per_chip",
-    "rules.m_all",
-    "rules.pure_dp",
-    "rules.pure_dp.ok",
-    "rules.pure_dp.reason",
-    "rules.pure_fsdp",
-    "rules.pure_fsdp.ok",
-    "rules.pure_fsdp.reason",
-    "rules.tp_max_degree",
-    "rules.x_chosen",
-    "rules.x_opt",
-    "rules.y_chosen",
-    "slice_hbm_bytes",
-    "sizing",
-    "sizing.sequences",
-    "sizing.max_data_parallel",
-    "sizing.data_parallel_within_limit",
-    "sizing.memory_bytes",
-    "sizing.min_chips_memory_exact",
-    "sizing.min_chips_memory",
-    "sizing.min_slice",
-    "sizing.checkpoint_bytes_per_bd",
-    "step_time_at_mfu_s",
-    "step_time_lower_s",
-    "step_time_upper_s",
-    "t_bubble_s",
-    "t_comms_s",
-    "t_comms_sum_s",
-    "t_math_s",
-    "tokens_per_s",
-    "train_flops",
-    "train_time_s",
-];
-
-/// Keys of the `infer` report.
-const INFER_KEYS: &[&str] = &[
-    "attention_decode_intensity",
-    "attention_prefill_critical_len",
-    "b_crit_tokens",
-    "batch",
-    "batch_fits",
-    "beta_hbm_over_ici",
-    "bound_decode",
-    "bound_prefill",
-    "chip",
-    "chips",
-    "chips_per_replica",
-    "compute_dtype",
-    "context",
-    "cost_per_million_tokens_usd",
-    "decode_comms_latency_bound",
-    "decode_comms_time_s",
-    "decode_components",
-    "decode_compute_time_s",
-    "decode_kv_load_time_s",
-    "decode_step_time_roofline_s",
-    "decode_step_time_s",
-    "decode_tp_collective_bytes",
-    "disagg_prefill_per_generate",
-    "ep",
-    "fits",
-    "free_hbm_bytes_per_device",
-    "gen_len",
-    "hbm_bytes_per_device",
-    "kv_cache_bytes_per_device",
-    "kv_cache_bytes_per_sequence",
-    "kv_cache_bytes_per_token",
-    "kv_dtype",
-    "kv_sharding",
-    "latency_bound_bytes",
-    "leftover_hbm_bytes_per_device",
-    "max_batch",
-    "max_batch_exact",
-    "max_batch_one_kv_head",
-    "mesh",
-    "min_chips",
-    "min_slice",
-    "model",
-    "params_active",
-    "params_total",
-    "prefill_comms_time_s",
-    "prefill_components",
-    "prefill_compute_time_s",
-    "prefill_memory_time_s",
-    "prefill_time_s",
-    "prompt_len",
-    "replicas",
-    "request_latency_s",
-    "sharding",
-    "tokens_per_s",
-    "tokens_per_s_per_chip",
-    "tp",
-    "tp_limit_generate",
-    "tp_limit_prefill",
-    "ttft_s",
-    "two_d_ws",
-    "two_d_ws.crossover_chips",
-    "two_d_ws.t_comms",
-    "two_d_ws.t_comms_1d",
-    "two_d_ws.t_math",
-    "two_d_ws.x_opt",
-    "two_d_ws.yz_opt",
-    "warnings",
-    "weight_load_time_even_s",
-    "weight_load_time_s",
-    "weights_bytes",
-    "weights_bytes_per_device",
-    "weights_dtype",
-    "slice_hbm_bytes",
-    "slice_free_hbm_bytes",
-    "kv_cache_bytes_batch",
-    "weights_plus_kv_bytes",
-    "min_chips_exact",
-    "requests_per_s",
-    "requests_per_s_per_chip",
-    "flops_per_dollar",
-    "critical_intensity_hbm_int8",
-    "critical_intensity_hbm_fp8",
-    "decode_weight_time_s",
-    "decode_overhead_time_s",
-    "serving.engine",
-    "serving.engine_max_batch",
-    "serving.static_batch.ttft_s",
-    "serving.static_batch.tpot_s",
-    "serving.static_batch.total_time_s",
-    "serving.static_batch.output_tokens_per_s",
-    "serving.static_batch.output_tokens_per_s_per_chip",
-];
-
-/// Known keys of the reports of the commands implemented now, for the default
-/// command of a claim and unknown-quantity errors before any evaluation.
-pub fn known_keys(c: Command) -> &'static [&'static str] {
-    match c {
-        Command::Model => MODEL_KEYS,
-        Command::Hw => HW_KEYS,
-        Command::Train => TRAIN_KEYS,
-        Command::Infer => INFER_KEYS,
-        Command::Collective => COLLECTIVE_KEYS,
-        Command::Roofline => ROOFLINE_KEYS,
-        Command::Shard => SHARD_KEYS,
-        Command::Mfu => MFU_KEYS,
-    }
-}
-
-/// Keys of the `collective` report.
-const COLLECTIVE_KEYS: &[&str] = &[
-    "chip",
-    "op",
-    "mesh",
-    "axes",
-    "axis_size",
-    "placement",
-    "array",
-    "result",
-    "bytes",
-    "shard_bytes",
-    "bytes_sent_per_device",
-    "algorithm",
-    "levels",
-    "bandwidth_time_s",
-    "latency_time_s",
-    "time_s",
-    "bound",
-    "effective_bandwidth_bytes_per_s",
-    "latency_bound_below_bytes",
-    "alternatives",
-    "notes",
-];
-
-/// Keys of the `roofline` report.
-const ROOFLINE_KEYS: &[&str] = &[
-    "chip",
-    "op",
-    "expression",
-    "unit",
-    "compute_dtype",
-    "peak_flops_per_s",
-    "memory",
-    "bandwidth_bytes_per_s",
-    "flops",
-    "bytes",
-    "operands",
-    "arithmetic_intensity",
-    "critical_intensity",
-    "t_math_s",
-    "t_mem_s",
-    "time_s",
-    "time_upper_s",
-    "bound",
-    "peak_fraction",
-    "batch_dim",
-    "critical_batch",
-    "critical_batch_approx",
-    "notes",
-];
-
-/// Keys of the `shard` report (one array, or a product).
-const SHARD_KEYS: &[&str] = &[
-    "array",
-    "dtype",
-    "shape",
-    "local_shape",
-    "total_bytes",
-    "bytes_per_device",
-    "sharded_over",
-    "replicated_over",
-    "replication",
-    "stored_bytes",
-    "unreduced_over",
-    "devices",
-    "expression",
-    "chip",
-    "mesh",
-    "cases",
-    "inputs",
-    "contracting",
-    "flops_total",
-    "compute_dtype",
-    "peak_flops_per_s",
-    "flops_per_device",
-    "t_math_s",
-    "t_comms_s",
-    "time_s",
-    "comms_hidden",
-    "strategy",
-    "strategy.name",
-    "strategy.collectives",
-    "strategy.output",
-    "strategy.flops_per_device",
-    "strategy.t_math_s",
-    "strategy.t_comms_s",
-    "strategy.time_lower_s",
-    "strategy.time_upper_s",
-    "strategy.comms_hidden",
-    "alternatives",
-    "notes",
-];
-
-/// Keys of the `mfu` report.
-const MFU_KEYS: &[&str] = &[
-    "model",
-    "params_active",
-    "tokens",
-    "train_flops",
-    "chip",
-    "dtype",
-    "peak_flops_per_s",
-    "chip_hours",
-    "chips",
-    "time_s",
-    "available_flops",
-    "achieved_flops_per_s",
-    "mfu",
-    "notes",
-];
-
-/// Array- and object-valued keys whose elements (`comms.0.seconds`,
-/// `anatomy.sms`) are addressable.
-const ARRAY_KEYS: [&str; 17] = [
-    "comms",
-    "notes",
-    "reasons",
-    "decode_components",
-    "prefill_components",
-    "kv_sharding",
-    "warnings",
-    "anatomy",
-    "slices",
-    "network_levels",
-    "levels",
-    "alternatives",
-    "operands",
-    "inputs",
-    "strategy",
-    "local_shape",
-    "shape",
-];
-
-/// Whether `key` is a quantity `c` reports (an exact key, or an element path
-/// under an array key).
+/// Whether `key` is a quantity `c` reports (a path of its serialized
+/// report, or an element path under an array-valued one; see [`super::keys`]).
 pub fn is_known_key(c: Command, key: &str) -> bool {
-    let keys = known_keys(c);
-    keys.contains(&key)
-        || ARRAY_KEYS
-            .iter()
-            .any(|a| keys.contains(a) && key.strip_prefix(a).is_some_and(|r| r.starts_with('.')))
+    super::keys::known_keys(c).contains(key)
 }
 
 /// Dimension of a known key (explicit where the name does not say it).
@@ -943,10 +524,17 @@ pub fn dim_of(c: Command, key: &str) -> super::value::Dim {
         }
         (Command::Model, k) if k.starts_with("flops_per_token") => Dim::Flops,
         (Command::Hw, "hbm_capacity_bytes") => Dim::Bytes,
-        (Command::Train | Command::Infer, "tokens_per_s" | "tokens_per_s_per_chip") => Dim::Count,
+        // throughputs (`tokens_per_s`, `predicted.tokens_per_s_per_device`,
+        // `serving.static_batch.output_tokens_per_s`) are plain rates, not seconds
+        (Command::Train | Command::Infer, k) if is_rate(k) => Dim::Count,
         (Command::Train, "train_flops") => Dim::Flops,
         (Command::Infer, "decode_comms_latency_bound") => Dim::Count,
-        (Command::Infer, "requests_per_s" | "requests_per_s_per_chip") => Dim::Count,
         _ => dim_of_key(key),
     }
+}
+
+/// A tokens- or requests-per-second key, at any depth.
+fn is_rate(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    last.contains("tokens_per_s") || last.contains("requests_per_s")
 }

@@ -32,6 +32,7 @@ assert!(r.claims[0].hint.as_ref().unwrap().message.contains("digit typo"));
 
 pub mod claims;
 pub mod eval;
+pub mod keys;
 pub mod render;
 pub mod slip;
 pub mod value;
@@ -215,6 +216,14 @@ fn actual<'a>(c: &Claim, report: &'a Value) -> std::result::Result<&'a Value, St
         return Ok(v);
     }
     if eval::is_known_key(c.command, &c.quantity) {
+        if let Some(why) = report.get("prediction_note").and_then(Value::as_str) {
+            if c.quantity.starts_with("predicted.") {
+                return Err(format!(
+                    "`{}` reports no calibrated prediction for this scenario: {why}",
+                    c.command.name()
+                ));
+            }
+        }
         return Err(format!(
             "`{}` reports no `{}` for this scenario (it needs an input the scenario does not give, e.g. mfu or train_tokens)",
             c.command.name(),

@@ -102,26 +102,30 @@ pub fn diagnose(
             }
         }
     }
-    // Another key of the same report.
-    for (p, v) in leaf_paths(report) {
-        if p == quantity {
-            continue;
-        }
-        if let Some(x) = v.as_f64() {
-            if x != actual
-                && x != 0.0
-                && close(claimed, x, tol.clamp(1e-9, 0.02))
-                && dim_of_key(&p) == dim_of_key(quantity)
-            {
-                return hint(
-                    SlipKind::OtherQuantity,
-                    format!(
-                        "the claim equals `{p}` = {} instead of `{quantity}`",
-                        fmt(x)
-                    ),
-                );
-            }
-        }
+    // Another key of the same report: the closest to the claim (a report
+    // can hold several near values, e.g. a step time and its p10).
+    let other = leaf_paths(report)
+        .into_iter()
+        .filter(|(p, _)| p != quantity)
+        .filter_map(|(p, v)| Some((p, v.as_f64()?)))
+        .filter(|(p, x)| {
+            *x != actual
+                && *x != 0.0
+                && close(claimed, *x, tol.clamp(1e-9, 0.02))
+                && dim_of_key(p) == dim_of_key(quantity)
+        })
+        .min_by(|a, b| {
+            let d = |x: f64| ((claimed - x) / x).abs();
+            d(a.1).total_cmp(&d(b.1))
+        });
+    if let Some((p, x)) = other {
+        return hint(
+            SlipKind::OtherQuantity,
+            format!(
+                "the claim equals `{p}` = {} instead of `{quantity}`",
+                fmt(x)
+            ),
+        );
     }
     // Wrong SI prefix.
     for k in [-5i32, -4, -3, -2, -1, 1, 2, 3, 4, 5] {
