@@ -268,9 +268,9 @@ fn unknown_predicted_key_suggests_the_right_one() {
     assert!(why.contains("predicted.step_time_s"), "{why}");
 }
 
-/// A claim on the prediction of a plan that has none (8 sequences over
-/// 64-way DP cannot fill 128 micro-batches) is CANNOT-CHECK, and the reason
-/// says why.
+/// A claim on the prediction of a plan that has none (16 sequences over
+/// 64-way DP: 48 ranks would hold no sequence) is CANNOT-CHECK, and the
+/// reason says why.
 #[test]
 fn no_prediction_says_why() {
     let body = RUN.replace(
@@ -287,7 +287,7 @@ fn no_prediction_says_why() {
     assert_eq!(c.verdict, Verdict::CannotCheck);
     let why = c.reason.clone().unwrap_or_default();
     assert!(
-        why.contains("no calibrated prediction") && why.contains("micro-batches"),
+        why.contains("no calibrated prediction") && why.contains("data-parallel ranks"),
         "{why}"
     );
 }

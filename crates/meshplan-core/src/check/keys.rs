@@ -98,8 +98,8 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         LLAMA3_8B_H100,
         r#"{"schedule": "interleaved", "virtual_stages": 2, "pp": 4, "dp": 2}"#,
     ),
-    // 8 sequences over 64-way DP cannot fill 128 micro-batches: why there
-    // is no prediction
+    // 16 sequences over 64-way DP: a framework gives each rank whole
+    // sequences, so there is no prediction (and the note says why)
     (
         Command::Train,
         LLAMA3_8B_H100,
@@ -111,6 +111,13 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
     (Command::Train, BOOK_CH5_V5P, r#"{"fsdp": 256, "tp": 16}"#),
     // experts: expert parallelism, the MoE factor
     (Command::Train, MIXTRAL_H100, "{}"),
+    // experts predicted: the inventory's all-to-all, context parallelism's
+    // ring and ZeRO-3's gathers
+    (
+        Command::Train,
+        MIXTRAL_H100,
+        r#"{"tp": 8, "dp": 4, "cp": 2, "ep": 4, "zero": 3, "sequence_parallel": true, "microbatches": 4}"#,
+    ),
     // the book's roofline serving on a TPU, 2D weight-stationary sharding
     (Command::Infer, BOOK_CH7_V5E, "{}"),
     (Command::Infer, BOOK_CH7_V5E, r#"{"sharding": "2d-ws"}"#),
