@@ -62,6 +62,7 @@ pub mod planner;
 pub mod roofline;
 pub mod scenario;
 pub mod sharding;
+pub mod timeline;
 pub mod trace;
 pub mod training;
 pub mod units;
