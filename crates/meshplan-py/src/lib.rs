@@ -110,7 +110,7 @@ fn train(
     let sc = scenario(scenario_path, overrides)?;
     let s = resolve_with(&sc, catalog(), None).map_err(e)?;
     let r = s.analyze(&mut NoTrace);
-    let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&r, Some(k)));
+    let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&s, &r, Some(k)));
     Ok((json(&r)?, plots))
 }
 

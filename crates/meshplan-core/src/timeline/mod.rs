@@ -22,6 +22,7 @@ pub use links::Links;
 pub use pipeline::{layout, Pass, Shape};
 
 use crate::parallelism::Schedule;
+use crate::training::scenario::TrainSetup;
 use crate::training::TrainReport;
 
 /// A stream of work on one stage: a track of the timeline.
@@ -528,6 +529,12 @@ pub fn of(r: &TrainReport, links: &Links) -> Result<Timeline, String> {
         links: links.clone(),
         events,
     })
+}
+
+/// The timeline of `r`, the report of `s` (whose chip and topology place
+/// the streams on their links): what every front end lays out.
+pub fn of_setup(s: &TrainSetup, r: &TrainReport) -> Result<Timeline, String> {
+    of(r, &Links::of(&s.chip, &s.topo, r.degrees))
 }
 
 #[cfg(test)]
