@@ -100,16 +100,15 @@ fn hw(name: &str) -> PyResult<String> {
     json(&hw_report(chip, &mut NoTrace))
 }
 
+/// What `train` returns: (report JSON, plots, the trace JSON when asked).
+type TrainAnswer = (String, Vec<(String, String)>, Option<String>);
+
 /// `meshplan train --json`: (report JSON, {kind: svg}, and with `trace`
 /// the predicted step's Chrome trace JSON, as `--trace` writes it; no
 /// prediction raises the report's reason).
 #[pyfunction]
 #[pyo3(signature = (scenario_path, overrides, trace=false))]
-fn train(
-    scenario_path: Option<&str>,
-    overrides: &str,
-    trace: bool,
-) -> PyResult<(String, Vec<(String, String)>, Option<String>)> {
+fn train(scenario_path: Option<&str>, overrides: &str, trace: bool) -> PyResult<TrainAnswer> {
     let sc = scenario(scenario_path, overrides)?;
     let s = resolve_with(&sc, catalog(), None).map_err(e)?;
     let r = s.analyze(&mut NoTrace);

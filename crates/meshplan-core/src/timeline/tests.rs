@@ -49,7 +49,6 @@ fn the_critical_path_adds_up_to_the_predicted_step() {
         let t = of(&r, &l).unwrap();
         let step = r.predicted.as_ref().unwrap().step_time_s.get();
         let sum = t.critical_path_s();
-        eprintln!("{label}: critical path {sum:.6} s, predicted {step:.6} s");
         assert!(
             (sum - step).abs() <= 0.01 * step,
             "{label}: critical path {sum} s vs predicted {step} s"
