@@ -318,6 +318,10 @@ impl Names {
     }
 }
 
+/// Shortest event drawn (seconds): shorter ones are rounding residues of
+/// the differences the parts are split by.
+const MIN_EVENT_S: f64 = 1e-12;
+
 /// Appends events one after another on one stage.
 struct Cursor<'a> {
     out: &'a mut Vec<Event>,
@@ -328,9 +332,10 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     /// An event of `dur_s` at the cursor, which moves past it; nothing for
-    /// an empty duration.
+    /// a duration under a picosecond (a difference's rounding residue).
     fn push(&mut self, name: &str, kind: Kind, stream: Stream, dur_s: f64) {
-        if dur_s <= 0.0 {
+        if dur_s <= MIN_EVENT_S {
+            self.t += dur_s.max(0.0);
             return;
         }
         self.out.push(Event {
