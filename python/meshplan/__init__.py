@@ -102,7 +102,12 @@ class Report(Mapping[str, Any]):
 
 class TrainReport(Report):
     """``meshplan train``: memory per device, collectives, T_math, T_comms,
-    bubble and step-time bounds. Plots: ``memory``, ``step-time``."""
+    bubble and step-time bounds. Plots: ``memory``, ``step-time`` and, with a
+    prediction, ``timeline`` (one predicted step by stage and stream).
+    ``trace`` is the Chrome/Perfetto trace of that step (a dict) when
+    ``train(..., trace=...)`` asked for it."""
+
+    trace: Optional[Dict[str, Any]] = None
 
 
 class InferReport(Report):
@@ -198,15 +203,47 @@ def train(
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
+    trace: Optional[PathLike] = None,
     **sections: Mapping[str, Any],
 ) -> TrainReport:
     """``meshplan train``: one training configuration — memory per device
     (params, grads, optimizer, activations) against HBM, T_math =
     6·P·B/(N·C) (with remat), each collective over its axis, the pipeline
     bubble (p−1)/(m·v+p−1), and the step time between max(T_math, T_comms)
-    and T_math + ΣT_comms."""
-    data, plots = _load(_native.train(_path(scenario), _overrides(model, chip, chips, mesh, sections)))
-    return TrainReport(data, plots)
+    and T_math + ΣT_comms. ``trace="step.json"`` also writes the predicted
+    step as a Chrome/Perfetto trace (``--trace``; without a prediction it
+    raises :class:`MeshplanError` with the reason)."""
+    over = _overrides(model, chip, chips, mesh, sections)
+    text, plots, chrome = _native.train(_path(scenario), over, trace is not None)
+    r = TrainReport(json.loads(text), dict(plots))
+    if trace is not None and chrome is not None:
+        _write_new(trace, chrome, [scenario])
+        r.trace = json.loads(chrome)
+    return r
+
+
+def _write_new(path: PathLike, text: str, inputs: List[Optional[PathLike]]) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file beside it,
+    renamed over it), never over one of the call's input files."""
+    import os
+    import tempfile
+
+    target = os.fspath(path)
+    for i in inputs:
+        if i is not None and os.path.exists(target) and os.path.samefile(i, target):
+            raise MeshplanError(
+                f"trace: {target} is an input of this call; refusing to overwrite it"
+            )
+    folder = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".meshplan-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def infer(

@@ -114,6 +114,51 @@ def test_plots_render_as_svg():
         meshplan.model("llama-2-13b").svg()
 
 
+def critical_path_s(trace):
+    """Seconds of a Chrome trace's critical-path events (``dur`` in µs)."""
+    return sum(
+        e["dur"] / 1e6
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["args"]["critical_path"]
+    )
+
+
+def test_trace_is_the_cli_trace_and_adds_up_to_the_step(tmp_path):
+    sc = EX / "train" / "llama-3-8b-h100-3d.toml"
+    out = tmp_path / "step.json"
+    r = meshplan.train(sc, trace=out, parallelism={"microbatches": 8})
+    trace = json.loads(out.read_text())
+    assert trace == r.trace
+    step = r.predicted["step_time_s"]
+    assert math.isclose(critical_path_s(trace), step, rel_tol=0.01)
+    # the CLI's --trace writes the same events
+    exe = os.environ.get("MESHPLAN_BIN", str(ROOT / "target" / "debug" / "meshplan"))
+    if Path(exe).exists():
+        cli_out = tmp_path / "cli.json"
+        subprocess.run(
+            [exe, "train", str(sc), "--microbatches", "8", "--trace", str(cli_out)],
+            check=True, capture_output=True, cwd=ROOT,
+        )
+        same(json.loads(cli_out.read_text()), trace)
+    assert "pipeline bubble (idle)" in well_formed_svg(r.svg("timeline"))
+
+
+def test_trace_errors(tmp_path):
+    with pytest.raises(meshplan.MeshplanError, match="prediction not available: compute dtype fp32"):
+        meshplan.train(model="llama-3-8b", chip="h100", chips=8, trace=tmp_path / "x.json",
+                       training={"compute_dtype": "fp32"})
+    assert not (tmp_path / "x.json").exists()
+    sc = tmp_path / "plan.toml"
+    sc.write_text((EX / "train" / "llama-3-8b-h100-3d.toml").read_text())
+    before = sc.read_text()
+    with pytest.raises(meshplan.MeshplanError, match="refusing to overwrite"):
+        meshplan.train(sc, trace=sc)
+    assert sc.read_text() == before
+    # no trace asked: no prediction is no error, and no timeline plot
+    r = meshplan.train(model="llama-3-8b", chip="h100", chips=8, training={"compute_dtype": "fp32"})
+    assert "timeline" not in r.plots and r.trace is None
+
+
 def test_plans_table():
     p = meshplan.plan_train(EX / "plan" / "book-ch5-q3.toml", top=5)
     plans = p.plans

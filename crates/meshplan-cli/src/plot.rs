@@ -2,11 +2,12 @@
 //! a command built. Flags and file writing only; the kinds and the drawing
 //! are the plot crate's, the numbers the core's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use meshplan_core::inference::{scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
+use meshplan_core::training::scenario::TrainSetup;
 use meshplan_core::training::TrainReport;
 use meshplan_plot::kinds;
 
@@ -16,7 +17,7 @@ pub struct PlotArgs {
     /// Write an SVG plot of the report to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// train: memory | step-time; infer: serving | roofline; plan train:
+    /// train: memory | step-time | timeline; infer: serving | roofline; plan train:
     /// pareto | pareto-cost (default: the first).
     #[arg(long, value_name = "KIND", requires = "plot")]
     pub plot_kind: Option<String>,
@@ -46,9 +47,39 @@ fn write(
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Write `text` to `path` for `flag` (`--trace`), never over one of the
+/// command's `inputs`, atomically: a temporary file beside it, renamed over
+/// it, so a failed write leaves no half file behind.
+pub fn write_output(flag: &str, path: &Path, text: &str, inputs: &[&Path]) -> Result<()> {
+    if let Ok(out) = path.canonicalize() {
+        if inputs
+            .iter()
+            .any(|i| i.canonicalize().is_ok_and(|i| i == out))
+        {
+            bail!(
+                "{flag}: {} is an input of this command; refusing to overwrite it",
+                path.display()
+            );
+        }
+    }
+    let name = path
+        .file_name()
+        .with_context(|| format!("{flag}: {} is not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("{flag}: cannot write {}", path.display()))
+}
+
 /// `train --plot`.
-pub fn train(r: &TrainReport, a: &PlotArgs) -> Result<()> {
-    write(a, |k| kinds::train(r, k))
+pub fn train(s: &TrainSetup, r: &TrainReport, a: &PlotArgs) -> Result<()> {
+    write(a, |k| kinds::train(s, r, k))
 }
 
 /// `infer --plot`.

@@ -63,6 +63,7 @@ pub mod roofline;
 pub mod scenario;
 pub mod sharding;
 pub mod step;
+pub mod timeline;
 pub mod trace;
 pub mod training;
 pub mod units;

@@ -4,14 +4,16 @@
 
 use meshplan_core::inference::{scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
+use meshplan_core::training::scenario::TrainSetup;
 use meshplan_core::training::TrainReport;
 
 use crate::{
-    memory_svg, pareto_svg, roofline_svg, serving_svg, step_time_svg, ParetoAxis, PlotError, Result,
+    memory_svg, pareto_svg, roofline_svg, serving_svg, step_time_svg, timeline_svg, ParetoAxis,
+    PlotError, Result,
 };
 
 /// Plots of a training report.
-pub const TRAIN: [&str; 2] = ["memory", "step-time"];
+pub const TRAIN: [&str; 3] = ["memory", "step-time", "timeline"];
 /// Plots of a serving report.
 pub const INFER: [&str; 2] = ["serving", "roofline"];
 /// Plots of a training plan search.
@@ -29,11 +31,14 @@ fn pick<'a>(command: &str, kinds: &[&'a str], kind: Option<&str>) -> Result<&'a 
     })
 }
 
-/// A training report's plot: `memory` (default) or `step-time`.
-pub fn train(r: &TrainReport, kind: Option<&str>) -> Result<String> {
+/// A training report's plot: `memory` (default), `step-time` or
+/// `timeline` (the predicted step; `s`, the report's setup, places its
+/// streams on their links; an error saying why when nothing is predicted).
+pub fn train(s: &TrainSetup, r: &TrainReport, kind: Option<&str>) -> Result<String> {
     match pick("train", &TRAIN, kind)? {
         "memory" => memory_svg(r),
-        _ => step_time_svg(r),
+        "step-time" => step_time_svg(r),
+        _ => timeline_svg(&meshplan_core::timeline::of_setup(s, r).map_err(PlotError)?),
     }
 }
 

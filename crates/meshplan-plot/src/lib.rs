@@ -16,9 +16,13 @@ sweep, from the core's own inference evaluation), never from formulas here.
 | [`roofline_svg`] | [`InferReport`] | attainable FLOP/s vs intensity, with each decode/prefill op marked |
 | [`serving_svg`] | [`InferSetup`] | TPOT, TTFT and tokens/s vs batch, with the SLOs |
 | [`pareto_svg`] | [`PlanTrainReport`] | step time vs memory per device (or cost) of every plan, Pareto front |
+| [`timeline_svg`] | [`Timeline`] | one predicted step: each stage's streams over time, the bubble idle |
 */
 
 pub mod kinds;
+mod timeline;
+
+pub use timeline::timeline_svg;
 
 use meshplan_core::inference::{self, scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
@@ -73,9 +77,17 @@ fn render<F>(draw: F) -> Result<String>
 where
     F: FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
 {
+    render_sized(SIZE, draw)
+}
+
+/// Render into a fresh SVG string of `size` pixels.
+fn render_sized<F>(size: (u32, u32), draw: F) -> Result<String>
+where
+    F: FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+{
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         draw(&root)?;
         root.present().map_err(err)?;

@@ -10,7 +10,7 @@ use meshplan_core::trace::NoTrace;
 use meshplan_core::training::scenario::{resolve, resolve_workload};
 use meshplan_plot::{
     memory_svg, pareto_front, pareto_svg, roofline_svg, serving_svg, serving_sweep, step_time_svg,
-    ParetoAxis,
+    timeline_svg, ParetoAxis,
 };
 
 fn scenario(path: &str) -> Scenario {
@@ -69,6 +69,38 @@ fn step_time_plot_has_compute_each_collective_and_exposed() {
     for c in r.comms.iter().filter(|c| c.seconds.get() > 0.0) {
         assert!(text.contains(&c.what), "missing collective {}", c.what);
     }
+}
+
+/// The timeline of the 3-D example (TP 8, PP 2 1F1B, ZeRO-1 DP 4 on 64
+/// H100s) with 8 micro-batches: a track per stream of both stages, the
+/// bubble and the legend; the README's docs/img/timeline.svg.
+#[test]
+fn timeline_plot_draws_every_stage_and_the_bubble() {
+    let path = "examples/train/llama-3-8b-h100-3d.toml";
+    let file = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("microbatches = 128", "microbatches = 8");
+    let s = resolve(&Scenario::parse(&src, path).unwrap(), Catalog::builtin()).unwrap();
+    let r = s.analyze(&mut NoTrace);
+    let t = meshplan_core::timeline::of_setup(&s, &r).unwrap();
+    let text = check_svg(&timeline_svg(&t).unwrap(), "timeline");
+    for label in [
+        "stage 0",
+        "stage 1",
+        "compute",
+        "TP comm",
+        "pipeline bubble (idle)",
+        "forward",
+        "backward",
+        "time in the step (s)",
+        "* critical path",
+    ] {
+        assert!(text.contains(label), "missing {label} in\n{text}");
+    }
+    // the same plot through the kinds the front ends ask for
+    let via_kind = meshplan_plot::kinds::train(&s, &r, Some("timeline")).unwrap();
+    assert!(via_kind.contains("pipeline bubble (idle)"));
 }
 
 fn infer_setup() -> inference::scenario::InferSetup {

@@ -100,18 +100,26 @@ fn hw(name: &str) -> PyResult<String> {
     json(&hw_report(chip, &mut NoTrace))
 }
 
-/// `meshplan train --json`: (report JSON, {kind: svg}).
+/// What `train` returns: (report JSON, plots, the trace JSON when asked).
+type TrainAnswer = (String, Vec<(String, String)>, Option<String>);
+
+/// `meshplan train --json`: (report JSON, {kind: svg}, and with `trace`
+/// the predicted step's Chrome trace JSON, as `--trace` writes it; no
+/// prediction raises the report's reason).
 #[pyfunction]
-#[pyo3(signature = (scenario_path, overrides))]
-fn train(
-    scenario_path: Option<&str>,
-    overrides: &str,
-) -> PyResult<(String, Vec<(String, String)>)> {
+#[pyo3(signature = (scenario_path, overrides, trace=false))]
+fn train(scenario_path: Option<&str>, overrides: &str, trace: bool) -> PyResult<TrainAnswer> {
     let sc = scenario(scenario_path, overrides)?;
     let s = resolve_with(&sc, catalog(), None).map_err(e)?;
     let r = s.analyze(&mut NoTrace);
-    let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&r, Some(k)));
-    Ok((json(&r)?, plots))
+    let plots = every_plot(&kinds::TRAIN, |k| kinds::train(&s, &r, Some(k)));
+    let chrome = trace
+        .then(|| meshplan_core::timeline::of_setup(&s, &r))
+        .transpose()
+        .map_err(|x| e(format!("trace: {x}")))?
+        .map(|t| json(&meshplan_core::timeline::chrome_trace(&t)))
+        .transpose()?;
+    Ok((json(&r)?, plots, chrome))
 }
 
 /// `meshplan infer --json`: (report JSON, {kind: svg}); the serving sweep

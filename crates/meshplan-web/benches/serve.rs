@@ -37,7 +37,8 @@ fn bench(b: divan::Bencher, path: &str, body: Value) {
     b.bench(|| answer(&rt, &app, path, &body));
 }
 
-/// LLaMA-3 8B on 64 H100s (the README's 3D example), memory and step-time plots.
+/// LLaMA-3 8B on 64 H100s (the README's 3D example), memory, step-time and
+/// timeline plots.
 #[divan::bench(sample_count = 20)]
 fn train_eval(b: divan::Bencher) {
     let sc = json!({

@@ -66,7 +66,8 @@ fn answer<R: Serialize + Render>(
         .map_err(|e| ApiError::internal(&format!("cannot serialize the report: {e}")))
 }
 
-/// `meshplan train`: memory, collectives, step time; memory and step-time plots.
+/// `meshplan train`: memory, collectives, step time; memory, step-time and
+/// (with a prediction) timeline plots.
 pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
     q.no_slos()?;
     let (sc, cat) = q.resolve(cat)?;
@@ -77,9 +78,15 @@ pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
     } else {
         s.analyze(&mut NoTrace)
     };
+    // the timeline is left out (as any plot that cannot be drawn) when
+    // nothing is predicted
     let plots = vec![
         ("memory", meshplan_plot::memory_svg(&r)),
         ("step-time", meshplan_plot::step_time_svg(&r)),
+        (
+            "timeline",
+            meshplan_plot::kinds::train(&s, &r, Some("timeline")),
+        ),
     ];
     answer(&r, q.explain.then(|| rec.steps()), plots)
 }

@@ -101,8 +101,24 @@ async fn train_answers_the_reports_of_the_scenario_file() {
     let doc = meshplan_core::view::Render::doc(&r);
     assert_eq!(ans["text"], meshplan_core::view::render_text(&doc));
     assert_eq!(ans["derivation"], Value::Null);
-    assert_eq!(plot_kinds(&ans), ["memory", "step-time"]);
+    assert_eq!(plot_kinds(&ans), ["memory", "step-time", "timeline"]);
     assert!(ans["plots"][0][1].as_str().unwrap().starts_with("<svg"));
+    // the timeline is the one the CLI's --plot-kind timeline draws
+    let timeline = meshplan_plot::kinds::train(&t, &r, Some("timeline")).unwrap();
+    assert_eq!(ans["plots"][2][1], timeline.as_str());
+}
+
+/// Without a prediction (fp32 GEMMs) the train tab has no timeline plot
+/// and no error: the report's prediction note says why.
+#[tokio::test]
+async fn train_without_a_prediction_has_no_timeline() {
+    let (_, mut sc) = example("train/llama-3-8b-h100-3d.toml");
+    sc["training"]["compute_dtype"] = json!("fp32");
+    let (s, ans) = post("/api/train", json!({ "scenario": sc })).await;
+    assert_eq!(s, StatusCode::OK, "{ans}");
+    assert_eq!(plot_kinds(&ans), ["memory", "step-time"]);
+    let note = ans["report"]["prediction_note"].as_str().unwrap();
+    assert!(note.contains("fp32"), "{note}");
 }
 
 #[tokio::test]

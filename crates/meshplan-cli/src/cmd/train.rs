@@ -118,6 +118,10 @@ pub struct TrainArgs {
     /// `--plot FILE.svg`.
     #[command(flatten)]
     pub plot: crate::plot::PlotArgs,
+    /// Write the predicted step's timeline (per stage and stream) as a
+    /// Chrome/Perfetto trace to FILE (ui.perfetto.dev, chrome://tracing).
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
 }
 
 /// The `[training]` flags only `train` takes.
@@ -202,6 +206,9 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
     // one analysis: recording its derivation costs microseconds
     let mut rec = Recorder::default();
     let r = s.analyze(&mut rec);
+    if let Some(path) = &a.trace {
+        write_trace(&a, path, &s, &r)?;
+    }
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     if a.run.breakdown && !a.out.json {
         let d = meshplan_core::training::render::blocks_doc(&r);
@@ -210,6 +217,29 @@ pub fn run(a: TrainArgs) -> Result<ExitCode> {
             crate::output::doc_text(&d, a.out.explain_format).trim_end()
         );
     }
-    crate::plot::train(&r, &a.plot)?;
+    crate::plot::train(&s, &r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--trace FILE.json`: the predicted step's timeline as a Chrome trace,
+/// written before the report is printed (no prediction is an error that
+/// says why), never over one of the command's input files.
+fn write_trace(
+    a: &TrainArgs,
+    path: &Path,
+    s: &meshplan_core::training::scenario::TrainSetup,
+    r: &meshplan_core::training::TrainReport,
+) -> Result<()> {
+    let t = meshplan_core::timeline::of_setup(s, r).map_err(|e| anyhow::anyhow!("--trace: {e}"))?;
+    let json = serde_json::to_string(&meshplan_core::timeline::chrome_trace(&t))?;
+    let model = a.target.model.as_deref().map(Path::new);
+    let inputs: Vec<&Path> = [
+        a.target.scenario.as_deref(),
+        model,
+        a.workload.hw_profile.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    crate::plot::write_output("--trace", path, &json, &inputs)
 }

@@ -17,5 +17,6 @@ mod polish;
 mod ranges;
 mod readme;
 mod snapshots;
+mod trace;
 mod train;
 mod validate;
