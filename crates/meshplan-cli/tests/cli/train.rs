@@ -388,10 +388,16 @@ fn context_parallelism_is_predicted() {
 
 /// TPU (the book's chip): the book's accounting, and a prediction from the
 /// TPU profile under MaxText's runtime, flagged as not fitted on the chip
-/// (issue 14).
+/// (issue 14). The book's 3M-token batch is ⌈3,000,000/32,768⌉ = 92
+/// sequences over 1,024 FSDP ranks: no prediction, and the note says why
+/// (issue 22); with 32Mi tokens (1,024 sequences) every rank has one.
 #[test]
 fn tpu_is_predicted_under_maxtext() {
-    let v = json(&["train", Q3C, "--json"]);
+    let book = json(&["train", Q3C, "--json"]);
+    assert!(book["predicted"].is_null());
+    let note = book["prediction_note"].as_str().unwrap();
+    assert!(note.contains("92 sequences over 1024 data-parallel ranks"), "{note}");
+    let v = json(&["train", Q3C, "--batch-tokens", "32Mi", "--json"]);
     assert_eq!(v["framework"], "book");
     assert_eq!(v["predicted"]["framework"], "maxtext");
     assert_eq!(v["predicted"]["transferred_from"], "h100");

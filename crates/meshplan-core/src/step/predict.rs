@@ -692,7 +692,10 @@ pub fn record<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
         if let Some(o) = p.offload_exposed_s {
             st = st.bind("T_offload,exposed", o.get(), "s");
         }
-        st.result(p.step_time_s.get(), "s").source(&p.profile_source)
+        st.result(p.step_time_s.get(), "s").source(&format!(
+            "docs/fidelity.md; profile {} ({})",
+            p.profile, p.profile_origin
+        ))
     });
     tr.record(|| {
         Step::new(

@@ -84,7 +84,7 @@ impl RejectReason {
             RejectReason::Placement => "the degrees do not factor into the slice / NVLink domains",
             RejectReason::Memory => "memory per device exceeds the usable HBM",
             RejectReason::Unpredictable => {
-                "the fidelity model cannot predict the plan (more micro-batches than sequences)"
+                "the fidelity model cannot predict the plan (more micro-batches than sequences, or fewer sequences than data-parallel ranks)"
             }
         }
     }
