@@ -428,6 +428,18 @@ pub fn serving_svg(
     ttft_slo_s: Option<f64>,
     tpot_slo_s: Option<f64>,
 ) -> Result<String> {
+    // an SLO line sets the latency axis: an infinite or near-f64::MAX one
+    // made that axis infinite and plotters' tick loop never ended, so the
+    // core's one SLO check runs here too (the front ends run it first)
+    let check = |name: &str, s: Option<f64>| {
+        s.map(|s| inference::slo::check_slo_seconds(name, s))
+            .transpose()
+            .map_err(err)
+    };
+    let (ttft_slo_s, tpot_slo_s) = (
+        check("ttft_slo", ttft_slo_s)?,
+        check("tpot_slo", tpot_slo_s)?,
+    );
     let pts = serving_sweep(setup)?;
     let bmax = pts.last().map_or(1, |p| p.batch) as f64;
     let lat_max = pts
