@@ -55,9 +55,10 @@ pub struct PlanInferRequest {
     pub threads: Option<usize>,
 }
 
-fn bad(input: impl Into<String>, expected: &str) -> Error {
+/// "cannot read WHAT from 'INPUT': expected EXPECTED", naming the input.
+fn bad(what: &str, input: impl Into<String>, expected: &str) -> Error {
     Error::BadValue {
-        what: "the serving search".into(),
+        what: what.into(),
         input: input.into(),
         expected: expected.into(),
     }
@@ -80,9 +81,8 @@ impl PlanInferRequest {
             }
             (None, None, Some(n)) => ChipBudget::Exactly(n.0),
             (None, None, None) => {
-                return Err(bad(
-                    "(none given)",
-                    "chips: --chips N, --mesh SHAPE or --max-chips N, or the scenario's [hardware]",
+                return Err(Error::Invalid(
+                    "no chips given: use --chips N, --mesh SHAPE or --max-chips N (chips, mesh or max_chips in the web API and Python), or the scenario's [hardware]".into(),
                 ))
             }
         })
@@ -97,13 +97,15 @@ impl PlanInferRequest {
         s.gen_len = inf.gen_len.map_or(defaults::GEN_LEN, |c| c.0);
         if s.prompt_len == 0 || s.gen_len == 0 {
             return Err(bad(
-                "a zero length",
-                "prompt and generated lengths of at least 1",
+                "prompt_len / gen_len",
+                format!("{} / {}", s.prompt_len, s.gen_len),
+                "prompt and generated lengths of at least 1 token",
             ));
         }
         if s.prompt_len.checked_add(s.gen_len).is_none() {
             return Err(bad(
-                format!("prompt {} + generated {} tokens", s.prompt_len, s.gen_len),
+                "prompt_len + gen_len",
+                format!("{} + {}", s.prompt_len, s.gen_len),
                 "a total length below 2^64 tokens",
             ));
         }
@@ -125,11 +127,12 @@ impl PlanInferRequest {
         };
         let top = self.top();
         if top == 0 {
-            return Err(bad("top = 0", "at least 1 plan to list"));
+            return Err(bad("top", "0", "at least 1 plan to list"));
         }
         if self.explain_rank == Some(0) {
             return Err(bad(
-                "explain_rank = 0",
+                "explain_rank",
+                "0",
                 "a rank of 1 or more (1 = the best)",
             ));
         }
@@ -202,10 +205,13 @@ mod tests {
         for (req, msg) in [
             (with("tpot_slo", serde_json::json!("0s")), "tpot_slo"),
             (with("ttft_slo", serde_json::json!(-1)), "ttft_slo"),
-            (with("top", serde_json::json!(0)), "top = 0"),
+            (
+                with("top", serde_json::json!(0)),
+                "cannot read top from '0'",
+            ),
             (
                 with("explain_rank", serde_json::json!(0)),
-                "explain_rank = 0",
+                "cannot read explain_rank from '0'",
             ),
             (with("objective", serde_json::json!("speed")), "speed"),
         ] {
