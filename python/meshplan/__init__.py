@@ -170,6 +170,30 @@ def _overrides(
     return json.dumps({k: v for k, v in over.items() if v})
 
 
+Duration = Union[float, int, str, "datetime.timedelta"]  # noqa: F821
+
+
+def _request(**fields: Any) -> str:
+    """Keyword arguments as the JSON of a core request: ``None`` is left
+    out (the core's default applies); an SLO may be seconds, text ("50ms")
+    or a ``timedelta``. Non-finite seconds travel as text ("inf", "nan"),
+    which JSON cannot carry, so the core refuses them with its one SLO
+    message rather than a JSON error."""
+    import datetime
+    import math
+
+    out: Dict[str, Any] = {}
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if isinstance(v, datetime.timedelta):
+            v = v.total_seconds()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = repr(v)
+        out[k] = v
+    return json.dumps(out)
+
+
 def _path(p: Optional[PathLike]) -> Optional[str]:
     import os
 
@@ -254,17 +278,21 @@ def infer(
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
     sweep: bool = False,
-    ttft_slo: Optional[float] = None,
-    tpot_slo: Optional[float] = None,
+    ttft_slo: Optional[Duration] = None,
+    tpot_slo: Optional[Duration] = None,
     **sections: Mapping[str, Any],
 ) -> InferReport:
     """``meshplan infer``: serving at batch B and context S — weights and
     B·KV per chip, B_crit, decode step B·KV/(N·W_hbm) + max(2·B·P/(N·C),
     P·bytes_w/(N·W_hbm)) plus comms, TTFT, tokens/s and cost. ``sweep=True``
-    adds the ``serving`` plot (B = 1, 2, 4, … with the SLOs, seconds)."""
+    adds the ``serving`` plot (B = 1, 2, 4, … with the SLO lines: seconds,
+    "50ms" or a timedelta, checked as the CLI checks them)."""
     data, plots = _load(
         _native.infer(
-            _path(scenario), _overrides(model, chip, chips, mesh, sections), sweep, ttft_slo, tpot_slo
+            _path(scenario),
+            _overrides(model, chip, chips, mesh, sections),
+            sweep,
+            _request(ttft_slo=ttft_slo, tpot_slo=tpot_slo),
         )
     )
     return InferReport(data, plots)
@@ -300,26 +328,32 @@ def plan_infer(
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
-    max_chips: Optional[int] = None,
-    objective: str = "throughput",
-    top: int = 10,
-    ttft_slo: Optional[float] = None,
-    tpot_slo: Optional[float] = None,
+    max_chips: Optional[Union[int, str]] = None,
+    objective: Optional[str] = None,
+    top: Optional[int] = None,
+    ttft_slo: Optional[Duration] = None,
+    tpot_slo: Optional[Duration] = None,
+    explain_rank: Optional[int] = None,
     threads: Optional[int] = None,
     **sections: Mapping[str, Any],
 ) -> PlanInferReport:
     """``meshplan plan infer``: serving plans (slice, Y, Z, dtypes, B) meeting
-    the TTFT/TPOT SLOs (seconds), ranked by ``objective`` (throughput | cost |
-    latency; the CLI's default is throughput)."""
+    the TTFT/TPOT SLOs (seconds, "50ms" or a timedelta), ranked by
+    ``objective`` (throughput | cost | latency). Left out, ``objective``,
+    ``top`` and the request lengths take the core's serving defaults, as in
+    the CLI and the web API (docs/inference.md)."""
     text = _native.plan_infer(
         _path(scenario),
         _overrides(model, chip, chips, mesh, sections),
-        max_chips,
-        objective,
-        top,
-        ttft_slo,
-        tpot_slo,
-        threads,
+        _request(
+            max_chips=max_chips,
+            objective=objective,
+            top=top,
+            ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo,
+            explain_rank=explain_rank,
+            threads=threads,
+        ),
     )
     return PlanInferReport(json.loads(text))
 

@@ -18,8 +18,7 @@ def infer(
     scenario_path: Optional[str],
     overrides: str,
     sweep: bool = ...,
-    ttft_slo: Optional[float] = ...,
-    tpot_slo: Optional[float] = ...,
+    slos: str = ...,
 ) -> Tuple[str, Plots]: ...
 def plan_train(
     scenario_path: Optional[str],
@@ -28,15 +27,6 @@ def plan_train(
     top: int = ...,
     threads: Optional[int] = ...,
 ) -> Tuple[str, Plots]: ...
-def plan_infer(
-    scenario_path: Optional[str],
-    overrides: str,
-    max_chips: Optional[int] = ...,
-    objective: str = ...,
-    top: int = ...,
-    ttft_slo: Optional[float] = ...,
-    tpot_slo: Optional[float] = ...,
-    threads: Optional[int] = ...,
-) -> str: ...
+def plan_infer(scenario_path: Optional[str], overrides: str, request: str = ...) -> str: ...
 def check(path: str) -> str: ...
 def validate(path: str, all: bool = ...) -> str: ...

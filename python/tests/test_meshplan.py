@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import meshplan
+from meshplan import MeshplanError
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
@@ -175,6 +176,53 @@ def test_plan_infer():
     r = meshplan.plan_infer(model="llama-2-13b", chip="h100", chips=8, top=3)
     assert r.model
     assert len(r.plans) <= 3
+
+
+def test_plan_infer_matches_cli_with_the_core_defaults():
+    # the same request as the CLI's and the web API's tests
+    # (crates/meshplan-cli/tests/cli/serving_request.rs, crates/meshplan-web/tests/api.rs):
+    # nothing but the model, chips and a TPOT SLO, so top, objective and
+    # lengths are the core's defaults in every front end
+    r = meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, tpot_slo="50ms").to_dict()
+    c = cli("plan", "infer", "--model", "llama-3-8b", "--hw", "h100", "--chips", "8", "--tpot-slo", "50ms")
+    for d in (r, c):
+        d.pop("search_time_s")
+    same(r, c)
+    # the same SLO as seconds or a timedelta is the same request
+    import datetime
+
+    for slo in (0.05, datetime.timedelta(milliseconds=50)):
+        d = meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, tpot_slo=slo).to_dict()
+        d.pop("search_time_s")
+        same(d, c)
+
+
+BAD_SLOS = [float("inf"), float("-inf"), float("nan"), -1, 0, 0.0, "0s", 1.7976931348623157e308, 1e5, "2 days", "-50ms"]
+
+
+@pytest.mark.parametrize("slo", BAD_SLOS, ids=repr)
+@pytest.mark.parametrize("name", ["ttft_slo", "tpot_slo"])
+def test_every_bad_slo_is_refused_with_the_core_message(slo, name):
+    import time
+
+    t0 = time.monotonic()
+    calls = [
+        lambda: meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, **{name: slo}),
+        lambda: meshplan.infer(model="llama-3-8b", chip="h100", chips=1, sweep=True, **{name: slo}),
+    ]
+    for call in calls:
+        with pytest.raises(MeshplanError) as e:
+            call()
+        msg = str(e.value)
+        assert msg.startswith(f"cannot read {name} from '"), msg
+        assert "expected a positive duration of at most 86400 s" in msg, msg
+    # an infinite SLO on the serving plot used to spin forever
+    assert time.monotonic() - t0 < 30
+
+
+def test_slo_of_the_wrong_type_names_the_argument():
+    with pytest.raises(MeshplanError, match="tpot_slo"):
+        meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, tpot_slo=[1])
 
 
 def test_validate_one_and_several_sources():

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use meshplan_core::inference::slo::{SloValue, Slos};
 use meshplan_core::inference::{scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
 use meshplan_core::training::scenario::TrainSetup;
@@ -29,12 +30,25 @@ pub struct InferPlotArgs {
     /// `--plot`, `--plot-kind`.
     #[command(flatten)]
     pub plot: PlotArgs,
-    /// TTFT SLO drawn on the serving plot (seconds).
-    #[arg(long, value_name = "SECONDS", requires = "plot")]
-    pub ttft_slo: Option<f64>,
-    /// TPOT SLO drawn on the serving plot (seconds).
-    #[arg(long, value_name = "SECONDS", requires = "plot")]
-    pub tpot_slo: Option<f64>,
+    /// TTFT SLO drawn on the serving plot ("500ms", or seconds).
+    #[arg(long, value_name = "DURATION", requires = "plot")]
+    pub ttft_slo: Option<String>,
+    /// TPOT SLO drawn on the serving plot ("50ms", or seconds).
+    #[arg(long, value_name = "DURATION", requires = "plot")]
+    pub tpot_slo: Option<String>,
+}
+
+impl InferPlotArgs {
+    /// The SLO flags as the core's [`Slos`], checked there as in every
+    /// front end: (TTFT, TPOT) in seconds.
+    pub fn slo_seconds(&self) -> Result<(Option<f64>, Option<f64>)> {
+        let text = |x: &Option<String>| x.clone().map(SloValue::Text);
+        Ok(Slos {
+            ttft_slo: text(&self.ttft_slo),
+            tpot_slo: text(&self.tpot_slo),
+        }
+        .seconds()?)
+    }
 }
 
 /// Draw the plot (only when `--plot` is given) and write it.
@@ -83,8 +97,13 @@ pub fn train(s: &TrainSetup, r: &TrainReport, a: &PlotArgs) -> Result<()> {
 }
 
 /// `infer --plot`.
-pub fn infer(s: &InferSetup, r: &InferReport, a: &InferPlotArgs) -> Result<()> {
-    write(&a.plot, |k| kinds::infer(s, r, k, (a.ttft_slo, a.tpot_slo)))
+pub fn infer(
+    s: &InferSetup,
+    r: &InferReport,
+    a: &InferPlotArgs,
+    slos: (Option<f64>, Option<f64>),
+) -> Result<()> {
+    write(&a.plot, |k| kinds::infer(s, r, k, slos))
 }
 
 /// `plan train --plot`.

@@ -440,6 +440,18 @@ pub fn serving_svg(
     ttft_slo_s: Option<f64>,
     tpot_slo_s: Option<f64>,
 ) -> Result<String> {
+    // an SLO line sets the latency axis: an infinite or near-f64::MAX one
+    // made that axis infinite and plotters' tick search looped forever, so
+    // the core's one SLO check runs here too (the front ends run it first)
+    let check = |name: &str, s: Option<f64>| {
+        s.map(|s| inference::slo::check_slo_seconds(name, s))
+            .transpose()
+            .map_err(err)
+    };
+    let (ttft_slo_s, tpot_slo_s) = (
+        check("ttft_slo", ttft_slo_s)?,
+        check("tpot_slo", tpot_slo_s)?,
+    );
     let pts = serving_sweep(setup)?;
     let bmax = pts.last().map_or(1, |p| p.batch) as f64;
     let lat_max = pts
@@ -450,6 +462,13 @@ pub fn serving_svg(
         .fold(0.0, f64::max);
     let (k, unit) = time_unit(lat_max);
     let tps_max = pts.iter().map(|p| p.tokens_per_s).fold(0.0, f64::max);
+    // plotters' tick search (compute_f64_key_points) never ends on an
+    // infinite axis: refuse one, whatever made it
+    if !(lat_max * 1.15 * k).is_finite() || !(tps_max * 1.15).is_finite() {
+        return Err(err(format!(
+            "serving plot: an axis up to {lat_max:e} s or {tps_max:e} tokens/s cannot be drawn"
+        )));
+    }
     let caption = format!(
         "Serving: {} on {} (S = {}, prompt {}, {} generated)",
         setup.model.name,

@@ -147,6 +147,24 @@ fn serving_sweep_is_the_core_evaluation() {
     }
 }
 
+/// An SLO line no axis can hold (infinite, near f64::MAX) used to hang
+/// the serving plot in plotters' tick loop; it is refused at once, and the
+/// largest accepted SLO (one day) still draws, promptly.
+#[test]
+fn serving_plot_refuses_unbounded_slos_promptly() {
+    let s = infer_setup();
+    let t0 = std::time::Instant::now();
+    for bad in [f64::INFINITY, f64::MAX, f64::NAN, 0.0, -1.0] {
+        let e = serving_svg(&s, None, Some(bad)).unwrap_err().to_string();
+        assert!(e.contains("cannot read tpot_slo"), "{bad}: {e}");
+        let e = serving_svg(&s, Some(bad), None).unwrap_err().to_string();
+        assert!(e.contains("cannot read ttft_slo"), "{bad}: {e}");
+    }
+    let max = inference::slo::MAX_SLO_S;
+    check_svg(&serving_svg(&s, Some(max), Some(max)).unwrap(), "serving");
+    assert!(t0.elapsed().as_secs() < 30, "{:?}", t0.elapsed());
+}
+
 #[test]
 fn pareto_front_keeps_the_non_dominated() {
     let pts = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (2.0, 6.0)];

@@ -8,13 +8,15 @@
 
 use meshplan_core::catalog::Catalog;
 use meshplan_core::check::{check as check_claims, parse_claims};
+use meshplan_core::error::from_json;
 use meshplan_core::fidelity::report::{load_dataset, validate as validate_runs, Thresholds};
 use meshplan_core::hardware::report::hw_report;
+use meshplan_core::inference::slo::Slos;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::model::report::model_report;
 use meshplan_core::overrides;
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, InferObjective, InferSearch,
+    plan_infer as core_plan_infer, plan_train as core_plan_train, PlanInferRequest,
     PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::scenario::Scenario;
@@ -123,16 +125,19 @@ fn train(scenario_path: Option<&str>, overrides: &str, trace: bool) -> PyResult<
 }
 
 /// `meshplan infer --json`: (report JSON, {kind: svg}); the serving sweep
-/// with `ttft_slo`/`tpot_slo` lines when `sweep` is set.
+/// with the SLO lines when `sweep` is set. `slos` is a JSON object
+/// `{"ttft_slo": …, "tpot_slo": …}` (seconds or "50ms"), checked by the
+/// core as the CLI's and the web API's are, whether or not a plot is drawn.
 #[pyfunction]
-#[pyo3(signature = (scenario_path, overrides, sweep=false, ttft_slo=None, tpot_slo=None))]
+#[pyo3(signature = (scenario_path, overrides, sweep=false, slos="{}"))]
 fn infer(
     scenario_path: Option<&str>,
     overrides: &str,
     sweep: bool,
-    ttft_slo: Option<f64>,
-    tpot_slo: Option<f64>,
+    slos: &str,
 ) -> PyResult<(String, Vec<(String, String)>)> {
+    let slos: Slos = from_json(slos, "infer() arguments").map_err(e)?;
+    let (ttft_slo, tpot_slo) = slos.seconds().map_err(e)?;
     let sc = scenario(scenario_path, overrides)?;
     let s = resolve_infer(&sc, catalog()).map_err(e)?;
     let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).map_err(e)?;
@@ -170,32 +175,17 @@ fn plan_train(
     Ok((json(&r)?, plots))
 }
 
-/// `meshplan plan infer --json`.
+/// `meshplan plan infer --json`: `request` is the core's
+/// `PlanInferRequest` as JSON without its scenario (`max_chips`,
+/// `ttft_slo`, `tpot_slo`, `objective`, `top`, `explain_rank`, `threads`;
+/// what is left out takes the core's defaults); the scenario is the file
+/// with the overrides written over it, as for every other function.
 #[pyfunction]
-#[pyo3(signature = (scenario_path, overrides, max_chips=None, objective="throughput", top=10, ttft_slo=None, tpot_slo=None, threads=None))]
-#[allow(clippy::too_many_arguments)]
-fn plan_infer(
-    scenario_path: Option<&str>,
-    overrides: &str,
-    max_chips: Option<u64>,
-    objective: &str,
-    top: usize,
-    ttft_slo: Option<f64>,
-    tpot_slo: Option<f64>,
-    threads: Option<usize>,
-) -> PyResult<String> {
-    let sc = scenario(scenario_path, overrides)?;
-    let cat = catalog();
-    let spec = sc.model.resolve(cat).map_err(e)?;
-    let chip = sc.hardware.resolve_chip(cat).map_err(e)?;
-    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, max_chips).map_err(e)?;
-    s.ttft_slo = ttft_slo;
-    s.tpot_slo = tpot_slo;
-    s.objective = InferObjective::parse(objective).map_err(e)?;
-    s.top_k = top.max(1);
-    s.threads = threads;
-    let r = core_plan_infer(&s, top, None).map_err(e)?;
-    json(&r)
+#[pyo3(signature = (scenario_path, overrides, request="{}"))]
+fn plan_infer(scenario_path: Option<&str>, overrides: &str, request: &str) -> PyResult<String> {
+    let mut req: PlanInferRequest = from_json(request, "plan_infer() arguments").map_err(e)?;
+    req.scenario = scenario(scenario_path, overrides)?;
+    json(&core_plan_infer(&req, catalog()).map_err(e)?)
 }
 
 /// `meshplan check CLAIMS --json`: scenario files resolve relative to it.

@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::Json;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, InferObjective,
-    InferSearch, PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, PlanInferRequest,
+    PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::trace::{NoTrace, Recorder, Step};
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::request::{parse, secs, too_many_chips, EvalRequest, PlanRequest};
+use crate::request::{parse, slos, too_many_chips, too_many_plans, EvalRequest, PlanRequest};
 use crate::{ApiError, AppState};
 
 type Answer = Result<Json<Value>, ApiError>;
@@ -93,6 +93,8 @@ pub fn eval_train(cat: &Catalog, q: &EvalRequest) -> Answer {
 
 /// `meshplan infer`: KV cache, rooflines, latency; roofline and serving plots.
 pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
+    // the SLOs are checked first, as the CLI and Python check them
+    let (ttft_slo, tpot_slo) = slos(&q.ttft_slo, &q.tpot_slo).seconds()?;
     let (sc, cat) = q.resolve(cat)?;
     let s = resolve_infer(&sc, &cat)?;
     let mut rec = Recorder::default();
@@ -105,7 +107,7 @@ pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
         ("roofline", meshplan_plot::roofline_svg(&r)),
         (
             "serving",
-            meshplan_plot::serving_svg(&s, secs(&q.ttft_slo)?, secs(&q.tpot_slo)?),
+            meshplan_plot::serving_svg(&s, ttft_slo, tpot_slo),
         ),
     ];
     answer(&r, q.explain.then(|| rec.steps()), plots)
@@ -142,21 +144,29 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
     answer(&r, None, plots)
 }
 
-/// `meshplan plan infer`: ranked serving plans.
+/// `meshplan plan infer`: ranked serving plans, from the core's
+/// [`PlanInferRequest`] (its defaults and checks), within the web API's
+/// limits on chips and plans.
 pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
-    let (sc, cat) = q.resolve(cat)?;
-    let spec = sc.model.resolve(&cat)?;
-    let chip = sc.hardware.resolve_chip(&cat)?;
-    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, q.max_chips.map(|c| c.0))?;
-    match s.chips {
+    let (scenario, cat) = q.resolve(cat)?;
+    let req = PlanInferRequest {
+        scenario,
+        max_chips: q.max_chips,
+        ttft_slo: q.ttft_slo.clone(),
+        tpot_slo: q.tpot_slo.clone(),
+        objective: q.objective.clone(),
+        top: q.top,
+        explain_rank: None,
+        threads: None,
+    };
+    if req.top() > crate::MAX_TOP {
+        return Err(too_many_plans(req.top()));
+    }
+    let chip = req.scenario.hardware.resolve_chip(&cat)?;
+    match req.chip_budget(&chip)? {
         ChipBudget::Exactly(n) | ChipBudget::AtMost(n) => too_many_chips(n)?,
     }
-    let top = q.top()?;
-    s.ttft_slo = secs(&q.ttft_slo)?;
-    s.tpot_slo = secs(&q.tpot_slo)?;
-    s.objective = InferObjective::parse(q.objective.as_deref().unwrap_or("throughput"))?;
-    s.top_k = top.max(1);
-    let r = core_plan_infer(&s, top, None)?;
+    let r = core_plan_infer(&req, &cat)?;
     answer(&r, None, Vec::new())
 }
 

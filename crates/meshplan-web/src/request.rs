@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{header, HeaderMap, StatusCode};
+use meshplan_core::inference::slo::{SloValue, Slos};
 use meshplan_core::scenario::{Count, Scenario};
 use meshplan_core::Catalog;
 use serde::de::DeserializeOwned;
@@ -35,12 +36,13 @@ pub struct EvalRequest {
     /// Include the derivation in the book's symbols (`--explain`).
     #[serde(default)]
     pub explain: bool,
-    /// Infer only: TTFT SLO line on the serving plot ("500ms" or seconds).
+    /// Infer only: TTFT SLO line on the serving plot ("500ms" or seconds),
+    /// checked by the core as in every front end.
     #[serde(default)]
-    pub ttft_slo: Option<Duration>,
+    pub ttft_slo: Option<SloValue>,
     /// Infer only: TPOT SLO line on the serving plot.
     #[serde(default)]
-    pub tpot_slo: Option<Duration>,
+    pub tpot_slo: Option<SloValue>,
 }
 
 /// `POST /api/plan/train` and `POST /api/plan/infer`.
@@ -67,37 +69,10 @@ pub struct PlanRequest {
     pub max_chips: Option<Count>,
     /// Serving only: TTFT SLO (`--ttft-slo`).
     #[serde(default)]
-    pub ttft_slo: Option<Duration>,
+    pub ttft_slo: Option<SloValue>,
     /// Serving only: TPOT SLO (`--tpot-slo`).
     #[serde(default)]
-    pub tpot_slo: Option<Duration>,
-}
-
-/// A duration as seconds or as the CLI writes it ("500ms", "1.3 ms").
-#[derive(Deserialize, Debug, Clone)]
-#[serde(untagged)]
-pub enum Duration {
-    /// Seconds.
-    Seconds(f64),
-    /// A duration with its unit, parsed by the core as the CLI's flags are.
-    Text(String),
-}
-
-impl Duration {
-    fn seconds(&self) -> Result<f64, ApiError> {
-        match self {
-            Duration::Seconds(s) if s.is_finite() && *s > 0.0 => Ok(*s),
-            Duration::Seconds(s) => Err(ApiError::bad_request(format!(
-                "SLO {s} s: expected a positive number of seconds"
-            ))),
-            Duration::Text(t) => Ok(meshplan_core::units::parse_seconds(t)?.get()),
-        }
-    }
-}
-
-/// An optional SLO in seconds.
-pub(crate) fn secs(d: &Option<Duration>) -> Result<Option<f64>, ApiError> {
-    d.as_ref().map(Duration::seconds).transpose()
+    pub tpot_slo: Option<SloValue>,
 }
 
 /// Parse a JSON body: 415 unless `application/json` (a cross-site form
@@ -184,6 +159,14 @@ fn resolve<'c>(
     Ok((sc, cat))
 }
 
+/// The SLOs a request carries, for the core's one check.
+pub(crate) fn slos(ttft: &Option<SloValue>, tpot: &Option<SloValue>) -> Slos {
+    Slos {
+        ttft_slo: ttft.clone(),
+        tpot_slo: tpot.clone(),
+    }
+}
+
 impl EvalRequest {
     /// The scenario and catalog to evaluate.
     pub(crate) fn resolve<'c>(&self, cat: &'c Catalog) -> Result<Resolved<'c>, ApiError> {
@@ -211,12 +194,17 @@ impl PlanRequest {
     /// (a page does not show more, and each costs a row of JSON).
     pub(crate) fn top(&self) -> Result<usize, ApiError> {
         match self.top.unwrap_or(10) {
-            t if t > MAX_TOP => Err(ApiError::bad_request(format!(
-                "top = {t}: the web API lists at most {MAX_TOP} plans (the CLI has no limit)"
-            ))),
+            t if t > MAX_TOP => Err(too_many_plans(t)),
             t => Ok(t),
         }
     }
+}
+
+/// Refuse a listing of `top` plans, over [`MAX_TOP`].
+pub(crate) fn too_many_plans(top: usize) -> ApiError {
+    ApiError::bad_request(format!(
+        "top = {top}: the web API lists at most {MAX_TOP} plans (the CLI has no limit)"
+    ))
 }
 
 /// Refuse a search over more than [`MAX_SEARCH_CHIPS`] chips.

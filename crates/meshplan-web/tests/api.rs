@@ -390,3 +390,71 @@ async fn the_page_and_catalog_are_served_with_a_strict_policy() {
     assert!(names("models").contains(&"llama-3.1-405b".to_string()));
     assert!(names("chips").contains(&"h100".to_string()));
 }
+
+/// `POST /api/plan/infer` is the core's one serving request: the same
+/// answer as `meshplan_core::planner::plan_infer` of the body (what the CLI
+/// runs for the same flags, crates/meshplan-cli/tests/cli/serving_request.rs),
+/// defaults included — no `top` lists the core's default number of plans.
+#[tokio::test]
+async fn plan_infer_is_the_core_request_with_its_defaults() {
+    use meshplan_core::inference::defaults;
+    use meshplan_core::planner::{plan_infer, PlanInferRequest};
+    let body = json!({
+        "scenario": { "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100", "chips": 8 } },
+        "tpot_slo": "50ms",
+    });
+    let (s, ans) = post("/api/plan/infer", body.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{ans}");
+    let req: PlanInferRequest = serde_json::from_value(body).unwrap();
+    let core = plan_infer(&req, Catalog::builtin()).unwrap();
+    let timeless = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("search_time_s");
+        v
+    };
+    same(
+        &timeless(ans["report"].clone()),
+        &timeless(serde_json::to_value(&core).unwrap()),
+        "report",
+    );
+    let points = ans["report"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), defaults::PLAN_TOP);
+    assert_eq!(ans["report"]["prompt_len"], defaults::PROMPT_LEN);
+    assert_eq!(ans["report"]["gen_len"], defaults::GEN_LEN);
+}
+
+/// Every SLO no plan can be judged by — as a number or as text — is a 400
+/// with the core's one message on both serving endpoints (JSON has no NaN
+/// or infinity: those travel as text).
+#[tokio::test]
+async fn every_bad_slo_is_a_400_with_the_core_message() {
+    let sc =
+        json!({ "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100", "chips": 8 } });
+    let bad = [
+        json!(-1),
+        json!(0),
+        json!(0.0),
+        json!(1.7976931348623157e308),
+        json!(1e5),
+        json!("0s"),
+        json!("inf"),
+        json!("nan"),
+        json!("-1"),
+        json!("2 days"),
+    ];
+    for path in ["/api/infer", "/api/plan/infer"] {
+        for v in &bad {
+            for name in ["ttft_slo", "tpot_slo"] {
+                let mut body = json!({ "scenario": sc });
+                body[name] = v.clone();
+                let (s, ans) = post(path, body).await;
+                let e = ans["error"].as_str().unwrap_or_default();
+                assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {name}={v}: {ans}");
+                assert!(
+                    e.contains(&format!("cannot read {name} from '"))
+                        && e.contains("expected a positive duration of at most 86400 s"),
+                    "{path} {name}={v}: {e}"
+                );
+            }
+        }
+    }
+}

@@ -104,6 +104,7 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
     finite("--mfu", a.run.mfu)?;
     finite("--spec-acceptance", a.run.spec_acceptance)?;
     finite("--prefix-cache-hit", a.run.prefix_cache_hit)?;
+    let slos = a.plot.slo_seconds()?;
     let flags = sections(&[
         ("inference", serde_json::to_value(&a.serve)?),
         ("inference", serde_json::to_value(&a.run)?),
@@ -114,6 +115,6 @@ pub fn run(a: InferArgs) -> Result<ExitCode> {
     let mut rec = Recorder::default();
     let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?;
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
-    crate::plot::infer(&s, &r, &a.plot)?;
+    crate::plot::infer(&s, &r, &a.plot, slos)?;
     Ok(ExitCode::SUCCESS)
 }

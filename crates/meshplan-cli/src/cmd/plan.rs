@@ -8,11 +8,13 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use meshplan_core::inference::{defaults, slo::SloValue};
 use meshplan_core::planner::{
-    plan_infer, plan_train, InferObjective, InferSearch, PlanTrainRequest, TrainObjective,
+    plan_infer, plan_train, PlanInferRequest, PlanTrainRequest, TrainObjective,
 };
+use meshplan_core::scenario::Count;
 use meshplan_core::training::scenario::resolve_workload;
-use meshplan_core::units::{parse_count, parse_seconds};
+use meshplan_core::units::parse_count;
 
 use super::infer::ServeArgs;
 use super::train::WorkloadArgs;
@@ -75,7 +77,8 @@ pub struct PlanTrainArgs {
     pub plot: crate::plot::PlotArgs,
 }
 
-/// Arguments of `meshplan plan infer`.
+/// Arguments of `meshplan plan infer`: the flags of a
+/// [`PlanInferRequest`], whose defaults and checks are the core's.
 #[derive(clap::Args, Debug)]
 pub struct PlanInferArgs {
     /// Scenario, model, chip, and the chips (exactly, from --chips, --mesh or the scenario).
@@ -87,18 +90,36 @@ pub struct PlanInferArgs {
     /// Dtypes (a given dtype is the only one tried) and request lengths.
     #[command(flatten)]
     pub serve: ServeArgs,
-    /// Time-to-first-token SLO ("500ms").
+    /// Time-to-first-token SLO ("500ms", or seconds).
     #[arg(long)]
     pub ttft_slo: Option<String>,
-    /// Time-per-output-token SLO ("50ms").
+    /// Time-per-output-token SLO ("50ms", or seconds).
     #[arg(long)]
     pub tpot_slo: Option<String>,
-    /// throughput | cost | latency.
-    #[arg(long, default_value = "throughput")]
-    pub objective: String,
+    /// throughput (default) | cost | latency.
+    #[arg(long)]
+    pub objective: Option<String>,
     /// Listing and derivation.
     #[command(flatten)]
-    pub search: SearchArgs,
+    pub search: InferListArgs,
+}
+
+/// Listing and derivation of `plan infer` (as [`SearchArgs`], with the
+/// core's default listing length).
+#[derive(clap::Args, Debug)]
+pub struct InferListArgs {
+    /// Plans to list.
+    #[arg(long, default_value_t = defaults::PLAN_TOP)]
+    pub top: usize,
+    /// Also print the derivation of the plan ranked N (1 = the best; --explain = 1).
+    #[arg(long, value_name = "N")]
+    pub explain_rank: Option<usize>,
+    /// Worker threads (default: all cores; more than the machine has are capped).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Run the command.
@@ -158,23 +179,18 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
 fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
     let flags = sections(&[("inference", serde_json::to_value(&a.serve)?)]);
-    let sc = a.target.load(&mut cat, flags)?;
-    let spec = sc.model.resolve(&cat)?;
-    let chip = sc.hardware.resolve_chip(&cat)?;
-    let max = a.max_chips.as_deref().map(parse_count).transpose();
-    let mut s = InferSearch::from_scenario(&sc, &spec, &chip, max.context("--max-chips")?)?;
-    let slo = |x: &Option<String>| -> Result<Option<f64>> {
-        Ok(x.as_deref()
-            .map(parse_seconds)
-            .transpose()?
-            .map(|x| x.get()))
+    let max_chips = a.max_chips.as_deref().map(parse_count).transpose();
+    let req = PlanInferRequest {
+        scenario: a.target.load(&mut cat, flags)?,
+        max_chips: max_chips.context("--max-chips")?.map(Count),
+        ttft_slo: a.ttft_slo.map(SloValue::Text),
+        tpot_slo: a.tpot_slo.map(SloValue::Text),
+        objective: a.objective,
+        top: Some(a.search.top),
+        explain_rank: a.search.explain_rank.or(a.search.out.explain.then_some(1)),
+        threads: a.search.threads,
     };
-    s.ttft_slo = slo(&a.ttft_slo)?;
-    s.tpot_slo = slo(&a.tpot_slo)?;
-    s.objective = InferObjective::parse(&a.objective)?;
-    s.top_k = a.search.top.max(1).max(a.search.rank().unwrap_or(0));
-    s.threads = a.search.threads;
-    let mut r = plan_infer(&s, a.search.top, a.search.rank())?;
+    let mut r = plan_infer(&req, &cat)?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,7 @@ mod plan;
 mod polish;
 mod ranges;
 mod readme;
+mod serving_request;
 mod snapshots;
 mod trace;
 mod train;

@@ -12,6 +12,7 @@ result — every number traced in the book's symbols.
 the result is an [`InferReport`] whose fields are `meshplan infer --json`.
 */
 
+pub mod defaults;
 pub mod derived;
 pub mod engine;
 mod evaluate;
@@ -23,6 +24,7 @@ pub mod roofline;
 pub mod scenario;
 pub mod serving;
 pub mod sharding;
+pub mod slo;
 pub mod speculative;
 pub(crate) mod step;
 pub mod validation;
@@ -110,16 +112,16 @@ impl Default for InferQuery {
             weights_dtype: DType::Bf16,
             kv_dtype: DType::Bf16,
             compute_dtype: DType::Bf16,
-            batch: 1,
-            prompt_len: 2048,
+            batch: defaults::BATCH,
+            prompt_len: defaults::PROMPT_LEN,
             context: 4096,
-            gen_len: 512,
+            gen_len: defaults::GEN_LEN,
             mesh: vec![1],
             tp: None,
             ep: None,
             pp: None,
             sharding: Sharding::OneD,
-            mfu: 1.0,
+            mfu: defaults::MFU,
             engine: None,
             workload: Workload::Static,
             speculative: None,

@@ -14,7 +14,7 @@ use crate::scenario::{InferenceSection, Scenario};
 use crate::training::scenario::{check_mfu, topology_for_chips};
 use crate::units::DType;
 
-use super::{check_mesh, InferQuery, Sharding};
+use super::{check_mesh, defaults, InferQuery, Sharding};
 
 /// Everything [`super::evaluate`] needs.
 #[derive(Clone, Debug)]
@@ -38,7 +38,7 @@ fn dtype(s: Option<&str>, default: DType) -> Result<DType> {
 /// `meshplan infer` does: the mesh is `[hardware] mesh`, else `chips`; the
 /// slice must be one the chip offers; weights bf16, KV in the weight dtype,
 /// batch 1, prompt min(context, 2048) (2048 without a context), 512
-/// generated tokens, context prompt + generated tokens, 1D sharding, MFU 1;
+/// generated tokens (the [`defaults`] every serving front end reads), context prompt + generated tokens, 1D sharding, MFU 1;
 /// the engine is the ideal roofline on `@book` chips and TPUs, vLLM on GPUs;
 /// compute bf16, or the weight dtype when the engine runs low-precision
 /// GEMMs and the chip has a peak for it (fp8/int8/fp4 W8A8, W4A4).
@@ -80,11 +80,11 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
         inf.compute_dtype.as_deref(),
         engine.native_compute(&chip, wdt).unwrap_or(DType::Bf16),
     )?;
-    let gen_len = inf.gen_len.map(|c| c.0).unwrap_or(512);
+    let gen_len = inf.gen_len.map_or(defaults::GEN_LEN, |c| c.0);
     let prompt_len = match (inf.prompt_len, inf.context) {
         (Some(p), _) => p.0,
-        (None, Some(c)) => c.0.min(2048),
-        (None, None) => 2048,
+        (None, Some(c)) => c.0.min(defaults::PROMPT_LEN),
+        (None, None) => defaults::PROMPT_LEN,
     };
     let context = match inf.context {
         Some(c) => c.0,
@@ -98,7 +98,7 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
         weights_dtype: wdt,
         kv_dtype: kvdt,
         compute_dtype: cdt,
-        batch: inf.batch.map(|c| c.0).unwrap_or(1),
+        batch: inf.batch.map_or(defaults::BATCH, |c| c.0),
         prompt_len,
         context,
         gen_len,
@@ -110,7 +110,7 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
             Some(s) => Sharding::parse(s)?,
             None => Sharding::OneD,
         },
-        mfu: inf.mfu.map(check_mfu).transpose()?.unwrap_or(1.0),
+        mfu: inf.mfu.map(check_mfu).transpose()?.unwrap_or(defaults::MFU),
         engine: Some(engine),
         workload,
         speculative: speculative(inf, cat)?,

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::space::divisors;
 use crate::hardware::{fmt_shape, Chip, ChipKind};
+use crate::inference::defaults;
 use crate::inference::serving::EngineProfile;
 use crate::inference::{evaluate, InferQuery, InferReport, Sharding};
 use crate::model::ModelSpec;
@@ -266,23 +267,24 @@ struct Layout {
 }
 
 impl InferSearch<'_> {
-    /// A search with defaults: bf16 and int8 weights and KV, bf16 compute.
+    /// A search with the serving [`defaults`]: bf16 and int8 (and fp8
+    /// where the chip has it) weights and KV, bf16 compute.
     pub fn new<'b>(spec: &'b ModelSpec, chip: &'b Chip, chips: ChipBudget) -> InferSearch<'b> {
         InferSearch {
             spec,
             chip,
             chips,
-            prompt_len: 2048,
-            gen_len: 512,
+            prompt_len: defaults::PROMPT_LEN,
+            gen_len: defaults::GEN_LEN,
             ttft_slo: None,
             tpot_slo: None,
-            objective: InferObjective::Throughput,
-            top_k: 10,
+            objective: InferObjective::default(),
+            top_k: defaults::PLAN_TOP,
             weights_dtypes: quant_choices(chip),
             kv_dtypes: quant_choices(chip),
             compute_dtype: DType::Bf16,
-            mfu: 1.0,
-            max_batch: 1 << 14,
+            mfu: defaults::MFU,
+            max_batch: defaults::PLAN_MAX_BATCH,
             threads: None,
             engines: vec![EngineProfile::default_for(chip)],
         }
@@ -658,59 +660,6 @@ fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
         tokens_per_s: r.tokens_per_s,
         cost_per_million_tokens_usd: r.cost_per_million_tokens_usd,
         meets_slo: true,
-    }
-}
-
-impl<'a> InferSearch<'a> {
-    /// The search a scenario asks for: `max_chips` (any slice up to it), else
-    /// exactly the chips of the scenario's mesh or chip count; its request
-    /// lengths (default 2,048 prompt + 512 generated tokens), pinned dtypes
-    /// and MFU. The CLI and the Python package both start here; SLOs,
-    /// objective and listing are theirs to set.
-    pub fn from_scenario(
-        sc: &crate::scenario::Scenario,
-        spec: &'a ModelSpec,
-        chip: &'a Chip,
-        max_chips: Option<u64>,
-    ) -> crate::Result<InferSearch<'a>> {
-        let bad = |input: &str, expected: &str| crate::Error::BadValue {
-            what: "the serving search".into(),
-            input: input.into(),
-            expected: expected.into(),
-        };
-        let budget =
-            match (max_chips, &sc.hardware.mesh, sc.hardware.chips) {
-                (Some(c), _, _) => ChipBudget::AtMost(c),
-                (None, Some(m), _) => {
-                    ChipBudget::Exactly(crate::mesh::Topology::parse(chip, m)?.chips())
-                }
-                (None, None, Some(n)) => ChipBudget::Exactly(n.0),
-                (None, None, None) => return Err(bad(
-                    "(none given)",
-                    "chips: --chips N, --mesh SHAPE or --max-chips N, or the scenario's [hardware]",
-                )),
-            };
-        let inf = &sc.inference;
-        let mut s = InferSearch::new(spec, chip, budget);
-        s.prompt_len = inf.prompt_len.map_or(2048, |c| c.0);
-        s.gen_len = inf.gen_len.map_or(512, |c| c.0);
-        if s.prompt_len == 0 || s.gen_len == 0 {
-            return Err(bad(
-                "a zero length",
-                "prompt and generated lengths of at least 1",
-            ));
-        }
-        if let Some(d) = &inf.weights_dtype {
-            s.weights_dtypes = vec![DType::parse(d)?];
-        }
-        if let Some(d) = &inf.kv_dtype {
-            s.kv_dtypes = vec![DType::parse(d)?];
-        }
-        s.mfu = inf.mfu.unwrap_or(1.0);
-        if let Some(e) = &inf.engine {
-            s.engines = engines_for(e, chip)?;
-        }
-        Ok(s)
     }
 }
 

@@ -98,9 +98,10 @@ fn verdict(s: &InferSearch, r: &super::InferResult) -> Option<String> {
     })
 }
 
-/// Run a serving search and build its report (`explain_rank`: derive the
-/// plan of that rank).
-pub fn plan_infer(
+/// Run a built serving search and build its report (`explain_rank`: derive
+/// the plan of that rank). Front ends call
+/// [`super::infer_request::plan_infer`], which validates the request first.
+pub fn plan_infer_search(
     s: &InferSearch,
     top: usize,
     explain_rank: Option<usize>,

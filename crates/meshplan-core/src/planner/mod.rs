@@ -15,6 +15,7 @@ and serving configuration. See `docs/planner.md`.
 
 pub mod infer;
 pub mod infer_report;
+pub mod infer_request;
 mod render;
 pub mod report;
 pub mod space;
@@ -22,7 +23,8 @@ pub mod train;
 
 pub use crate::training::RejectReason;
 pub use infer::{ChipBudget, InferObjective, InferResult, InferSearch};
-pub use infer_report::{plan_infer, PlanInferReport};
+pub use infer_report::{plan_infer_search, PlanInferReport};
+pub use infer_request::{plan_infer, PlanInferRequest};
 pub use report::{plan_train, PlanEntry, PlanTrainReport, PlanTrainRequest};
 pub use space::{divisors, factorizations, inner_choices, TrainSpace};
 pub use train::{rank_orders, Found, PredEval, TrainObjective, TrainResult, TrainSearch};
