@@ -3,7 +3,6 @@
 //! (issue 11), and the conventions differ the way they are defined.
 
 use meshplan_core::fidelity::data::parse_playbook_csv;
-use meshplan_core::fidelity::data::Run;
 use meshplan_core::fidelity::stats::compare;
 use meshplan_core::fidelity::{with_chips, EfficiencyProfile};
 use meshplan_core::mesh::{Degrees, Topology};

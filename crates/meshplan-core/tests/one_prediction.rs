@@ -132,7 +132,7 @@ fn every_example_scenario_train_equals_plan_train() {
     assert!(scenarios.len() >= 5, "{}", scenarios.len());
     let mut plans_checked = 0;
     for (name, sc) in &scenarios {
-        let Ok(setup) = resolve_with(sc, &cat, None) else {
+        let Ok(setup) = resolve_with(sc, cat, None) else {
             continue;
         };
         let r = setup.analyze(&mut NoTrace);
@@ -140,7 +140,7 @@ fn every_example_scenario_train_equals_plan_train() {
         let again = setup.analyze(&mut NoTrace);
         assert_eq!(r.predicted, again.predicted, "{name}");
         let req = PlanTrainRequest {
-            workload: resolve_workload(sc, &cat, None).unwrap(),
+            workload: resolve_workload(sc, cat, None).unwrap(),
             objective: TrainObjective::Time,
             top: 3,
             threads: Some(1),
@@ -170,7 +170,7 @@ fn readme_example_fewer_sequences_than_data_ranks() {
     let cat = Catalog::builtin();
     let text = include_str!("../../../examples/train/ch5-q3-fsdp-tp.toml");
     let sc = Scenario::parse(text, "ch5-q3-fsdp-tp.toml").unwrap();
-    let r = resolve_with(&sc, &cat, None).unwrap().analyze(&mut NoTrace);
+    let r = resolve_with(&sc, cat, None).unwrap().analyze(&mut NoTrace);
     assert!(r.predicted.is_none());
     let note = r.prediction_note.unwrap();
     for part in [
@@ -191,7 +191,7 @@ fn readme_example_fewer_sequences_than_data_ranks() {
     // with a batch of 1,024 whole sequences every rank has one: predicted
     let mut big = sc.clone();
     big.training.batch_tokens = Some(meshplan_core::scenario::Count(1024 * 32_768));
-    let r = resolve_with(&big, &cat, None)
+    let r = resolve_with(&big, cat, None)
         .unwrap()
         .analyze(&mut NoTrace);
     assert!(r.predicted.is_some(), "{:?}", r.prediction_note);
