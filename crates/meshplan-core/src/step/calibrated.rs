@@ -153,6 +153,12 @@ pub struct StepSchedule {
     /// Share of a micro-batch's compute spent in the forward pass (the rest
     /// is the backward, recompute included).
     pub forward_fraction: f64,
+    /// Of `microbatch_s`: the exposed ZeRO-3/FSDP gathers and
+    /// reduce-scatters (booked to `time_breakdown_s.dp_comm`).
+    pub fsdp_exposed_s: f64,
+    /// Of `microbatch_s`: the host's stall beyond the GPU work not booked
+    /// to TP (booked to `time_breakdown_s.overhead`).
+    pub host_stall_s: f64,
 }
 
 /// Fraction of the low-precision peak a large GEMM reaches, relative to the
@@ -797,6 +803,8 @@ pub fn predict_time_detailed(
         head: mb.head,
         microbatch_s: mb.t_core + fsdp_mb,
         forward_fraction: mb.fwd_frac,
+        fsdp_exposed_s: fsdp_mb,
+        host_stall_s: mb.stall_over,
     };
     Detailed {
         time,

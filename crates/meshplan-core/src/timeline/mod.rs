@@ -236,22 +236,18 @@ struct Parts {
 /// Split the priced step into the micro-batch's parts (the per-step parts
 /// over `m` micro-batches) and the parts after the passes. The prediction
 /// books a micro-batch's host stall to overhead and its exposed FSDP
-/// gathers to `dp_comm`, carrying only their sum (`microbatch_s` less the
-/// GPU parts): with ZeRO-3/FSDP the sum goes to the gathers up to their
-/// per-micro-batch share of `dp_comm`, the rest to the host.
+/// gathers to `dp_comm`; the schedule carries both per micro-batch.
 fn parts(r: &TrainReport, p: &crate::step::predict::Predicted) -> Parts {
     let (t, s, e) = (&p.time_breakdown_s, &p.schedule, &p.overlap.exposure);
     let m = s.microbatches.max(1) as f64;
     let v = s.virtual_stages.max(1) as f64;
     let pp = s.stages.max(1) as f64;
     let gpu = (t.matmul + t.attention + t.memory_bound + t.tp_comm + t.cp_comm + t.ep_comm) / m;
+    // what the micro-batch takes beyond its GPU parts: the exposed gathers,
+    // then the host's stall (the rest, so the parts add up to microbatch_s)
     let rest = (s.microbatch_s - gpu).max(0.0);
     let sharded = p.zero >= 3 || r.degrees.fsdp > 1;
-    let fsdp = if sharded {
-        rest.min(t.dp_comm / m)
-    } else {
-        0.0
-    };
+    let fsdp = s.fsdp_exposed_s.min(rest);
     let offloaded_opt = r.offload.is_some_and(|o| o.parts.optimizer);
     Parts {
         compute: (t.matmul + t.attention + t.memory_bound) / m,
