@@ -146,7 +146,23 @@ pub fn inner_choices(
     out: &mut Vec<Choice>,
 ) {
     out.clear();
-    let zeros: &[u8] = if deg.dp.saturating_mul(deg.cp) > 1 {
+    // With fsdp > 1 the plan is ZeRO-3 over every data-parallel rank when
+    // dp = 1 or zero = 3 (`RunSpec::from_config`, `MemoryQuery::from_config`):
+    // dp = 1 lists it once, as zero 3; with dp > 1 only hybrid sharding
+    // (zero ≤ 2 across the replicas) is a plan of its own — zero 3 there is
+    // the dp = 1, fsdp = dp·fsdp plan again (issue 22: exact ties).
+    let hybrid: Vec<u8>;
+    let zeros: &[u8] = if deg.fsdp > 1 && deg.dp <= 1 {
+        &[3]
+    } else if deg.fsdp > 1 {
+        hybrid = space
+            .zero_stages
+            .iter()
+            .copied()
+            .filter(|&z| z < 3)
+            .collect();
+        &hybrid
+    } else if deg.dp.saturating_mul(deg.cp) > 1 {
         &space.zero_stages
     } else {
         &[0]

@@ -212,6 +212,12 @@ fn problems(spec: &ModelSpec, mesh: &Mesh, cfg: &TrainConfig) -> (Vec<String>, V
         }
     }
     let d = deg.at_least_one();
+    if d.fsdp > 1 && d.dp > 1 && cfg.zero >= 3 {
+        notes.push(format!(
+            "zero 3 with dp {} × fsdp {} shards over all {} data-parallel ranks: the plan fsdp {} (hybrid sharding is zero ≤ 2 across the dp replicas)",
+            d.dp, d.fsdp, d.data(), d.data()
+        ));
+    }
     let seqs = cfg.batch_tokens / cfg.seq_len.max(1);
     let data = d.data();
     if cfg.seq_len == 0 || cfg.batch_tokens % cfg.seq_len != 0 {
