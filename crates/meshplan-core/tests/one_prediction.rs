@@ -3,8 +3,7 @@
 //! `train` (the core entry point the CLI, Python and the page call,
 //! `training::analyze_with`), `plan train` (the search's own ranking figure
 //! and its listed report), and `validate`/`calibrate` (a data-set row priced
-//! through `Run::predict`). `check`'s figure for the same key is tested in
-//! check_examples.rs (it evaluates `train` through `TrainSetup::analyze`).
+//! through `Run::predict`), and `check` (the claim evaluator's report).
 
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json, Run};
 use meshplan_core::fidelity::stats::compare;
@@ -123,14 +122,15 @@ fn training_scenarios() -> Vec<(String, Scenario)> {
 }
 
 /// For every training scenario under examples/: `train`'s predicted step
-/// time and memory, and for the plans `plan train` lists, the search's own
-/// ranking figure equals `train`'s for the same plan.
+/// time and memory equal `check`'s values for the same keys, and for the
+/// plans `plan train` lists, the search's own ranking figure equals
+/// `train`'s for the same plan.
 #[test]
 fn every_example_scenario_train_equals_plan_train() {
     let cat = Catalog::builtin();
     let scenarios = training_scenarios();
     assert!(scenarios.len() >= 5, "{}", scenarios.len());
-    let mut plans_checked = 0;
+    let (mut plans_checked, mut predicted) = (0, 0);
     for (name, sc) in &scenarios {
         let Ok(setup) = resolve_with(sc, cat, None) else {
             continue;
@@ -146,6 +146,25 @@ fn every_example_scenario_train_equals_plan_train() {
             threads: Some(1),
             explain_rank: None,
         };
+        // `check`'s figure for the same key: the claim evaluator's report
+        let (v, _) = meshplan_core::check::eval::evaluate(
+            meshplan_core::check::eval::Command::Train,
+            sc,
+            cat,
+            &Default::default(),
+            false,
+        )
+        .unwrap();
+        let checked = meshplan_core::check::eval::lookup(&v, "predicted.step_time_s");
+        let train = r.predicted.as_ref().map(|p| p.step_time_s.get());
+        assert_eq!(checked.and_then(|x| x.as_f64()), train, "{name}: check");
+        predicted += usize::from(train.is_some());
+        let mem = meshplan_core::check::eval::lookup(&v, "memory_per_device.total_bytes");
+        assert_eq!(
+            mem.and_then(|x| x.as_f64()),
+            Some(r.memory_per_device.total_bytes.get()),
+            "{name}: check memory"
+        );
         let plan = plan_train(&req, &|_, _| {}).unwrap();
         for e in &plan.plans {
             let train = e.report.predicted.as_ref().map(|p| p.step_time_s.get());
@@ -158,6 +177,7 @@ fn every_example_scenario_train_equals_plan_train() {
         }
     }
     assert!(plans_checked >= 5, "{plans_checked}");
+    assert!(predicted >= 3, "{predicted} scenarios predicted");
 }
 
 /// The README's training example (91.55 sequences of 32k over 1,024 FSDP
