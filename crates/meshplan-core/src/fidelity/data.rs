@@ -16,14 +16,13 @@ use crate::mesh::Topology;
 use crate::model::params::count;
 use crate::model::ModelSpec;
 use crate::model::{Arch, MlpKind};
+use crate::parallelism::TrainConfig;
 use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
-use crate::parallelism::{Optimizer, TrainConfig};
 use crate::step::calibrated::Features;
 use crate::step::predict::{
     peak_memory, predict_prepared, prepare, price, Prediction, Prepared, RooflineFloor,
 };
 use crate::trace::NoTrace;
-use crate::units::DType;
 
 /// The model table shipped with the validation data (copy of
 /// `shared/validation/playbook_models.toml`).
@@ -122,12 +121,8 @@ impl Run {
                 .saturating_mul(s.dp)
                 .saturating_mul(s.seq_len),
             seq_len: s.seq_len,
-            param_dtype: DType::Bf16,
-            grad_dtype: DType::Bf16,
-            optimizer_dtype: DType::Fp32,
-            activation_dtype: DType::Bf16,
-            compute_dtype: DType::Bf16,
-            optimizer: Optimizer::Adam,
+            // the defaults' bf16 parameters, gradients, activations and
+            // GEMMs and fp32 Adam moments, with fp32 master weights
             master_weights: true,
             remat: s.remat,
             flops: self.mfu_convention,

@@ -23,6 +23,7 @@ use crate::parallelism::pipeline::stage_extremes;
 use crate::parallelism::{
     Degrees, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
 };
+use crate::units::DType;
 
 /// The part of the model a GEMM belongs to (the blocks of `--breakdown`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -200,6 +201,8 @@ pub struct StepInventory {
     pub nodes: u64,
     /// Pipeline neighbours sit in other nodes.
     pub pp_cross_node: bool,
+    /// The GEMMs' dtype (the attention kernels run in bf16).
+    pub compute_dtype: DType,
     /// The compute dtype casts its GEMM inputs (fp8/int8/fp4).
     pub low_precision: bool,
     /// The run's overlap settings.
@@ -326,6 +329,7 @@ impl StepInventory {
             optimizer_params: optimizer_params(spec),
             nodes,
             pp_cross_node: pp_cross,
+            compute_dtype: features.compute_dtype,
             low_precision,
             overlap: features.overlap,
             degrees: deg,
