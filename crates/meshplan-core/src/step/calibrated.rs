@@ -1,6 +1,10 @@
-//! The step-time model (see `docs/fidelity.md`): a run's step time, by part,
-//! from the efficiency profile of its chip. Peak memory comes from the one
-//! memory model ([`crate::memory`]) with the profile's calibration.
+//! The calibrated pricer (the step-time model of `docs/fidelity.md`): a
+//! step's time, by part, from the efficiency profile of its chip, priced on
+//! the step's inventory ([`super::inventory`]) — GEMMs at their shape's
+//! efficiency, attention kernels, HBM-bound work, collectives on their
+//! group's bandwidth curve with the framework's overlap, the bubble, host
+//! overheads. It re-derives nothing from the configuration; peak memory
+//! comes from the one memory model ([`super::predict::peak_memory`]).
 
 use serde::Serialize;
 

@@ -1,18 +1,25 @@
-//! Calibrated predictions for `meshplan train` and `meshplan plan train`:
-//! the efficiency profile a command uses and the `predicted` section of a
-//! [`TrainReport`].
+//! The one prediction path: every front end that predicts a training step
+//! (`train`, `plan train`, `validate`, `calibrate`, `check`, Python, the
+//! page) goes through [`prepare`] (the gate and the replica the calibrated
+//! model prices, with the roofline floor) and [`price`] (the calibrated
+//! pricer, the floor and offload), so the same plan gets the same figure to
+//! the last bit. Also: the efficiency profile a command uses
+//! ([`active_profile`]), the `predicted` section of a [`TrainReport`]
+//! ([`attach`]) and its derivation ([`record`]).
 //!
-//! The roofline numbers of [`crate::training::analyze`] are bounds; the fidelity model
-//! ([`crate::fidelity::predict`]) predicts the step time a real framework
-//! reaches with the chip's efficiency profile, for the configuration mapped
-//! by [`RunSpec::from_config`]. Memory is not predicted separately: the
-//! report's memory is the one memory model under the plan's framework.
+//! The roofline numbers of [`crate::training::analyze`] are bounds; the
+//! calibrated pricer ([`super::calibrated`]) predicts the step time a real
+//! framework reaches with the chip's efficiency profile. Memory is not
+//! predicted separately: the report's memory is the one memory model under
+//! the plan's framework ([`peak_memory`] with the profile's calibration).
 //!
-//! Not predicted (the report says `prediction not available: <reason>`):
-//! fp32 GEMMs, a low-precision dtype the chip has no peak for, optimizers
-//! other than Adam/AdamW, and more micro-batches than sequences per replica.
-//! MLA, sliding windows, non-causal masks and fp8/int8/fp4 GEMMs are
-//! predicted (the last outside the fitted range: `fitted_on.dtype`).
+//! Not predicted ([`Unpredictable`]; the report says `prediction not
+//! available: <reason>`): fp32 GEMMs, a low-precision dtype the chip has no
+//! peak for, optimizers other than Adam/AdamW, etp other than 1 or tp, more
+//! micro-batches than sequences per replica, fewer sequences than
+//! data-parallel ranks. MLA, sliding windows, non-causal masks and
+//! fp8/int8/fp4 GEMMs are predicted (the last outside the fitted range:
+//! `fitted_on.dtype`).
 
 use serde::Serialize;
 
