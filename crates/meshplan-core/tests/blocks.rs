@@ -514,3 +514,34 @@ fn bare_parameter_count_models() {
     assert!(m.notes.contains("guessed shape"));
     assert!(Catalog::builtin().model_or_bare("llama-2-13bb").is_err());
 }
+
+/// The unidirectional-ring alternative of an AllToAll (issue 24): each
+/// chip's X−1 chunks of V/X² go d = 1 … X−1 hops the one way round, so a
+/// link carries V·(X−1)/(2X) and T = V·(X−1)/(2·X·W_one-way): for 128 MiB
+/// on a 16-chip v5e@book ring (W = 45 GB/s one way) 134,217,728·15 /
+/// (32·45e9) = 1.398 ms, 3.75× the bidirectional ring's V/(4·90 GB/s) =
+/// 372.8 µs — not the all-gather's V·(X−1)/(X·W) = 2.796 ms.
+#[test]
+fn unidirectional_all_to_all_is_half_the_all_gather() {
+    let alt = |op: &str| {
+        let q = CollectiveQuery {
+            op: op.into(),
+            array: "128 MiB".into(),
+            mesh: Some("X=16".into()),
+            hw: Some("tpu-v5e@book".into()),
+            ..Default::default()
+        };
+        let r = cq::evaluate(&q, Catalog::builtin(), &mut NoTrace).unwrap();
+        let uni = r
+            .alternatives
+            .iter()
+            .find(|a| a.name == "unidirectional ring");
+        (r.time_s, uni.unwrap().time_s)
+    };
+    let v = 134_217_728.0;
+    let (bidir, uni) = alt("alltoall");
+    assert!((uni - v * 15.0 / (32.0 * 45e9)).abs() / uni < 1e-9, "{uni}");
+    assert!((bidir - v / (4.0 * 90e9)).abs() / bidir < 1e-9, "{bidir}");
+    let (_, ag) = alt("allgather");
+    assert!((ag - v * 15.0 / (16.0 * 45e9)).abs() / ag < 1e-9, "{ag}");
+}

@@ -453,6 +453,34 @@ fn alt_step<T: Tracer>(tr: &mut T, id: &str, label: &str, formula: &str, v: f64,
     });
 }
 
+/// `op` over a one-directional ring of `x` chips with one-way link rate
+/// `w1`: (seconds, formula, why). AllGather / ReduceScatter move
+/// V·(X−1)/X through every link (V(X−1)/(X·W), half the bidirectional
+/// ring's bandwidth), AllReduce twice that. An AllToAll sends each of the
+/// X−1 chunks of V/X² a chip holds d = 1 … X−1 hops the one way round, so
+/// every link carries X·Σd·V/X²/X = V·(X−1)/(2X): T = V·(X−1)/(2·X·W),
+/// ≈ 4× the bidirectional ring's V/(4·W_bidir) = V/(8·W) (book ch3's
+/// all-to-all on a ring), not the all-gather's V·(X−1)/(X·W).
+fn unidirectional(op: Collective, v: f64, x: f64, w1: f64) -> (f64, &'static str, &'static str) {
+    match op {
+        Collective::AllToAll => (
+            v * (x - 1.0) / (2.0 * x * w1),
+            "V·(X−1)/(2·X·W_one-way)",
+            "each chunk rides one way round, (X−1)/2 hops on average: ~4× the bidirectional ring",
+        ),
+        Collective::AllReduce => (
+            2.0 * v * (x - 1.0) / (x * w1),
+            "2·V·(X−1)/(X·W_one-way)",
+            "reduce-scatter then all-gather at half the bidirectional ring's bandwidth",
+        ),
+        _ => (
+            v * (x - 1.0) / (x * w1),
+            "V·(X−1)/(X·W_one-way)",
+            "half the bandwidth of the bidirectional ring",
+        ),
+    }
+}
+
 /// The book's alternatives to the ring costed in [`cost`].
 fn alternatives<T: Tracer>(
     op: Collective,
@@ -491,17 +519,12 @@ fn alternatives<T: Tracer>(
             if n_axes == 1 && axes[0].wraparound && op != Collective::PointToPoint {
                 let x = axes[0].size as f64;
                 let w1 = link.one_way_rate().get();
-                let f = if op == Collective::AllReduce {
-                    2.0
-                } else {
-                    1.0
-                };
-                let t = f * v * (x - 1.0) / (x * w1);
+                let (t, formula, note) = unidirectional(op, v, x, w1);
                 alt_step(
                     tr,
                     "collective.unidirectional",
                     "Unidirectional ring",
-                    "V·(X−1)/(X·W_one-way)",
+                    formula,
                     v,
                     w1,
                     t,
@@ -509,8 +532,7 @@ fn alternatives<T: Tracer>(
                 out.push(Alternative {
                     name: "unidirectional ring".into(),
                     time_s: t,
-                    note: "V·(X−1)/(X·W_one-way): half the bandwidth of the bidirectional ring"
-                        .into(),
+                    note: format!("{formula}: {note}"),
                 });
             }
         }
