@@ -114,3 +114,31 @@ fn short_tpu_axes_have_no_wraparound() {
     let r = run("book-ch5-llama-2-13b", "tpu-v5e@book", topo, deg, 1_000_000);
     assert_eq!(r.exact.tp_max_degree, 8);
 }
+
+/// Issue 24: the TP limit on a multi-node H100 cluster. A TP group stays
+/// inside its NVLink domain, so Y < M_Y·F/α with α = C/W_nvlink =
+/// 990e12/450e9 = 2200 (@book): 28672/2200 = 13.03 for LLaMA-3.1 70B, not
+/// the scale-out α = C/W_node = 990e12/400e9 = 2475 the data axes see
+/// (28672/2475 = 11.58).
+#[test]
+fn tp_limit_reads_the_nvlink_alpha_on_many_nodes() {
+    let r = run(
+        "llama-3.1-70b",
+        "h100@book",
+        Topology::gpus(256, 8),
+        Degrees {
+            dp: 8,
+            tp: 8,
+            pp: 4,
+            ..Degrees::default()
+        },
+        4 << 20,
+    );
+    assert!(
+        rel(r.tp_max_degree, 28672.0 * 450e9 / 990e12) < 1e-12,
+        "{}",
+        r.tp_max_degree
+    );
+    // the data axes still see the node's scale-out bandwidth
+    assert!(rel(r.alpha, 990e12 / 400e9) < 1e-12, "{}", r.alpha);
+}

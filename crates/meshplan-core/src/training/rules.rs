@@ -139,6 +139,24 @@ pub fn dp_min_batch_per_chip<T: Tracer>(alpha: f64, m_x: f64, tr: &mut T) -> f64
     b
 }
 
+/// The critical intensity of a GPU's NVLink, `C/W_nvlink` (one way per GPU):
+/// what a tensor-parallel group inside the node is compared with.
+pub fn alpha_nvlink<T: Tracer>(c: f64, w: f64, tr: &mut T) -> f64 {
+    let a = c / w;
+    tr.record(|| {
+        Step::new(
+            "rules.alpha_tp",
+            "Critical intensity of the TP group's links (NVLink)",
+            "C/W_nvlink",
+        )
+        .bind("C", c, "FLOP/s")
+        .bind("W_nvlink", w, "B/s")
+        .result(a, "FLOPs/B")
+        .source("How To Scale Your Model ch12 (GPUs): TP inside the node against C/W_nvlink")
+    });
+    a
+}
+
 /// Tensor parallelism: compute-bound iff `Y < M_Y·F/α`.
 pub fn tp_max_degree<T: Tracer>(f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64 {
     let y = m_y * f / alpha;
@@ -417,7 +435,14 @@ pub fn book_rules<T: Tracer>(
         (1.0, 1.0)
     };
     let ftmin = fsdp_tp_min_batch_per_chip(alpha, mx, my, f, tr);
-    let tpmax = tp_max_degree(f, alpha, my, tr);
+    // a TP group stays inside its NVLink domain (frameworks place tp
+    // innermost), so its limit reads the NVLink α = C/W_nvlink (book ch12:
+    // ≈ 2200 on H100), not the scale-out one the data axes see
+    let alpha_tp = match (&mesh.topology, &chip.nvlink) {
+        (Topology::Gpu { .. }, Some(nv)) => alpha_nvlink(c, nv.per_gpu.one_way_rate().get(), tr),
+        _ => alpha,
+    };
+    let tpmax = tp_max_degree(f, alpha_tp, my, tr);
     let xo = x_opt(b, f, n, mx, my, tr);
     let xc = nearest_divisor(mesh.chips.max(1), xo);
     let r = RuleInputs {
