@@ -101,3 +101,21 @@ fn unknown_names_suggest() {
     let e = c.chip("h1000").unwrap_err().to_string();
     assert!(e.contains("h100"), "{e}");
 }
+
+/// Issue 26: Blackwell's fp4 peaks, dense, from NVIDIA's system figures
+/// quoted with sparsity: DGX B200 144 PF FP4 over 8 GPUs → 144/2/8 = 9 PF;
+/// GB200 NVL72 1,440 PF over 72 GPUs → 1440/2/72 = 10 PF.
+#[test]
+fn blackwell_fp4_peaks() {
+    let cat = meshplan_core::Catalog::builtin();
+    let fp4 = |c: &str| {
+        cat.chip(c)
+            .unwrap()
+            .peak
+            .get(meshplan_core::units::DType::Fp4)
+            .unwrap()
+            .get()
+    };
+    assert_eq!(fp4("b200"), 144e15 / 2.0 / 8.0);
+    assert_eq!(fp4("gb200-nvl72"), 1440e15 / 2.0 / 72.0);
+}
