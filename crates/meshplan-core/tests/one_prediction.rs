@@ -424,3 +424,49 @@ fn the_dp_fsdp_split_is_one_plan_per_behaviour() {
     assert!(rel(fsdp(&b), 0.5 * p * 6.0) < 1e-12, "{}", fsdp(&b));
     assert_eq!((a.dp.unwrap().ranks, b.dp.unwrap().ranks), (2, 32));
 }
+
+/// `plan train` = `train` under every framework (issue 22: the planner once
+/// skipped the book → Megatron mapping and the etp and dtype checks that
+/// `train` applies): llama-3-8b on 16 H100, the search's figure for each
+/// listed plan equals `train`'s on that plan, to the last bit.
+#[test]
+fn plan_train_equals_train_under_every_framework() {
+    use meshplan_core::planner::TrainSearch;
+    use meshplan_core::training::Framework;
+    let cat = Catalog::builtin();
+    let spec = cat.model("llama-3-8b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    let topo = meshplan_core::mesh::Topology::gpus(16, 8);
+    let prof = meshplan_core::step::predict::active_profile(chip, None)
+        .unwrap()
+        .unwrap();
+    for fw in [
+        Framework::Book,
+        Framework::Megatron,
+        Framework::Megatron2022,
+        Framework::Nanotron,
+        Framework::Maxtext,
+    ] {
+        let base = meshplan_core::training::TrainConfig {
+            batch_tokens: 1 << 20,
+            seq_len: 4096,
+            framework: fw,
+            ..Default::default()
+        };
+        let mut s = TrainSearch::new(spec, chip, topo.clone(), base);
+        s.top_k = 4;
+        s.profile = Some(prof.clone());
+        let res = s.run();
+        assert!(!res.plans.is_empty(), "{fw}");
+        for f in &res.plans {
+            let cfg = f.config(&base);
+            let r = analyze_with(spec, chip, &topo, &cfg, Some(&prof), &mut NoTrace);
+            let train = r.predicted.as_ref().map(|p| p.step_time_s.get());
+            assert_eq!(f.pred.map(|p| p.step_time_s), train, "{fw}");
+            assert_eq!(
+                f.eval.memory.total_bytes, r.memory_per_device.total_bytes,
+                "{fw}"
+            );
+        }
+    }
+}
