@@ -3,6 +3,7 @@
 
 mod blocks;
 mod check;
+mod defaults;
 mod claims_models;
 mod harness;
 mod hostile;
