@@ -6,7 +6,9 @@ use meshplan_core::parallelism::{Degrees, Framework, Remat, TrainConfig};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::advice;
-use meshplan_core::training::scenario::{framework_microbatches, resolve, TrainSetup};
+use meshplan_core::training::scenario::{
+    framework_micro_batching, framework_microbatches, resolve, TrainSetup,
+};
 use meshplan_core::Catalog;
 
 /// Llama-3.1-70B on `chips` × `chip`, 4Mi-token batches of 8,192 tokens,
@@ -47,6 +49,22 @@ fn the_micro_batch_rule_divides_the_sequences_over_the_data_ranks() {
     // 512 over 1,024 ranks: fewer sequences than ranks; 512 over 3: not whole
     assert_eq!(framework_microbatches(&cfg(1024, 1, 1)), None);
     assert_eq!(framework_microbatches(&cfg(3, 1, 1)), None);
+    // 64Mi one-token sequences over 8 ranks: 8,388,608 per rank; the
+    // largest count ≤ 1,024 dividing 2^23 is 1,024, micro-batches of
+    // 2^23 / 2^10 = 8,192 sequences
+    let huge = TrainConfig {
+        batch_tokens: 64 << 20,
+        seq_len: 1,
+        ..cfg(8, 1, 1)
+    };
+    assert_eq!(framework_micro_batching(&huge), Some((8192, 1024)));
+    // 8·1,031 sequences (1,031 is prime, > 1,024): one micro-batch of 1,031
+    let prime = TrainConfig {
+        batch_tokens: 8 * 1031,
+        seq_len: 1,
+        ..cfg(8, 1, 1)
+    };
+    assert_eq!(framework_micro_batching(&prime), Some((1031, 1)));
     // 4Mi tokens of 3,000: not a whole number of sequences
     let odd = TrainConfig {
         seq_len: 3000,
@@ -77,13 +95,23 @@ fn nanotron_and_megatron_2022_follow_their_own_defaults() {
     // recompute_layer false, tp_mode ALL_REDUCE (no SP)
     let n = setup("h100", 256, "framework = \"nanotron\"", TP8_PP4_DP8);
     assert_eq!(
-        (n.cfg.microbatches, n.cfg.zero, n.cfg.remat, n.cfg.sequence_parallel),
+        (
+            n.cfg.microbatches,
+            n.cfg.zero,
+            n.cfg.remat,
+            n.cfg.sequence_parallel
+        ),
         (64, 0, Remat::None, false)
     );
     // Megatron-LM 2022: selective recompute with SP, no distributed optimizer
     let m = setup("h100", 256, "framework = \"megatron-2022\"", TP8_PP4_DP8);
     assert_eq!(
-        (m.cfg.microbatches, m.cfg.zero, m.cfg.remat, m.cfg.sequence_parallel),
+        (
+            m.cfg.microbatches,
+            m.cfg.zero,
+            m.cfg.remat,
+            m.cfg.sequence_parallel
+        ),
         (64, 0, Remat::Selective, true)
     );
 }
@@ -94,7 +122,12 @@ fn the_book_and_maxtext_keep_the_historical_defaults() {
         let s = setup("h100", 256, &format!("framework = \"{fw}\""), TP8_PP4_DP8);
         // m = pp = 4, full recompute, ZeRO-0, no SP, nothing chosen
         assert_eq!(
-            (s.cfg.microbatches, s.cfg.zero, s.cfg.remat, s.cfg.sequence_parallel),
+            (
+                s.cfg.microbatches,
+                s.cfg.zero,
+                s.cfg.remat,
+                s.cfg.sequence_parallel
+            ),
             (4, 0, Remat::Full, false),
             "{fw}"
         );
@@ -116,7 +149,12 @@ fn explicit_choices_are_never_changed() {
         "tp = 8\npp = 4\ndp = 8\nmicrobatches = 8\nzero = 0\nsequence_parallel = false",
     );
     assert_eq!(
-        (s.cfg.microbatches, s.cfg.zero, s.cfg.remat, s.cfg.sequence_parallel),
+        (
+            s.cfg.microbatches,
+            s.cfg.zero,
+            s.cfg.remat,
+            s.cfg.sequence_parallel
+        ),
         (8, 0, Remat::Full, false)
     );
     assert!(s.chosen.is_empty(), "{:?}", s.chosen);
@@ -125,7 +163,12 @@ fn explicit_choices_are_never_changed() {
 #[test]
 fn the_advice_lines_are_the_alternatives_reanalysed() {
     // m = pp = 4 without recompute: 16 sequences per micro-batch, over HBM
-    let s = setup("h100", 256, "remat = \"none\"", "tp = 8\npp = 4\ndp = 8\nmicrobatches = 4");
+    let s = setup(
+        "h100",
+        256,
+        "remat = \"none\"",
+        "tp = 8\npp = 4\ndp = 8\nmicrobatches = 4",
+    );
     let r = s.analyze(&mut NoTrace);
     assert!(!r.fits);
     let alts = advice::alternatives(&s.cfg, false);
@@ -145,13 +188,21 @@ fn the_advice_lines_are_the_alternatives_reanalysed() {
     assert!(ok.memory_verdict.would_change.is_empty());
     // a plan that fits with the 3/7 = 42.9 % bubble of m = pp = 4 is told
     // about m = 64 (3/67)
-    let slow = setup("h100", 256, "remat = \"full\"", "tp = 8\npp = 4\ndp = 8\nmicrobatches = 4")
-        .analyze(&mut NoTrace);
+    let slow = setup(
+        "h100",
+        256,
+        "remat = \"full\"",
+        "tp = 8\npp = 4\ndp = 8\nmicrobatches = 4",
+    )
+    .analyze(&mut NoTrace);
     assert!(slow.fits);
     assert!((slow.bubble_fraction - 3.0 / 7.0).abs() < 1e-12);
     let w = &slow.memory_verdict.would_change;
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].starts_with("64 micro-batches") && w[0].contains("bubble 4.5 %"), "{w:?}");
+    assert!(
+        w[0].starts_with("64 micro-batches") && w[0].contains("bubble 4.5 %"),
+        "{w:?}"
+    );
 }
 
 #[test]

@@ -68,7 +68,10 @@ fn llama70b_on_256_h100_fits_with_the_frameworks_defaults() {
     assert_eq!(at(&v, "config.sequence_parallel"), true);
     let c = chosen(&v);
     assert_eq!(c.len(), 4, "{c:?}");
-    assert!(c[0].starts_with("micro-batch size 1 → 64 micro-batches"), "{c:?}");
+    assert!(
+        c[0].starts_with("micro-batch size 1 → 64 micro-batches"),
+        "{c:?}"
+    );
     assert!(c[1].contains("ZeRO-1"), "{c:?}");
     assert!(c[2].contains("no recompute"), "{c:?}");
     assert!(c[3].contains("sequence parallelism"), "{c:?}");
@@ -83,7 +86,11 @@ fn llama70b_on_256_h100_fits_with_the_frameworks_defaults() {
         "--sequence-parallel",
     ]);
     assert!(chosen(&by_hand).is_empty(), "nothing left to choose");
-    for k in ["memory_per_device.total_bytes", "predicted.mfu", "bubble_fraction"] {
+    for k in [
+        "memory_per_device.total_bytes",
+        "predicted.mfu",
+        "bubble_fraction",
+    ] {
         assert_eq!(f(&v, k), f(&by_hand, k), "{k}");
     }
     let (code, out, err) = run(text_args());
@@ -110,7 +117,11 @@ fn explicit_choices_stand_and_the_advice_is_rerun() {
     assert_eq!(at(&v, "config.remat"), "none");
     assert_eq!(at(&v, "fits"), false);
     let c = chosen(&v);
-    assert!(!c.iter().any(|x| x.contains("micro-batch") || x.contains("recompute")), "{c:?}");
+    assert!(
+        !c.iter()
+            .any(|x| x.contains("micro-batch") || x.contains("recompute")),
+        "{c:?}"
+    );
     let advice: Vec<&str> = at(&v, "memory_verdict.would_change")
         .as_array()
         .unwrap()
@@ -118,7 +129,10 @@ fn explicit_choices_stand_and_the_advice_is_rerun() {
         .map(|x| x.as_str().unwrap())
         .collect();
     assert!(advice[0].starts_with("64 micro-batches"), "{advice:?}");
-    assert!(advice.last().unwrap().starts_with("a device with at least"), "{advice:?}");
+    assert!(
+        advice.last().unwrap().starts_with("a device with at least"),
+        "{advice:?}"
+    );
     // the advice's figures are those of the run with the flag
     let m64 = llama70b(&["--microbatches", "64", "--remat", "none"]);
     let want = format!(
@@ -133,7 +147,10 @@ fn explicit_choices_stand_and_the_advice_is_rerun() {
         "full recompute (--remat full): peak {:.1} GB",
         f(&full, "memory_per_device.total_bytes") / 1e9
     );
-    assert!(advice.iter().any(|a| a.starts_with(&want_full)), "{advice:?} lacks {want_full}");
+    assert!(
+        advice.iter().any(|a| a.starts_with(&want_full)),
+        "{advice:?} lacks {want_full}"
+    );
 }
 
 /// The book's accounting keeps meshplan's historical defaults: m = pp,
@@ -168,7 +185,10 @@ fn gradient_accumulation_when_pp_is_one() {
     ];
     let v = json(&cmd(&[&base, &["--batch-tokens", "1Mi"]]));
     assert_eq!(u(&v, "config.microbatches"), (1 << 20) / 4096 / 8);
-    assert!(chosen(&v)[0].contains("32 gradient-accumulation steps"), "{v}");
+    assert!(
+        chosen(&v)[0].contains("32 gradient-accumulation steps"),
+        "{v}"
+    );
     let odd = (255 * 4096).to_string();
     let w = json(&cmd(&[&base, &["--batch-tokens", &odd]]));
     assert_eq!(u(&w, "config.microbatches"), 1);
@@ -188,4 +208,40 @@ fn a_scenario_files_explicit_false_stands() {
     let v = json(&["train", &file, "--json"]);
     assert_eq!(at(&v, "config.sequence_parallel"), false);
     assert!(!chosen(&v).iter().any(|c| c.contains("sequence")));
+}
+
+/// One-token sequences: 64Mi over 8 ranks = 2^23 per rank, so micro-batch
+/// size 1 would mean 8,388,608 micro-batches; the default stops at 1,024
+/// (micro-batches of 2^23 / 2^10 = 8,192 sequences) and the step's trace,
+/// one pass per micro-batch, is written at once.
+#[test]
+fn the_default_micro_batch_count_is_bounded() {
+    let s = Scratch::new("defaults-trace");
+    let trace = s.dir().join("step.json");
+    let trace = trace.to_str().unwrap();
+    let args = [
+        "train",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "8",
+        "--seq-len",
+        "1",
+        "--batch-tokens",
+        "64Mi",
+        "--trace",
+        trace,
+        "--json",
+    ];
+    let start = std::time::Instant::now();
+    let v = json(&args);
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+    assert_eq!(u(&v, "config.microbatches"), 1024);
+    assert!(
+        chosen(&v)[0].starts_with("micro-batch size 8192 → 1024"),
+        "{v}"
+    );
+    assert!(std::fs::metadata(trace).unwrap().len() > 0);
 }

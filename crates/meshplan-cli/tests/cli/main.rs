@@ -3,8 +3,8 @@
 
 mod blocks;
 mod check;
-mod defaults;
 mod claims_models;
+mod defaults;
 mod harness;
 mod hostile;
 mod hw;

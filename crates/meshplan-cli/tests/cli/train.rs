@@ -396,7 +396,10 @@ fn tpu_is_predicted_under_maxtext() {
     let book = json(&["train", Q3C, "--json"]);
     assert!(book["predicted"].is_null());
     let note = book["prediction_note"].as_str().unwrap();
-    assert!(note.contains("92 sequences over 1024 data-parallel ranks"), "{note}");
+    assert!(
+        note.contains("92 sequences over 1024 data-parallel ranks"),
+        "{note}"
+    );
     let v = json(&["train", Q3C, "--batch-tokens", "32Mi", "--json"]);
     assert_eq!(v["framework"], "book");
     assert_eq!(v["predicted"]["framework"], "maxtext");
@@ -567,10 +570,14 @@ fn overlap_flags_and_breakdown() {
         &cmd(&[&base, &["--sp-allgather", "x"]]),
         &["sp_allgather", "keep, redo"],
     );
-    // the same plan without sequence parallelism (base less its last flag)
+    // the same plan without sequence parallelism (base less its last flag):
+    // Megatron's default turns SP on with tp > 1, so the pipelined overlap
+    // runs; under the book's accounting (no SP unless asked) it is refused
     let no_sp = &base[..base.len() - 1];
+    let sp_default = json(&cmd(&[no_sp, &["--tp-overlap", "pipelined", "--json"]]));
+    assert_eq!(at(&sp_default, "config.sequence_parallel"), true);
     crate::harness::rejects(
-        &cmd(&[no_sp, &["--tp-overlap", "pipelined"]]),
+        &cmd(&[no_sp, &["--framework", "book", "--tp-overlap", "pipelined"]]),
         &["--sequence-parallel"],
     );
 }

@@ -8,7 +8,7 @@
 //! ([`crate::memory::verdict::verdict`]) so the book's figures and reports
 //! are unchanged.
 
-use super::scenario::{framework_microbatches, TrainSetup};
+use super::scenario::{framework_micro_batching, TrainSetup};
 use super::TrainReport;
 use crate::memory::FitLevel;
 use crate::parallelism::{Remat, TrainConfig};
@@ -46,9 +46,14 @@ pub fn attach(s: &TrainSetup, r: &mut TrainReport) {
 /// lighter recompute policies, ZeRO-1 and sequence parallelism.
 pub fn alternatives(cfg: &TrainConfig, fits: bool) -> Vec<(String, TrainConfig)> {
     let mut alts = Vec::new();
-    if let Some(m) = framework_microbatches(cfg).filter(|&m| m > cfg.microbatches) {
+    if let Some((mbs, m)) = framework_micro_batching(cfg).filter(|&(_, m)| m > cfg.microbatches) {
+        let seqs = if mbs == 1 {
+            "one sequence".to_string()
+        } else {
+            format!("{mbs} sequences")
+        };
         alts.push((
-            format!("{m} micro-batches of one sequence (--microbatches {m})"),
+            format!("{m} micro-batches of {seqs} (--microbatches {m})"),
             TrainConfig {
                 microbatches: m,
                 ..*cfg

@@ -336,10 +336,19 @@ fn check_tp_overlap(cfg: &TrainConfig) -> Result<()> {
 /// global_batch_size=512, micro_batch_size=1)`).
 pub const FRAMEWORK_MICRO_BATCH_SEQUENCES: u64 = 1;
 
-/// Micro-batches per step under the frameworks' rule, `m = global batch
-/// sequences / (micro-batch size · data-parallel ranks)`, when the batch is
-/// a whole number of sequences per data rank (`None` otherwise: Megatron
-/// asserts the division is exact).
+/// The most micro-batches a default gives: beyond it the micro-batch grows
+/// (the largest count ≤ this bound that divides the sequences per rank).
+/// meshplan's bound, not a framework's: real batches stay far below it
+/// (512 sequences over 8 ranks is 64), and it keeps the step's timeline
+/// (`--trace`, one pass per micro-batch and stage) small for any batch.
+pub const MAX_DEFAULT_MICROBATCHES: u64 = 1024;
+
+/// The frameworks' micro-batching, `(micro-batch sequences, micro-batches)`:
+/// `m = global batch sequences / (micro-batch size · data-parallel ranks)`
+/// with micro-batch size [`FRAMEWORK_MICRO_BATCH_SEQUENCES`] (larger only
+/// past [`MAX_DEFAULT_MICROBATCHES`]), when the batch is a whole number of
+/// sequences per data rank (`None` otherwise: Megatron asserts the
+/// division is exact).
 ///
 /// Sources: Megatron-Core `num_microbatches_calculator.py`
 /// (`ConstantNumMicroBatchesCalculator`: `num_micro_batches =
@@ -351,14 +360,26 @@ pub const FRAMEWORK_MICRO_BATCH_SEQUENCES: u64 = 1;
 /// `global_batch_size` / (`local_batch_size` · dp) gradient-accumulation
 /// steps. Data ranks are dp·fsdp: context parallelism splits each
 /// sequence, it does not add sequences.
-pub fn framework_microbatches(cfg: &TrainConfig) -> Option<u64> {
+pub fn framework_micro_batching(cfg: &TrainConfig) -> Option<(u64, u64)> {
     let d = cfg.degrees.at_least_one();
-    let ranks = d.dp.checked_mul(d.fsdp)?.checked_mul(FRAMEWORK_MICRO_BATCH_SEQUENCES)?;
+    let ranks = d.dp.checked_mul(d.fsdp)?;
     if cfg.seq_len == 0 || cfg.batch_tokens % cfg.seq_len != 0 {
         return None;
     }
     let seqs = cfg.batch_tokens / cfg.seq_len;
-    (seqs >= ranks && seqs % ranks == 0).then(|| seqs / ranks)
+    if seqs < ranks || seqs % ranks != 0 {
+        return None;
+    }
+    let per_rank = seqs / ranks;
+    let most = (per_rank / FRAMEWORK_MICRO_BATCH_SEQUENCES).min(MAX_DEFAULT_MICROBATCHES);
+    // at most 1,024 tries; m = 1 always divides
+    let m = (1..=most.max(1)).rev().find(|m| per_rank % m == 0)?;
+    Some((per_rank / m, m))
+}
+
+/// The micro-batch count of [`framework_micro_batching`].
+pub fn framework_microbatches(cfg: &TrainConfig) -> Option<u64> {
+    framework_micro_batching(cfg).map(|(_, m)| m)
 }
 
 /// The defaults `cfg.framework` would apply where the scenario leaves a
@@ -368,7 +389,7 @@ pub fn framework_microbatches(cfg: &TrainConfig) -> Option<u64> {
 /// so every book figure is unchanged. The user's explicit choices are
 /// never changed.
 ///
-/// * micro-batches: [`framework_microbatches`] (micro-batch size 1);
+/// * micro-batches: [`framework_micro_batching`] (micro-batch size 1);
 /// * ZeRO: Megatron-Core's distributed optimizer (ZeRO-1) — NeMo's recipes
 ///   use `distributed_fused_adam_with_cosine_annealing`
 ///   (`use_distributed_optimizer=True`) and Megatron-LM's example scripts
@@ -393,15 +414,20 @@ pub fn framework_defaults(sc: &Scenario, cfg: &mut TrainConfig) -> Vec<String> {
     let (p, name) = (&sc.parallelism, framework_name(fw));
     let mut chosen = Vec::new();
     if p.microbatches.is_none() {
-        if let Some(m) = framework_microbatches(cfg) {
+        if let Some((mbs, m)) = framework_micro_batching(cfg) {
             cfg.microbatches = m;
             let what = if cfg.degrees.pp > 1 {
                 "micro-batches"
             } else {
                 "gradient-accumulation steps"
             };
+            let cap = if mbs > FRAMEWORK_MICRO_BATCH_SEQUENCES {
+                format!("; micro-batch size {FRAMEWORK_MICRO_BATCH_SEQUENCES} would exceed meshplan's {MAX_DEFAULT_MICROBATCHES}")
+            } else {
+                String::new()
+            };
             chosen.push(format!(
-                "micro-batch size {FRAMEWORK_MICRO_BATCH_SEQUENCES} → {m} {what} ({name}: global batch / (micro-batch size · data ranks))"
+                "micro-batch size {mbs} → {m} {what} ({name}: global batch / (micro-batch size · data ranks){cap})"
             ));
         }
     }
