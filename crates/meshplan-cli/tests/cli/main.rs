@@ -4,6 +4,7 @@
 mod blocks;
 mod check;
 mod claims_models;
+mod defaults;
 mod harness;
 mod hostile;
 mod hw;

@@ -528,9 +528,19 @@ fn overlap_flags_and_breakdown() {
         1e-12,
         "dp off",
     );
-    // full remat (the default): 8 SP collectives × 1.5 (the recomputed
-    // forward's 4 again) + 2 redone all-gathers = 14 per layer
-    assert_eq!(f(&off, "predicted.overlap.tp_collectives_per_layer"), 14.0);
+    // Megatron's default, no recompute: 8 SP collectives (4 forward, 4
+    // backward) + 2 redone all-gathers = 10 per layer; full remat: 8 × 1.5
+    // (the recomputed forward's 4 again) + 2 = 14
+    assert_eq!(f(&off, "predicted.overlap.tp_collectives_per_layer"), 10.0);
+    let full = pred(&[
+        "--dp-overlap",
+        "off",
+        "--sp-allgather",
+        "redo",
+        "--remat",
+        "full",
+    ]);
+    assert_eq!(f(&full, "predicted.overlap.tp_collectives_per_layer"), 14.0);
     assert_eq!(at(&ring, "blocks").as_array().map(Vec::len), Some(6));
     let (code, out, _) = run(&cmd(&[&base, &["--breakdown"]]));
     assert_eq!(code, 0);
@@ -560,10 +570,14 @@ fn overlap_flags_and_breakdown() {
         &cmd(&[&base, &["--sp-allgather", "x"]]),
         &["sp_allgather", "keep, redo"],
     );
-    // the same plan without sequence parallelism (base less its last flag)
+    // the same plan without sequence parallelism (base less its last flag):
+    // Megatron's default turns SP on with tp > 1, so the pipelined overlap
+    // runs; under the book's accounting (no SP unless asked) it is refused
     let no_sp = &base[..base.len() - 1];
+    let sp_default = json(&cmd(&[no_sp, &["--tp-overlap", "pipelined", "--json"]]));
+    assert_eq!(at(&sp_default, "config.sequence_parallel"), true);
     crate::harness::rejects(
-        &cmd(&[no_sp, &["--tp-overlap", "pipelined"]]),
+        &cmd(&[no_sp, &["--framework", "book", "--tp-overlap", "pipelined"]]),
         &["--sequence-parallel"],
     );
 }

@@ -17,9 +17,12 @@ small functions over a context computed once ([`context`]):
 * [`evaluate`]: one plan's numbers — the planner calls the same function
   with tracing off;
 * [`predicted`]: the calibrated prediction ([`crate::fidelity`]);
-* [`blocks`]: one step by block of the model (FLOPs, HBM bytes, roofline time).
+* [`blocks`]: one step by block of the model (FLOPs, HBM bytes, roofline time);
+* [`advice`]: what would change a framework plan's verdict (micro-batches,
+  recompute, ZeRO, sequence parallelism), each re-analysed.
 */
 
+pub mod advice;
 pub mod blocks;
 pub mod comms;
 pub mod context;

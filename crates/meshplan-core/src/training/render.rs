@@ -276,6 +276,9 @@ impl Render for TrainReport {
             "{} on {} ({}, {} chips): {}",
             r.model, r.chip, r.mesh, r.chips, r.degrees
         ));
+        if !r.chosen.is_empty() {
+            d.line(format!("chosen: {}", r.chosen.join("; ")));
+        }
         if !r.feasible {
             d.verdict(
                 false,

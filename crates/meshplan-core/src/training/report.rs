@@ -39,6 +39,10 @@ pub struct TrainReport {
     pub reasons: Vec<String>,
     /// Non-fatal remarks.
     pub notes: Vec<String>,
+    /// The framework's defaults chosen where the user gave none, one phrase
+    /// each (`train` only; empty under the book's accounting).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chosen: Vec<String>,
     /// Degrees.
     pub degrees: Degrees,
     /// The plan's per-degree choices and workload.
@@ -370,6 +374,7 @@ fn assemble<T: Tracer>(
         feasible: true,
         reasons: Vec::new(),
         notes: Vec::new(),
+        chosen: Vec::new(),
         degrees: cfg.degrees,
         config: *cfg,
         framework: cfg.framework,

@@ -30,17 +30,36 @@ pub struct TrainSetup {
     pub cfg: TrainConfig,
     /// The efficiency profile (built-in, or the user's), if the chip has one.
     pub profile: Option<ActiveProfile>,
+    /// The framework defaults applied where the user chose nothing, one
+    /// phrase each ([`framework_defaults`]); empty under the book's
+    /// accounting.
+    pub chosen: Vec<String>,
 }
 
 impl TrainSetup {
     /// [`super::analyze_with`] of this setup with its own profile: what
     /// `train` (CLI, Python, web) reports.
+    /// Under a framework, the report also names the defaults chosen for the
+    /// user and what would change its verdict ([`super::advice`]).
     pub fn analyze<T: crate::trace::Tracer>(&self, tr: &mut T) -> super::TrainReport {
+        let mut r = self.analyze_cfg(&self.cfg, tr);
+        r.chosen = self.chosen.clone();
+        super::advice::attach(self, &mut r);
+        r
+    }
+
+    /// [`super::analyze_with`] of this setup's model, chip, topology and
+    /// profile under another configuration (the advice's alternatives).
+    pub fn analyze_cfg<T: crate::trace::Tracer>(
+        &self,
+        cfg: &TrainConfig,
+        tr: &mut T,
+    ) -> super::TrainReport {
         super::analyze_with(
             &self.spec,
             &self.chip,
             &self.topo,
-            &self.cfg,
+            cfg,
             self.profile.as_ref(),
             tr,
         )
@@ -209,7 +228,8 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
 
 /// The `[parallelism]` section into `cfg`: without `dp`, data parallelism
 /// over the chips the other degrees leave (no degree at all → pure data
-/// parallelism), ZeRO ≤ 3, micro-batches default to `pp`.
+/// parallelism), ZeRO ≤ 3, micro-batches default to `pp` (a framework's
+/// own defaults then apply: [`framework_defaults`]).
 fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Result<()> {
     let pick = |s: Option<u64>| s.unwrap_or(1);
     cfg.degrees = Degrees {
@@ -294,15 +314,158 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         ));
     }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
+    Ok(())
+}
+
+/// Transformer Engine's userbuffers overlap pipelines the SP all-gather /
+/// reduce-scatter with the GEMMs; Megatron refuses `--tp-comm-overlap`
+/// without `--sequence-parallel` (checked after the framework's defaults,
+/// which may turn sequence parallelism on).
+fn check_tp_overlap(cfg: &TrainConfig) -> Result<()> {
     if cfg.overlap.tp == TpOverlap::Pipelined && cfg.degrees.tp > 1 && !cfg.sequence_parallel {
-        // Transformer Engine's userbuffers overlap pipelines the SP
-        // all-gather / reduce-scatter with the GEMMs; Megatron refuses
-        // --tp-comm-overlap without --sequence-parallel
         return Err(Error::Invalid(
             "--tp-overlap pipelined needs --sequence-parallel (Transformer Engine's comm-GEMM overlap chunks the sequence-parallel all-gather and reduce-scatter)".into(),
         ));
     }
     Ok(())
+}
+
+/// The micro-batch size the frameworks default to: Megatron-LM's and
+/// NeMo's recipes run `micro_batch_size = 1` (NeMo
+/// `recipes/llama3_70b.py`: `MockDataModule(seq_length=8192,
+/// global_batch_size=512, micro_batch_size=1)`).
+pub const FRAMEWORK_MICRO_BATCH_SEQUENCES: u64 = 1;
+
+/// The most micro-batches a default gives: beyond it the micro-batch grows
+/// (the largest count ≤ this bound that divides the sequences per rank).
+/// meshplan's bound, not a framework's: real batches stay far below it
+/// (512 sequences over 8 ranks is 64), and it keeps the step's timeline
+/// (`--trace`, one pass per micro-batch and stage) small for any batch.
+pub const MAX_DEFAULT_MICROBATCHES: u64 = 1024;
+
+/// The frameworks' micro-batching, `(micro-batch sequences, micro-batches)`:
+/// `m = global batch sequences / (micro-batch size · data-parallel ranks)`
+/// with micro-batch size [`FRAMEWORK_MICRO_BATCH_SEQUENCES`] (larger only
+/// past [`MAX_DEFAULT_MICROBATCHES`]), when the batch is a whole number of
+/// sequences per data rank (`None` otherwise: Megatron asserts the
+/// division is exact).
+///
+/// Sources: Megatron-Core `num_microbatches_calculator.py`
+/// (`ConstantNumMicroBatchesCalculator`: `num_micro_batches =
+/// global_batch_size // (micro_batch_size * data_parallel_size)`, used as
+/// pipeline micro-batches when pp > 1 and as gradient-accumulation steps
+/// by `forward_backward_no_pipelining` when pp = 1); nanotron's
+/// `TokensArgs` (global batch = dp · `micro_batch_size` ·
+/// `batch_accumulation_per_replica` · sequence length); torchtitan's
+/// `global_batch_size` / (`local_batch_size` · dp) gradient-accumulation
+/// steps. Data ranks are dp·fsdp: context parallelism splits each
+/// sequence, it does not add sequences.
+pub fn framework_micro_batching(cfg: &TrainConfig) -> Option<(u64, u64)> {
+    let d = cfg.degrees.at_least_one();
+    let ranks = d.dp.checked_mul(d.fsdp)?;
+    if cfg.seq_len == 0 || cfg.batch_tokens % cfg.seq_len != 0 {
+        return None;
+    }
+    let seqs = cfg.batch_tokens / cfg.seq_len;
+    if seqs < ranks || seqs % ranks != 0 {
+        return None;
+    }
+    let per_rank = seqs / ranks;
+    let most = (per_rank / FRAMEWORK_MICRO_BATCH_SEQUENCES).min(MAX_DEFAULT_MICROBATCHES);
+    // at most 1,024 tries; m = 1 always divides
+    let m = (1..=most.max(1)).rev().find(|m| per_rank % m == 0)?;
+    Some((per_rank / m, m))
+}
+
+/// The micro-batch count of [`framework_micro_batching`].
+pub fn framework_microbatches(cfg: &TrainConfig) -> Option<u64> {
+    framework_micro_batching(cfg).map(|(_, m)| m)
+}
+
+/// The defaults `cfg.framework` would apply where the scenario leaves a
+/// choice open, written into `cfg`, one phrase each for the report. The
+/// book's accounting and MaxText keep meshplan's historical defaults
+/// (micro-batches = pp, full recompute, ZeRO-0, no sequence parallelism),
+/// so every book figure is unchanged. The user's explicit choices are
+/// never changed.
+///
+/// * micro-batches: [`framework_micro_batching`] (micro-batch size 1);
+/// * ZeRO: Megatron-Core's distributed optimizer (ZeRO-1) — NeMo's recipes
+///   use `distributed_fused_adam_with_cosine_annealing`
+///   (`use_distributed_optimizer=True`) and Megatron-LM's example scripts
+///   pass `--use-distributed-optimizer`; nanotron's `zero_stage` defaults
+///   to 0; Megatron-LM 2022 predates the distributed optimizer;
+/// * recompute: none for Megatron (Megatron-Core `TransformerConfig.
+///   recompute_granularity = None`; NeMo's llama3_70b recipe sets none) and
+///   nanotron (`recompute_layer: False`); selective for Megatron-LM 2022
+///   (Korthikanti et al. 2022, selective recompute with sequence
+///   parallelism);
+/// * sequence parallelism with tp > 1: Megatron (NeMo's llama recipes
+///   `sequence_parallelism=True`) and Megatron-LM 2022 (the same paper);
+///   not nanotron (`tp_mode` defaults to `ALL_REDUCE`).
+pub fn framework_defaults(sc: &Scenario, cfg: &mut TrainConfig) -> Vec<String> {
+    let fw = cfg.framework;
+    if !matches!(
+        fw,
+        Framework::Megatron | Framework::Megatron2022 | Framework::Nanotron
+    ) {
+        return Vec::new();
+    }
+    let (p, name) = (&sc.parallelism, framework_name(fw));
+    let mut chosen = Vec::new();
+    if p.microbatches.is_none() {
+        if let Some((mbs, m)) = framework_micro_batching(cfg) {
+            cfg.microbatches = m;
+            let what = if cfg.degrees.pp > 1 {
+                "micro-batches"
+            } else {
+                "gradient-accumulation steps"
+            };
+            let cap = if mbs > FRAMEWORK_MICRO_BATCH_SEQUENCES {
+                format!("; micro-batch size {FRAMEWORK_MICRO_BATCH_SEQUENCES} would exceed meshplan's {MAX_DEFAULT_MICROBATCHES}")
+            } else {
+                String::new()
+            };
+            chosen.push(format!(
+                "micro-batch size {mbs} → {m} {what} ({name}: global batch / (micro-batch size · data ranks){cap})"
+            ));
+        }
+    }
+    let d = cfg.degrees.at_least_one();
+    if fw == Framework::Megatron && p.zero.is_none() && d.fsdp == 1 && d.dp * d.cp > 1 {
+        cfg.zero = 1;
+        chosen.push(format!("distributed optimizer (ZeRO-1, {name}'s recipes)"));
+    }
+    if sc.training.remat.is_none() {
+        cfg.remat = if fw == Framework::Megatron2022 {
+            Remat::Selective
+        } else {
+            Remat::None
+        };
+        chosen.push(format!(
+            "{} ({name}'s default)",
+            match cfg.remat {
+                Remat::Selective => "selective recompute",
+                _ => "no recompute",
+            }
+        ));
+    }
+    if fw != Framework::Nanotron && p.sequence_parallel.is_none() && d.tp > 1 {
+        cfg.sequence_parallel = true;
+        chosen.push("sequence parallelism with tp > 1".to_string());
+    }
+    chosen
+}
+
+/// How the report names a framework.
+fn framework_name(fw: Framework) -> &'static str {
+    match fw {
+        Framework::Megatron => "Megatron",
+        Framework::Megatron2022 => "Megatron-LM 2022",
+        Framework::Nanotron => "nanotron",
+        Framework::Maxtext => "MaxText",
+        Framework::Book => "the book",
+    }
 }
 
 /// Resolve a scenario (with any flags already written into it) the way
@@ -331,12 +494,15 @@ pub fn resolve_with(
     }
     let mut cfg = w.base;
     plan_config(&sc.parallelism, chips, &mut cfg)?;
+    let chosen = framework_defaults(sc, &mut cfg);
+    check_tp_overlap(&cfg)?;
     Ok(TrainSetup {
         spec: w.spec,
         chip: w.chip,
         topo,
         cfg,
         profile: w.profile,
+        chosen,
     })
 }
 
