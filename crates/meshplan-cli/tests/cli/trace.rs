@@ -152,6 +152,24 @@ fn trace_refuses_without_prediction_and_over_its_input() {
         &["input", "refusing"],
     );
     assert_eq!(std::fs::read_to_string(&input).unwrap(), before);
+    // 2 stages × 1,048,576 micro-batches × 2 = 4,194,304 passes: more than
+    // a timeline lays out (2^17), refused at once with the reason
+    rejects(
+        &[
+            PLAN_3D[0],
+            PLAN_3D[1],
+            "--seq-len",
+            "1",
+            "--batch-tokens",
+            "4Mi",
+            "--microbatches",
+            "1048576",
+            "--trace",
+            o,
+        ],
+        &["4194304 forward and backward passes", "131072"],
+    );
+    assert!(!out.exists());
 }
 
 /// `--plot-kind timeline` draws the step (every stage's compute track and

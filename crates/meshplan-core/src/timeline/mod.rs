@@ -464,8 +464,14 @@ fn tail_events(c: &mut Cursor, q: &Parts, n: &Names) {
     c.push("roofline floor", Kind::Host, Stream::Host, q.floor);
 }
 
+/// The most forward and backward passes a timeline lays out (stages ×
+/// micro-batches × virtual stages × 2): a trace of them stays a few MB and
+/// is built in well under a second, whatever micro-batch count is asked.
+pub const MAX_PASSES: u64 = 1 << 17;
+
 /// The timeline of the predicted step of `r` with the streams on `links`;
-/// an error saying why when the report has no prediction.
+/// an error saying why when the report has no prediction or too many
+/// passes to draw.
 pub fn of(r: &TrainReport, links: &Links) -> Result<Timeline, String> {
     let Some(p) = &r.predicted else {
         return Err(format!(
@@ -475,6 +481,19 @@ pub fn of(r: &TrainReport, links: &Links) -> Result<Timeline, String> {
                 .unwrap_or("the report has no prediction")
         ));
     };
+    let sc = &p.schedule;
+    let passes = sc
+        .stages
+        .max(1)
+        .saturating_mul(sc.microbatches.max(1))
+        .saturating_mul(sc.virtual_stages.max(1))
+        .saturating_mul(2);
+    if passes > MAX_PASSES {
+        return Err(format!(
+            "{passes} forward and backward passes ({} stages × {} micro-batches × {} virtual stages × 2) are more than a timeline lays out ({MAX_PASSES}); use fewer micro-batches (a larger micro-batch)",
+            sc.stages, sc.microbatches, sc.virtual_stages
+        ));
+    }
     let q = parts(r, p);
     let sh = shape(r, &q, &p.schedule);
     let passes = layout(&sh).ok_or("the pipeline schedule deadlocks")?;
