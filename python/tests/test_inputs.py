@@ -191,14 +191,17 @@ def test_devices_and_fifos_are_refused_at_once_like_the_cli(call, tmp_path):
     assert cli_error("train", str(fifo)) == f"'{fifo}' is not a regular file"
 
 
-# A search that takes tens of seconds: Ctrl-C must end it within a second.
+# A search that takes tens of seconds (about 30 s on one thread: DeepSeek-V3's
+# expert-parallel degrees, offload and rank orders over 65,536 chips):
+# Ctrl-C must end it within a second or two.
 LONG_SEARCH = textwrap.dedent(
     """
     import sys, meshplan
     print("started", flush=True)
     try:
-        meshplan.plan_train(model="llama-3.1-405b", chip="h100", chips=16384,
-                            training={"batch_tokens": "16Mi", "seq_len": 8192}, top=1)
+        meshplan.plan_train(model="deepseek-v3", chip="h800", chips=65536, top=1, threads=1,
+                            training={"batch_tokens": "64Mi", "seq_len": 8192, "offload": ["auto"]},
+                            parallelism={"rank_order": "auto"})
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         sys.exit(3)
