@@ -537,7 +537,7 @@ mod tests {
         // a hub-cache snapshot (a commit hash): the config's own name
         let snap = format!(
             "snapshots/{}/config.json",
-            "0123456789abcdef".repeat(3)[..40].to_string()
+            &"0123456789abcdef".repeat(3)[..40]
         );
         assert_eq!(model_name(&llama2, &snap), "Llama-2-7b-hf");
         // a pasted config.json (the web API) with and without `_name_or_path`
