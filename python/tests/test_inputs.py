@@ -149,7 +149,15 @@ def test_the_same_scenarios_give_the_same_answers_in_every_front_end(files, serv
         meshplan.hw("h1000")
     assert str(e.value) == cli_error("hw", "show", "h1000")
 
-    # 7. a malformed unit: the same core message (the flag's name differs)
+    # 7. a claims file without claims: refused alike, not an all-pass report
+    empty = files / "empty-claims.toml"
+    empty.write_text('title = "nothing yet"\n')
+    with pytest.raises(InputError) as e:
+        meshplan.check(empty)
+    assert str(e.value) == cli_error("check", str(empty))
+    assert "no claims found" in str(e.value)
+
+    # 8. a malformed unit: the same core message (the flag's name differs)
     with pytest.raises(InputError, match="cannot read"):
         meshplan.train(model="llama-2-7b", chip="h100", chips=8, training={"batch_tokens": "4Qi"})
 

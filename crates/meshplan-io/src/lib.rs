@@ -233,6 +233,26 @@ pub fn claims(path: &Path) -> Result<meshplan_core::check::ClaimsFile> {
     )?)
 }
 
+/// Read and check a claims file (`meshplan check`) against `cat`, with the
+/// derivation of each claim when `with_trace`; a file without claims is
+/// refused rather than reported as all-pass.
+pub fn check_claims(
+    path: &Path,
+    cat: &Catalog,
+    with_trace: bool,
+) -> Result<meshplan_core::check::CheckReport> {
+    let f = claims(path)?;
+    let rep = meshplan_core::check::check(&f, cat, with_trace)?;
+    if rep.claims.is_empty() {
+        return Err(meshplan_core::Error::Invalid(format!(
+            "{}: no claims found (a claims file has [[claim]] tables; see docs/check.md)",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(rep)
+}
+
 /// Read a data set of measured runs (`meshplan validate`), with the
 /// `playbook_models.toml` beside it when there is one: (runs, skipped).
 pub fn dataset(path: &Path) -> Result<(Vec<meshplan_core::fidelity::data::Run>, Vec<String>)> {

@@ -10,7 +10,6 @@
 //! run off the interpreter's thread and answer Ctrl-C.
 
 use meshplan_core::catalog::Catalog;
-use meshplan_core::check::check as check_claims;
 use meshplan_core::error::from_json;
 use meshplan_core::fidelity::report::{validate as validate_runs, Thresholds};
 use meshplan_core::hardware::report::hw_report;
@@ -301,12 +300,15 @@ fn plan_infer(
     interruptible(py, move || json(&core_plan_infer(&req, &cat).py()?))
 }
 
-/// `meshplan check CLAIMS --json`: scenario files resolve relative to it.
+/// `meshplan check CLAIMS --json`: scenario files resolve relative to it;
+/// a file without claims is refused, as on the command line.
 #[pyfunction]
 fn check(py: Python<'_>, path: &str) -> PyResult<String> {
-    let f = meshplan_io::claims(Path::new(path)).py()?;
     let cat = meshplan_io::catalog(None).py()?;
-    interruptible(py, move || json(&check_claims(&f, &cat, false).py()?))
+    let path = path.to_string();
+    interruptible(py, move || {
+        json(&meshplan_io::check_claims(Path::new(&path), &cat, false).py()?)
+    })
 }
 
 /// `meshplan validate DATASET... --json`: two or more sources add the
