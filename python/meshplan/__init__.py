@@ -218,14 +218,22 @@ def _load(pair: Tuple[str, List[Tuple[str, str]]]) -> Tuple[Dict[str, Any], Dict
 
 
 def model(
-    name: PathLike, *, seq_len: Optional[int] = None, kv_dtype: Optional[str] = None, causal: bool = True
+    name: PathLike,
+    *,
+    seq_len: Optional[Union[int, str]] = None,
+    kv_dtype: Optional[str] = None,
+    causal: bool = True,
 ) -> Report:
     """``meshplan model show NAME``: exact parameter counts (total, active,
     embedding, per layer), FLOPs per token (forward 2·P + attention, training
     6·P) and the KV cache per token 2·K·H·L·bytes_kv at T = ``seq_len``.
     ``name`` is a catalog name or a model file (a Hugging Face config.json,
-    a model or scenario TOML), as on the command line."""
-    return Report(json.loads(_native.model(_path(name), seq_len, kv_dtype, causal)))
+    a model or scenario TOML), as on the command line; ``seq_len`` a count
+    (4096) or the CLI's text ("32k" = 32,000, "32Ki" = 32,768)."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, str, type(None))):
+        raise InputError(f"seq_len must be a whole token count or text like '32Ki', not {seq_len!r}")
+    text = None if seq_len is None else str(seq_len)
+    return Report(json.loads(_native.model(_path(name), text, kv_dtype, causal)))
 
 
 def hw(name: PathLike) -> Report:

@@ -233,3 +233,139 @@ def test_ctrl_c_interrupts_a_long_search():
             p.kill()
     assert out.strip() == "interrupted" and p.returncode == 3, (out, p.returncode)
     assert waited < 2.0, waited
+
+
+# ---- the README's and docs' examples through every front end ------------
+
+PARALLELISM = {"dp", "fsdp", "tp", "pp", "cp", "ep", "etp", "rank_order", "zero", "schedule",
+               "microbatches", "virtual_stages", "sequence_parallel", "sharding"}
+TRAINING = {"batch_tokens", "seq_len", "param_dtype", "grad_dtype", "optimizer_dtype", "activation_dtype",
+            "optimizer", "master_weights", "remat", "mfu", "train_tokens", "framework", "comm_efficiency",
+            "compute_dtype"}
+INFERENCE = {"weights_dtype", "kv_dtype", "compute_dtype", "batch", "prompt_len", "context", "gen_len", "mfu",
+             "engine", "workload"}
+# flags that are arguments of the call rather than scenario keys
+CALL_ARGS = {"plan infer": {"max_chips", "ttft_slo", "tpot_slo", "objective", "top"},
+             "plan train": {"objective", "top"}, "infer": set(), "train": set()}
+# output options: the examples that use them show output, not other input
+OUTPUT_ONLY = ("--explain", "--plot", "--trace", "--format", "--catalog", "--all")
+
+
+def doc_examples():
+    """Every one-command `meshplan train|infer|plan …|model show|hw show`
+    example of the README and docs/*.md (continuation lines joined)."""
+    import re
+
+    found = []
+    for md in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = re.sub(r"\\\n\s*", " ", md.read_text())
+        for line in text.splitlines():
+            line = re.sub(r"\s+#.*$", "", line.strip().removeprefix("$ "))
+            m = re.match(r"meshplan (train|infer|plan train|plan infer|model show|hw show)\b([^|#>`]*)$", line)
+            if m and not any(o in m.group(2) for o in OUTPUT_ONLY):
+                found.append((m.group(1), m.group(2).split()))
+    return sorted(set((c, tuple(a)) for c, a in found))
+
+
+def typed(v):
+    if v is True:
+        return v
+    for t in (int, float):
+        try:
+            return t(v)
+        except ValueError:
+            pass
+    return v
+
+
+def as_call(cmd, args):
+    """(positional, keyword arguments, scenario JSON or None for the web
+    API) of a CLI example, or None when a flag has no Python spelling here."""
+    args = [a for a in args if a != "--json"]
+    pos, kw, sections = None, {}, {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("--"):
+            pos = a
+            i += 1
+            continue
+        key = a[2:].replace("-", "_")
+        if key == "non_causal":
+            kw["causal"] = False
+            i += 1
+            continue
+        # a switch (`--sequence-parallel`) takes no value
+        if i + 1 == len(args) or args[i + 1].startswith("--"):
+            v, i = True, i + 1
+        else:
+            v, i = args[i + 1], i + 2
+        if cmd in ("model show", "hw show"):
+            if key not in ("seq_len", "kv_dtype"):
+                return None
+            kw[key] = v
+        elif key in ("model", "chips", "mesh"):
+            kw[key] = v
+        elif key == "hw":
+            kw["chip"] = v
+        elif key in CALL_ARGS[cmd]:
+            kw[key] = typed(v) if key in ("top", "max_chips") else v
+        else:
+            section = ("parallelism" if key in PARALLELISM else
+                       "training" if cmd.endswith("train") and key in TRAINING else
+                       "inference" if cmd.endswith("infer") and key in INFERENCE else None)
+            if section is None:
+                return None
+            sections.setdefault(section, {})[key] = typed(v)
+    return pos, kw, sections
+
+
+def test_the_docs_examples_give_the_cli_numbers_in_python_and_the_web_api(server):  # noqa: F811
+    tomllib = pytest.importorskip("tomllib")  # Python ≥ 3.11
+
+    fns = {"train": meshplan.train, "infer": meshplan.infer, "plan train": meshplan.plan_train,
+           "plan infer": meshplan.plan_infer, "model show": meshplan.model, "hw show": meshplan.hw}
+    ran, web = [], 0
+    for cmd, args in doc_examples():
+        call = as_call(cmd, list(args))
+        if call is None:
+            continue
+        pos, kw, sections = call
+        code, want, err = run_cli(*cmd.split(), *args)
+        if code != 0:
+            # an example that fails must fail alike in Python
+            with pytest.raises(MeshplanError) as e:
+                fns[cmd](pos, **kw, **sections) if pos else fns[cmd](**kw, **sections)
+            assert str(e.value) == cli_error(*cmd.split(), *args), (cmd, args)
+            ran.append((cmd, args))
+            continue
+        got = (fns[cmd](pos, **kw, **sections) if pos else fns[cmd](**kw, **sections)).to_dict()
+        for d in (got, want):
+            d.pop("search_time_s", None)
+        same(got, want, f"{cmd} {' '.join(args)}")
+        ran.append((cmd, args))
+        if cmd in ("model show", "hw show"):
+            continue
+        # the web API: the scenario file (read here: the server reads none) or the flags
+        scenario = tomllib.loads((ROOT / pos).read_text()) if pos else {}
+        if "file" in scenario.get("model", {}):
+            continue
+        if "model" in kw:
+            scenario["model"] = {"name": kw.pop("model")}
+        hw_ = scenario.setdefault("hardware", {})
+        for k, dst in (("chip", "chip"), ("chips", "chips"), ("mesh", "mesh")):
+            if k in kw:
+                hw_[dst] = kw.pop(k)
+                if k == "chips":
+                    hw_.pop("mesh", None)
+        for s, v in sections.items():
+            scenario.setdefault(s, {}).update(v)
+        path = "/api/" + cmd.replace(" ", "/")
+        status, w = api(server, path, {"scenario": scenario, **kw})
+        assert status == 200, (cmd, args, w)
+        w["report"].pop("search_time_s", None)
+        same(w["report"], want, f"web {cmd} {' '.join(args)}")
+        web += 1
+    # 19 examples when this was written: every one with no output-only option
+    assert len(ran) >= 15, ran
+    assert web >= 6, web

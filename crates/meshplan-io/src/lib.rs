@@ -126,6 +126,18 @@ pub fn is_file_arg(arg: &str) -> bool {
     l.ends_with(".json") || l.ends_with(".toml")
 }
 
+/// A sequence length as the front ends take it (`--seq-len`, Python's
+/// `seq_len=`): a whole, positive token count, "4096", "32k" (= 32,000) or
+/// "32Ki" (= 32,768).
+pub fn seq_len(s: &str) -> Result<u64, meshplan_core::Error> {
+    match meshplan_core::units::parse_count(s)? {
+        0 => Err(meshplan_core::Error::Invalid(
+            "the sequence length must be at least 1 token".into(),
+        )),
+        v => Ok(v),
+    }
+}
+
 /// The built-in catalog plus every `DIR/models/*.toml` and
 /// `DIR/hardware/*.toml` of a catalog directory (`--catalog DIR`).
 pub fn catalog(dir: Option<&Path>) -> Result<Catalog> {

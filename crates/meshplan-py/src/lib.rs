@@ -170,15 +170,17 @@ fn every_plot(
 }
 
 /// `meshplan model show NAME --json`: NAME is a catalog name or a model
-/// file (config.json, model or scenario TOML), as on the command line.
+/// file (config.json, model or scenario TOML), `seq_len` a count as text
+/// ("4096", "32Ki"), as on the command line.
 #[pyfunction]
 #[pyo3(signature = (name, seq_len=None, kv_dtype=None, causal=true))]
 fn model(
     name: &str,
-    seq_len: Option<u64>,
+    seq_len: Option<&str>,
     kv_dtype: Option<&str>,
     causal: bool,
 ) -> PyResult<String> {
+    let seq_len = seq_len.map(meshplan_io::seq_len).transpose().py()?;
     let mut cat = meshplan_io::catalog(None).py()?;
     let (found, scen) = meshplan_io::model_arg(&mut cat, name).py()?;
     let spec = cat.model_or_bare(&found).py()?;

@@ -66,11 +66,7 @@ pub struct HwShowArgs {
 
 /// `--seq-len`: a whole, positive token count.
 fn parse_seq_len(s: &str) -> std::result::Result<u64, String> {
-    match meshplan_core::units::parse_count(s) {
-        Ok(0) => Err("the sequence length must be at least 1 token".into()),
-        Ok(v) => Ok(v),
-        Err(e) => Err(e.to_string()),
-    }
+    meshplan_io::seq_len(s).map_err(|e| e.to_string())
 }
 
 /// `--kv-dtype`.
