@@ -165,7 +165,7 @@ def _overrides(
     known = {"model", "hardware", "training", "inference", "parallelism"}
     bad = sorted(set(sections) - known)
     if bad:
-        raise MeshplanError(
+        raise InputError(
             f"unknown scenario section(s) {', '.join(bad)}: {', '.join(sorted(known))}"
         )
     over: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in sections.items()}
