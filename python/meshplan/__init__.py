@@ -5,8 +5,16 @@ Every function takes what the ``meshplan`` CLI takes — catalog names and
 scenario files — calls the same Rust library the CLI calls and returns its
 report as a Python object: ``to_dict()`` gives the CLI's ``--json`` object
 (SI base units: bytes, FLOPs, seconds), attribute access reads its keys, and
-reports with a plot render as SVG in notebooks (``_repr_svg_``). Bad input
-raises :class:`MeshplanError` with the CLI's message.
+reports with a plot render as SVG in notebooks (``_repr_svg_``). Files are
+read and resolved exactly as the CLI reads them (the same Rust code: a
+Hugging Face config.json, a model or scenario TOML, ``[model] file = …``
+relative to the scenario; regular files of at most 64 MiB). Bad input
+raises a :class:`MeshplanError` with the CLI's message, of the subclass
+that says what went wrong: :class:`FileError` (missing, unreadable, not a
+regular file, too large), :class:`UnknownNameError` (a model or chip name
+not in the catalog; also an :class:`InputError`) or :class:`InputError`
+(anything else the input gets wrong). Long calls answer Ctrl-C with
+``KeyboardInterrupt``.
 
 Notation (the book's): B batch (tokens), T sequence length, S KV length,
 D width, F feed-forward width, N query heads, K KV heads, H head dimension,
@@ -25,10 +33,13 @@ import json
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _native
-from ._native import MeshplanError
+from ._native import FileError, InputError, MeshplanError, UnknownNameError
 
 __all__ = [
     "MeshplanError",
+    "InputError",
+    "UnknownNameError",
+    "FileError",
     "Report",
     "TrainReport",
     "InferReport",
@@ -145,7 +156,7 @@ class PlanInferReport(Report):
 
 
 def _overrides(
-    model: Optional[str],
+    model: Optional[PathLike],
     chip: Optional[str],
     chips: Optional[Union[int, str]],
     mesh: Optional[str],
@@ -154,12 +165,13 @@ def _overrides(
     known = {"model", "hardware", "training", "inference", "parallelism"}
     bad = sorted(set(sections) - known)
     if bad:
-        raise MeshplanError(
+        raise InputError(
             f"unknown scenario section(s) {', '.join(bad)}: {', '.join(sorted(known))}"
         )
     over: Dict[str, Dict[str, Any]] = {k: dict(v) for k, v in sections.items()}
     if model is not None:
-        over.setdefault("model", {})["name"] = model
+        # a catalog name or a model file (config.json, model/scenario TOML)
+        over.setdefault("model", {})["name"] = _path(model)
     hw_ = over.setdefault("hardware", {})
     if chip is not None:
         hw_["chip"] = chip
@@ -206,24 +218,34 @@ def _load(pair: Tuple[str, List[Tuple[str, str]]]) -> Tuple[Dict[str, Any], Dict
 
 
 def model(
-    name: str, *, seq_len: Optional[int] = None, kv_dtype: Optional[str] = None, causal: bool = True
+    name: PathLike,
+    *,
+    seq_len: Optional[Union[int, str]] = None,
+    kv_dtype: Optional[str] = None,
+    causal: bool = True,
 ) -> Report:
     """``meshplan model show NAME``: exact parameter counts (total, active,
     embedding, per layer), FLOPs per token (forward 2·P + attention, training
-    6·P) and the KV cache per token 2·K·H·L·bytes_kv at T = ``seq_len``."""
-    return Report(json.loads(_native.model(name, seq_len, kv_dtype, causal)))
+    6·P) and the KV cache per token 2·K·H·L·bytes_kv at T = ``seq_len``.
+    ``name`` is a catalog name or a model file (a Hugging Face config.json,
+    a model or scenario TOML), as on the command line; ``seq_len`` a count
+    (4096) or the CLI's text ("32k" = 32,000, "32Ki" = 32,768)."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, str, type(None))):
+        raise InputError(f"seq_len must be a whole token count or text like '32Ki', not {seq_len!r}")
+    text = None if seq_len is None else str(seq_len)
+    return Report(json.loads(_native.model(_path(name), text, kv_dtype, causal)))
 
 
-def hw(name: str) -> Report:
+def hw(name: PathLike) -> Report:
     """``meshplan hw show CHIP``: C per dtype, HBM, W_hbm, ICI/NVLink W and
-    the critical intensities C/W."""
-    return Report(json.loads(_native.hw(name)))
+    the critical intensities C/W. ``name`` is a catalog name or a chip TOML."""
+    return Report(json.loads(_native.hw(_path(name))))
 
 
 def train(
     scenario: Optional[PathLike] = None,
     *,
-    model: Optional[str] = None,
+    model: Optional[PathLike] = None,
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
@@ -273,7 +295,7 @@ def _write_new(path: PathLike, text: str, inputs: List[Optional[PathLike]]) -> N
 def infer(
     scenario: Optional[PathLike] = None,
     *,
-    model: Optional[str] = None,
+    model: Optional[PathLike] = None,
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
@@ -301,7 +323,7 @@ def infer(
 def plan_train(
     scenario: Optional[PathLike] = None,
     *,
-    model: Optional[str] = None,
+    model: Optional[PathLike] = None,
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,
@@ -324,7 +346,7 @@ def plan_train(
 def plan_infer(
     scenario: Optional[PathLike] = None,
     *,
-    model: Optional[str] = None,
+    model: Optional[PathLike] = None,
     chip: Optional[str] = None,
     chips: Optional[Union[int, str]] = None,
     mesh: Optional[str] = None,

@@ -7,9 +7,18 @@ class MeshplanError(Exception):
     """Bad input (unknown name, malformed file, impossible hyperparameters);
     the message is the CLI's."""
 
+class InputError(MeshplanError):
+    """Input meshplan cannot use (malformed file or value, bad unit, …)."""
+
+class UnknownNameError(InputError):
+    """A model, chip or other catalog name that does not exist."""
+
+class FileError(MeshplanError):
+    """A file that cannot be read (missing, not a regular file, > 64 MiB)."""
+
 Plots = List[Tuple[str, str]]
 
-def model(name: str, seq_len: Optional[int], kv_dtype: Optional[str], causal: bool) -> str: ...
+def model(name: str, seq_len: Optional[str], kv_dtype: Optional[str], causal: bool) -> str: ...
 def hw(name: str) -> str: ...
 def train(
     scenario_path: Optional[str], overrides: str, trace: bool = ...

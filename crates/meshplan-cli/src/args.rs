@@ -4,11 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use meshplan_core::scenario::{self, Scenario};
+use meshplan_core::scenario::Scenario;
 use meshplan_core::{overrides, Catalog};
 use serde_json::{json, Map, Value};
-
-use crate::io;
 
 /// The target of an analysis — scenario file, model, chip, and mesh or chip
 /// count — shared by `train`, `infer` and `plan` so the flags read and
@@ -32,31 +30,13 @@ pub struct TargetArgs {
     pub chips: Option<String>,
 }
 
-/// Load a scenario file, or an empty scenario when none is given.
-pub fn scenario(path: Option<&std::path::Path>) -> Result<Scenario> {
-    match path {
-        None => Ok(Scenario::default()),
-        Some(p) => Ok(Scenario::parse(
-            &io::read_file(p)?,
-            &p.display().to_string(),
-        )?),
-    }
-}
-
 impl TargetArgs {
     /// Load the scenario (or an empty one) and write `flags` (the command's
     /// scenario sections, see `meshplan_core::overrides`) and `--hw`,
     /// `--mesh`, `--chips` over it. A `--model` file is loaded into `cat`.
     pub fn load(&self, cat: &mut Catalog, mut flags: Value) -> Result<Scenario> {
-        let mut sc = scenario(self.scenario.as_deref())?;
-        if let Some(m) = &self.model {
-            // --model replaces the scenario's model, a [model] file included
-            sc.model.file = None;
-            sc.model.name = Some(io::model_arg(cat, m)?.0);
-        } else if let Some(p) = &self.scenario {
-            let name = p.display().to_string();
-            scenario::load_model_file(cat, &mut sc, &name, &mut io::read_for_core)?;
-        }
+        // --model replaces the scenario's model, a [model] file included
+        let sc = meshplan_io::target(cat, self.scenario.as_deref(), self.model.as_deref())?;
         flags["hardware"] = json!({"chip": self.hw, "mesh": self.mesh, "chips": self.chips});
         let sc = overrides::apply(&sc, &flags, &flag_name)?;
         sc.require_model("use --model NAME or a scenario with [model]")?;

@@ -164,9 +164,16 @@ impl Catalog {
         Ok(self.models.last().expect("just pushed"))
     }
 
-    /// Add (or replace) a model; it is found afterwards by its name and aliases.
+    /// Add (or replace) a model; it is found afterwards by its name and
+    /// aliases. An older model keeps its own name but loses an alias that
+    /// is the new model's name: an imported `Llama-2-7b-hf/config.json` is
+    /// found as `Llama-2-7b-hf`, not the built-in llama-2-7b of that alias.
     pub fn add_model(&mut self, m: ModelSpec) {
         self.models.retain(|x| x.name != m.name);
+        let taken = crate::names::normalize(&m.name);
+        for x in &mut self.models {
+            x.aliases.retain(|a| crate::names::normalize(a) != taken);
+        }
         self.models.push(m);
     }
 

@@ -407,6 +407,41 @@ fn gpt_neox(c: &Cfg) -> Result<Arch> {
     Ok(a)
 }
 
+/// Import a `config.json` (text) read from `path`, named by [`model_name`].
+pub fn import_file(src: &str, path: &str) -> Result<ModelSpec> {
+    let root: Value = from_json(src, path)?;
+    import(src, path, &model_name(&root, path))
+}
+
+/// The name of a model imported from `path`: its file stem
+/// (`llama-3.1-8b.json`); for the generic `config.json` of a Hugging Face
+/// download, the directory it was downloaded to (`Llama-3.1-8B/config.json`,
+/// as `--local-dir` names it), unless that is a hub-cache snapshot hash;
+/// then the config's own `_name_or_path` (its last path segment,
+/// `meta-llama/Llama-2-7b-hf` → `Llama-2-7b-hf`) and last its `model_type`.
+/// Before this every downloaded model was named "config".
+pub fn model_name(root: &Value, path: &str) -> String {
+    let p = std::path::Path::new(path);
+    let part = |s: Option<&std::ffi::OsStr>| s.map(|x| x.to_string_lossy().into_owned());
+    let stem = part(p.file_stem()).unwrap_or_default();
+    if !stem.is_empty() && !stem.eq_ignore_ascii_case("config") {
+        return stem;
+    }
+    let dir = part(p.parent().and_then(|d| d.file_name())).unwrap_or_default();
+    let snapshot = dir.len() == 40 && dir.bytes().all(|b| b.is_ascii_hexdigit());
+    if !dir.is_empty() && !snapshot {
+        return dir;
+    }
+    let own = |k: &str| root.get(k).and_then(Value::as_str).map(str::trim);
+    let named = own("_name_or_path")
+        .and_then(|n| n.trim_end_matches('/').rsplit('/').next())
+        .filter(|n| !n.is_empty());
+    named
+        .or_else(|| own("model_type").filter(|t| !t.is_empty()))
+        .unwrap_or("imported")
+        .to_string()
+}
+
 /// Import a `config.json` (text) as a model spec named `name`.
 pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
     let root: Value = from_json(src, file)?;
@@ -484,6 +519,31 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_downloaded_config_is_named_after_its_model_not_config() {
+        let llama2: Value = serde_json::from_str(
+            r#"{"_name_or_path": "meta-llama/Llama-2-7b-hf", "model_type": "llama"}"#,
+        )
+        .unwrap();
+        let bare: Value = serde_json::from_str(r#"{"model_type": "llama"}"#).unwrap();
+        // a file named for its model keeps its stem
+        assert_eq!(model_name(&bare, "hf/llama-3.1-8b.json"), "llama-3.1-8b");
+        // `--local-dir Llama-3.1-8B`: the directory
+        assert_eq!(
+            model_name(&bare, "m/Llama-3.1-8B/config.json"),
+            "Llama-3.1-8B"
+        );
+        // a hub-cache snapshot (a commit hash): the config's own name
+        let snap = format!(
+            "snapshots/{}/config.json",
+            &"0123456789abcdef".repeat(3)[..40]
+        );
+        assert_eq!(model_name(&llama2, &snap), "Llama-2-7b-hf");
+        // a pasted config.json (the web API) with and without `_name_or_path`
+        assert_eq!(model_name(&llama2, "config.json"), "Llama-2-7b-hf");
+        assert_eq!(model_name(&bare, "config.json"), "llama");
+    }
 
     #[test]
     fn unknown_model_type_lists_supported() {

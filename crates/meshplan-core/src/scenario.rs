@@ -496,11 +496,7 @@ pub fn add_model_file_with(
 ) -> Result<(String, Option<Scenario>)> {
     let lower = path.to_ascii_lowercase();
     let (mut m, scenario) = if lower.ends_with(".json") {
-        let stem = std::path::Path::new(path).file_stem().map_or_else(
-            || "imported".to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
-        (crate::hf::import(text, path, &stem)?, None)
+        (crate::hf::import_file(text, path)?, None)
     } else if text.lines().any(|l| l.trim_start().starts_with("[arch]")) {
         (crate::catalog::parse_model(text, path)?, None)
     } else {

@@ -118,4 +118,29 @@ fn blackwell_fp4_peaks() {
     };
     assert_eq!(fp4("b200"), 144e15 / 2.0 / 8.0);
     assert_eq!(fp4("gb200-nvl72"), 1440e15 / 2.0 / 72.0);
+/// A downloaded config.json is named after its folder, which is often an
+/// alias of a built-in model (`Llama-2-7b-hf` of llama-2-7b): the name must
+/// find the imported file's model, not the built-in one, while the built-in
+/// model stays reachable by its own name.
+#[test]
+fn an_imported_model_shadows_the_alias_it_is_named_after() {
+    let mut c = Catalog::builtin().clone();
+    let builtin_layers = c.model("Llama-2-7b-hf").expect("alias").arch.n_layers;
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/hf/llama-2-7b.json"
+    ))
+    .expect("fixture")
+    // a modified copy: 16 blocks where the published model has 32
+    .replace("\"num_hidden_layers\": 32", "\"num_hidden_layers\": 16");
+    let (name, _) =
+        meshplan_core::scenario::add_model_file(&mut c, &src, "models/Llama-2-7b-hf/config.json")
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(name, "Llama-2-7b-hf");
+    assert_eq!(c.model(&name).expect("imported").arch.n_layers, 16);
+    assert_eq!(
+        c.model("llama-2-7b").expect("built-in").arch.n_layers,
+        builtin_layers
+    );
+    assert_eq!(builtin_layers, 32);
 }

@@ -154,6 +154,9 @@ async fn a_pasted_config_json_is_the_model() {
     assert_eq!(s, StatusCode::OK, "{ans}");
     // Published: Hub API safetensors.total of meta-llama/Llama-3.1-8B.
     assert_eq!(ans["report"]["params"], 8_030_261_248u64);
+    // named after the config's model_type (it has no _name_or_path), as
+    // the CLI names a config.json outside a named folder; never "config"
+    assert_eq!(ans["report"]["model"], "llama");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use meshplan_core::check::render::{explain_all, explain_failures};
-use meshplan_core::check::{check, parse_claims, CheckReport};
+use meshplan_core::check::CheckReport;
 
 use crate::io;
 use crate::output::{doc_text, print_json, Format, OutputArgs};
@@ -42,23 +42,11 @@ pub struct ExplainArgs {
 
 /// Read, parse and check a claims file; scenario files resolve relative to it.
 fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
-    let src = io::read_file(path)?;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut resolve = |p: &str| {
-        let full = dir.join(p);
-        io::read_file(&full)
-            .map(|t| (full.display().to_string(), t))
-            .map_err(|e| format!("{e:#}"))
-    };
-    let f = parse_claims(&src, &path.display().to_string(), &mut resolve)?;
-    let rep = check(&f, &io::catalog()?, with_trace)?;
-    if rep.claims.is_empty() {
-        anyhow::bail!(
-            "{}: no claims found (a claims file has [[claim]] tables; see docs/check.md)",
-            path.display()
-        );
-    }
-    Ok(rep)
+    Ok(meshplan_io::check_claims(
+        path,
+        &io::catalog()?,
+        with_trace,
+    )?)
 }
 
 /// Run `check`.

@@ -66,11 +66,7 @@ pub struct HwShowArgs {
 
 /// `--seq-len`: a whole, positive token count.
 fn parse_seq_len(s: &str) -> std::result::Result<u64, String> {
-    match meshplan_core::units::parse_count(s) {
-        Ok(0) => Err("the sequence length must be at least 1 token".into()),
-        Ok(v) => Ok(v),
-        Err(e) => Err(e.to_string()),
-    }
+    meshplan_io::seq_len(s).map_err(|e| e.to_string())
 }
 
 /// `--kv-dtype`.
@@ -114,15 +110,7 @@ pub fn run_hw(c: HwCmd) -> Result<ExitCode> {
             emit(&ChipList { chips }, None, a.out("hw")?)?;
         }
         HwCmd::Show(a) => {
-            let chip = if a.chip.to_ascii_lowercase().ends_with(".toml") {
-                let src = io::read_file(std::path::Path::new(&a.chip))?;
-                meshplan_core::catalog::parse_chip(&src, &a.chip)?
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!("{}: no chip in file", a.chip))?
-            } else {
-                cat.chip(&a.chip)?.clone()
-            };
+            let chip = meshplan_io::chip_arg(&cat, &a.chip)?;
             let mut rec = Recorder::default();
             let r = hw_report(&chip, &mut rec);
             emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use meshplan_core::fidelity::data::{self, Run};
-use meshplan_core::fidelity::report::{calibrate_runs, load_dataset, validate, Thresholds};
+use meshplan_core::fidelity::report::{calibrate_runs, validate, Thresholds};
 use meshplan_core::fidelity::stats::svg_scatter;
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::view::Render;
@@ -67,18 +67,7 @@ pub struct CalibrateArgs {
 
 /// Any supported data set, with the Playbook model table beside a CSV.
 fn load(path: &Path) -> anyhow::Result<(Vec<Run>, Vec<String>)> {
-    let src = read_file(path)?;
-    let side = path.with_file_name("playbook_models.toml");
-    let models = if side.is_file() {
-        Some(read_file(&side)?)
-    } else {
-        None
-    };
-    Ok(load_dataset(
-        &src,
-        &path.display().to_string(),
-        models.as_deref(),
-    )?)
+    Ok(meshplan_io::dataset(path)?)
 }
 
 fn user_profile(p: Option<&Path>) -> anyhow::Result<Option<EfficiencyProfile>> {
