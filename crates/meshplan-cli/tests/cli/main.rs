@@ -6,6 +6,7 @@ mod check;
 mod claims_models;
 mod harness;
 mod hostile;
+mod hostile2;
 mod hw;
 mod infer;
 mod json_every;

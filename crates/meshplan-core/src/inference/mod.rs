@@ -131,13 +131,18 @@ impl Default for InferQuery {
 }
 
 /// Check a mesh against the chip: a TPU slice must be an offered shape (in
-/// either orientation); a GPU "mesh" is a chip count.
+/// either orientation); a GPU "mesh" is a chip count. The one rule for
+/// offered slices, which `train`, `plan train` and `infer` all apply
+/// (docs/scenario.md): an error on the vendor's chips, where a plan for a
+/// slice that cannot be rented is no plan, and any shape on the `@book`
+/// chips, whose exercises pose slices the vendor does not sell (one v5p
+/// chip as 1x1x1).
 pub fn check_mesh(chip: &Chip, mesh: &[u64]) -> Result<()> {
     if mesh.is_empty() || mesh.contains(&0) {
         return Err(Error::Invalid("the mesh needs at least one chip".into()));
     }
     if let Some(ici) = &chip.ici {
-        if ici.slice_shapes.is_empty() {
+        if ici.slice_shapes.is_empty() || chip.profile == crate::hardware::Profile::Book {
             return Ok(());
         }
         let mut m = mesh.to_vec();
