@@ -688,9 +688,13 @@ pub fn parse_count(s: &str) -> Result<u64, Error> {
     // to 2^64 and be refused as if it were not a whole count)
     let digits = s.trim();
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        return digits
-            .parse::<u64>()
-            .map_err(|_| bad("count", s, "a count of at most 18446744073709551615 (2^64 − 1)"));
+        return digits.parse::<u64>().map_err(|_| {
+            bad(
+                "count",
+                s,
+                "a count of at most 18446744073709551615 (2^64 − 1)",
+            )
+        });
     }
     let (v, unit) = split_number(s).ok_or_else(|| bad("count", s, EXP))?;
     let u = unit.trim();

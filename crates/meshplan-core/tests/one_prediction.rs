@@ -191,9 +191,7 @@ fn readme_example_fewer_sequences_than_data_ranks() {
     // with a batch of 1,024 whole sequences every rank has one: predicted
     let mut big = sc.clone();
     big.training.batch_tokens = Some(meshplan_core::scenario::Count(1024 * 32_768));
-    let r = resolve_with(&big, cat, None)
-        .unwrap()
-        .analyze(&mut NoTrace);
+    let r = resolve_with(&big, cat, None).unwrap().analyze(&mut NoTrace);
     assert!(r.predicted.is_some(), "{:?}", r.prediction_note);
 }
 

@@ -21,6 +21,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -60,7 +61,9 @@ def mutate_args(rng, args):
         elif k < 0.9:
             args.append(rng.choice(["--explain", "--json", "--top", "--tp", "--pp", "--chips",
                                     "--batch", "--seq-len", "--mesh", "--zero", "--remat",
-                                    "--max-chips", "--tpot-slo", "--ttft-slo"]))
+                                    "--max-chips", "--tpot-slo", "--ttft-slo", "--microbatches",
+                                    "--virtual-stages", "--dp", "--fsdp", "--cp", "--ep",
+                                    "--plot", "--context", "--gen-len", "--prompt-len"]))
             args.append(rng.choice(ODD))
         else:
             rng.shuffle(args)
@@ -68,11 +71,13 @@ def mutate_args(rng, args):
 
 
 def fuzz_cli(binary, n, rng, report):
+    # a scratch working directory: a mutated `--plot NAME` writes there
+    work = tempfile.mkdtemp(prefix="meshplan-fuzz-")
     for _ in range(n):
         args = mutate_args(rng, rng.choice(SEEDS).split())
         t0 = time.time()
         try:
-            p = subprocess.run([binary] + args, cwd=ROOT, capture_output=True, timeout=10,
+            p = subprocess.run([binary] + args, cwd=work, capture_output=True, timeout=10,
                                stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             report["cli_hangs"].append(args)

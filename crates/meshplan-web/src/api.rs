@@ -249,6 +249,20 @@ pub(crate) async fn compute<T: Send + 'static>(
     .map_err(|_| ApiError::internal("the computation panicked"))
 }
 
+/// `GET /api/catalog`: the model and chip names for the page's pickers.
+pub async fn catalog(State(st): State<Arc<AppState>>) -> Json<Value> {
+    let names = |v: Vec<(&str, &str)>| -> Vec<Value> {
+        v.into_iter()
+            .map(|(n, d)| serde_json::json!({ "name": n, "display_name": d }))
+            .collect()
+    };
+    let c = &st.catalog;
+    Json(serde_json::json!({
+        "models": names(c.models().iter().map(|m| (m.name.as_str(), m.display_name.as_str())).collect()),
+        "chips": names(c.chips().iter().map(|h| (h.name.as_str(), h.display_name.as_str())).collect()),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,18 +299,4 @@ mod tests {
         }
         panic!("the permit was not given back after the work stopped");
     }
-}
-
-/// `GET /api/catalog`: the model and chip names for the page's pickers.
-pub async fn catalog(State(st): State<Arc<AppState>>) -> Json<Value> {
-    let names = |v: Vec<(&str, &str)>| -> Vec<Value> {
-        v.into_iter()
-            .map(|(n, d)| serde_json::json!({ "name": n, "display_name": d }))
-            .collect()
-    };
-    let c = &st.catalog;
-    Json(serde_json::json!({
-        "models": names(c.models().iter().map(|m| (m.name.as_str(), m.display_name.as_str())).collect()),
-        "chips": names(c.chips().iter().map(|h| (h.name.as_str(), h.display_name.as_str())).collect()),
-    }))
 }

@@ -91,7 +91,12 @@ mod tests {
 
     #[test]
     fn remote_hosts_are_addresses() {
-        for h in ["192.168.1.5:8787", "[fe80::1]:8787", "10.0.0.1", "localhost:1"] {
+        for h in [
+            "192.168.1.5:8787",
+            "[fe80::1]:8787",
+            "10.0.0.1",
+            "localhost:1",
+        ] {
             assert!(is_remote_host_allowed(h), "{h}");
         }
         for h in ["", "evil.example", "evil.example:8787", "mybox.lan:8787"] {

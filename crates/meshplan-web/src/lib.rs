@@ -144,14 +144,14 @@ pub async fn serve_with_idle(
         listener,
         app.into_make_service_with_connect_info::<idle::Busy>(),
     )
-        .with_graceful_shutdown(async {
-            // Ctrl-C ends the server; if the signal cannot be watched the
-            // server runs until killed
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await
+    .with_graceful_shutdown(async {
+        // Ctrl-C ends the server; if the signal cannot be watched the
+        // server runs until killed
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    })
+    .await
 }
 
 /// `meshplan serve`: check the address, bind, print the URL (stdout, one
@@ -202,9 +202,11 @@ pub fn remote_warning(addr: IpAddr) -> String {
     )
 }
 
-/// Print [`remote_warning`] to stderr.
+/// Print [`remote_warning`] to stderr (best effort: a closed stderr does
+/// not stop the server).
 fn warn_remote(addr: IpAddr) {
-    eprintln!("{}", remote_warning(addr));
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{}", remote_warning(addr));
 }
 
 /// Print `meshplan serve: http://ADDR/` and flush it.

@@ -56,7 +56,13 @@ fn raw(addr: SocketAddr, bytes: &[u8]) -> (u16, Value, usize, f64) {
     (status, v, body.len(), t0.elapsed().as_secs_f64())
 }
 
-fn post(addr: SocketAddr, host: &str, path: &str, ct: &str, body: &[u8]) -> (u16, Value, usize, f64) {
+fn post(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    ct: &str,
+    body: &[u8],
+) -> (u16, Value, usize, f64) {
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -92,7 +98,13 @@ fn trailing_bytes_after_the_json_are_refused() {
     assert!(t < 5.0);
     // the same body without the tail is fine
     let ok = train_body().to_string();
-    let (s, v, _, _) = post(addr, "127.0.0.1", "/api/train", "application/json", ok.as_bytes());
+    let (s, v, _, _) = post(
+        addr,
+        "127.0.0.1",
+        "/api/train",
+        "application/json",
+        ok.as_bytes(),
+    );
     assert_eq!(s, 200, "{v}");
     still_answers(addr);
 }
@@ -101,7 +113,12 @@ fn trailing_bytes_after_the_json_are_refused() {
 fn content_type_must_be_exactly_json() {
     let addr = server(true);
     let body = train_body().to_string();
-    for ct in ["application/jsonx", "application/json-seq", "text/json", "application/json+evil"] {
+    for ct in [
+        "application/jsonx",
+        "application/json-seq",
+        "text/json",
+        "application/json+evil",
+    ] {
         let (s, v, _, t) = post(addr, "127.0.0.1", "/api/train", ct, body.as_bytes());
         assert_eq!(s, 415, "{ct}: {v}");
         assert!(t < 5.0);
@@ -119,18 +136,39 @@ fn a_megabyte_name_is_refused_at_once_and_not_echoed() {
     let name = "x".repeat(1_000_000);
     let body = json!({ "scenario": { "model": { "name": name }, "hardware": { "chip": "h100", "chips": 8 } } })
         .to_string();
-    let (s, v, len, t) = post(addr, "127.0.0.1", "/api/train", "application/json", body.as_bytes());
+    let (s, v, len, t) = post(
+        addr,
+        "127.0.0.1",
+        "/api/train",
+        "application/json",
+        body.as_bytes(),
+    );
     assert_eq!(s, 400, "{v}");
     let e = v["error"].as_str().unwrap();
-    assert!(e.starts_with("scenario.model.name: a string of 1000000 bytes"), "{e}");
+    assert!(
+        e.starts_with("scenario.model.name: a string of 1000000 bytes"),
+        "{e}"
+    );
     assert!(len < 1000, "answer of {len} bytes");
     assert!(t < 5.0, "{t} s");
     // a long chip name too, and a long key
     let body = json!({ "scenario": { "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h".repeat(300) } } })
         .to_string();
-    let (s, v, _, _) = post(addr, "127.0.0.1", "/api/train", "application/json", body.as_bytes());
+    let (s, v, _, _) = post(
+        addr,
+        "127.0.0.1",
+        "/api/train",
+        "application/json",
+        body.as_bytes(),
+    );
     assert_eq!(s, 400, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("scenario.hardware.chip"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("scenario.hardware.chip"),
+        "{v}"
+    );
     still_answers(addr);
 }
 
@@ -164,11 +202,26 @@ fn beyond_loopback_host_names_are_refused_but_addresses_pass() {
     // what --allow-remote serves: the Host check stays on, for names
     let addr = server(false);
     let body = train_body().to_string();
-    let (s, v, _, _) = post(addr, "evil.example:8787", "/api/train", "application/json", body.as_bytes());
+    let (s, v, _, _) = post(
+        addr,
+        "evil.example:8787",
+        "/api/train",
+        "application/json",
+        body.as_bytes(),
+    );
     assert_eq!(s, 421, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("DNS rebinding"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("DNS rebinding"),
+        "{v}"
+    );
     for host in ["192.168.1.5:8787", "127.0.0.1", "localhost"] {
-        let (s, v, _, _) = post(addr, host, "/api/train", "application/json", body.as_bytes());
+        let (s, v, _, _) = post(
+            addr,
+            host,
+            "/api/train",
+            "application/json",
+            body.as_bytes(),
+        );
         assert_eq!(s, 200, "{host}: {v}");
     }
     still_answers(addr);
@@ -185,8 +238,13 @@ fn a_huge_batch_search_is_bounded() {
         "top": 1,
     })
     .to_string();
-    let (s, v, _, t) = post(addr, "127.0.0.1", "/api/plan/train", "application/json", body.as_bytes());
-    eprintln!("huge batch search: {t} s");
+    let (s, v, _, t) = post(
+        addr,
+        "127.0.0.1",
+        "/api/plan/train",
+        "application/json",
+        body.as_bytes(),
+    );
     assert_eq!(s, 200, "{v}");
     assert!(v["report"]["verdict"].is_string(), "{v}");
     assert!(t < 5.0, "{t} s");

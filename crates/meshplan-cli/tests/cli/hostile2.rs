@@ -23,7 +23,16 @@ fn quick(args: &[&str]) -> (i32, String, String) {
 fn max_chips_zero_is_an_error() {
     let t0 = Instant::now();
     rejects(
-        &["plan", "infer", "--model", "llama-3-8b", "--hw", "h100", "--max-chips", "0"],
+        &[
+            "plan",
+            "infer",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "h100",
+            "--max-chips",
+            "0",
+        ],
         &["--max-chips 0", "at least one chip"],
     );
     assert!(t0.elapsed().as_secs_f64() < 5.0);
@@ -35,19 +44,40 @@ fn the_largest_count_is_echoed_as_typed() {
     // with the integer as typed (not 18446744073709552000)
     // a batch of 2^64 − 1 tokens is read and answered (a bounded report)
     let (code, _, err) = quick(&[
-        "train", "--model", "llama-3-8b", "--hw", "h100", "--chips", "8", "--batch-tokens",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "8",
+        "--batch-tokens",
         "18446744073709551615",
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("18446744073709552000"), "{err}");
     let (code, _, err) = quick(&[
-        "train", "--model", "llama-3-8b", "--hw", "h100", "--chips", "18446744073709551615",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "18446744073709551615",
     ]);
     assert_eq!(code, 2);
     assert_contains(&err, &["18446744073709551615"]);
     // one more than the largest u64
     rejects(
-        &["train", "--model", "llama-3-8b", "--hw", "h100", "--chips", "18446744073709551616"],
+        &[
+            "train",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "h100",
+            "--chips",
+            "18446744073709551616",
+        ],
         &["18446744073709551616", "at most 18446744073709551615"],
     );
 }
@@ -73,7 +103,13 @@ fn a_critical_batch_that_does_not_exist_is_none_not_inf() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("inf"), "{out}");
-    assert_contains(&out, &["compute-bound when B >", "none: the intensity stays below C/W"]);
+    assert_contains(
+        &out,
+        &[
+            "compute-bound when B >",
+            "none: the intensity stays below C/W",
+        ],
+    );
 }
 
 /// No file but `keep` in `dir`: no temporary file left behind.
@@ -120,13 +156,32 @@ fn validate_plot_and_calibrate_output_never_replace_their_input() {
     rejects(&["validate", &p, "--plot", &p], &["is an input"]);
     assert_eq!(std::fs::read_to_string(&p).unwrap(), csv);
     rejects(
-        &["calibrate", &p, "--chip", "h100", "--bootstrap", "0", "--iters", "1", "--output", &p],
+        &[
+            "calibrate",
+            &p,
+            "--chip",
+            "h100",
+            "--bootstrap",
+            "0",
+            "--iters",
+            "1",
+            "--output",
+            &p,
+        ],
         &["--output", "is an input"],
     );
     assert_eq!(std::fs::read_to_string(&p).unwrap(), csv);
     let out = s.dir().join("prof.toml");
     let (code, stdout, err) = quick(&[
-        "calibrate", &p, "--chip", "h100", "--bootstrap", "0", "--iters", "1", "--output",
+        "calibrate",
+        &p,
+        "--chip",
+        "h100",
+        "--bootstrap",
+        "0",
+        "--iters",
+        "1",
+        "--output",
         out.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
@@ -151,7 +206,13 @@ fn an_unoffered_slice_is_an_error_in_every_command() {
     }
     for cmd in ["train", "infer"] {
         let (code, _, err) = quick(&[
-            cmd, "--model", "llama-3-8b", "--hw", "tpu-v5p@book", "--mesh", "1x1x1",
+            cmd,
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "tpu-v5p@book",
+            "--mesh",
+            "1x1x1",
         ]);
         assert_eq!(code, 0, "{cmd}: {err}");
     }

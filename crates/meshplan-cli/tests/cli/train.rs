@@ -396,7 +396,10 @@ fn tpu_is_predicted_under_maxtext() {
     let book = json(&["train", Q3C, "--json"]);
     assert!(book["predicted"].is_null());
     let note = book["prediction_note"].as_str().unwrap();
-    assert!(note.contains("92 sequences over 1024 data-parallel ranks"), "{note}");
+    assert!(
+        note.contains("92 sequences over 1024 data-parallel ranks"),
+        "{note}"
+    );
     let v = json(&["train", Q3C, "--batch-tokens", "32Mi", "--json"]);
     assert_eq!(v["framework"], "book");
     assert_eq!(v["predicted"]["framework"], "maxtext");

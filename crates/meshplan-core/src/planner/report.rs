@@ -312,16 +312,13 @@ impl PlanTrainRequest {
         // then bisect between the last that did not fit and the first that did
         let step = most.div_ceil(BATCH_PROBES).max(1);
         let mut lo = 0;
-        let mut hi = (1..=most)
-            .step_by(step as usize)
-            .chain([most])
-            .find(|k| {
-                let ok = fits(*k);
-                if !ok {
-                    lo = *k;
-                }
-                ok
-            })?;
+        let mut hi = (1..=most).step_by(step as usize).chain([most]).find(|k| {
+            let ok = fits(*k);
+            if !ok {
+                lo = *k;
+            }
+            ok
+        })?;
         while lo + 1 < hi {
             let mid = lo + (hi - lo) / 2;
             if fits(mid) {
@@ -588,4 +585,53 @@ fn derive(req: &PlanTrainRequest, res: &TrainResult, rank: usize) -> crate::Resu
         &mut rec,
     );
     Ok(rec.into_steps())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use crate::training::scenario::resolve_workload;
+
+    fn request(batch_tokens: u64) -> PlanTrainRequest {
+        let sc = Scenario::parse(
+            &format!(
+                "[model]\nname = \"llama-3-8b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n[training]\nbatch_tokens = {batch_tokens}\nseq_len = 4096\n"
+            ),
+            "test",
+        )
+        .unwrap();
+        PlanTrainRequest {
+            workload: resolve_workload(&sc, crate::Catalog::builtin(), None).unwrap(),
+            objective: TrainObjective::Time,
+            top: 1,
+            threads: None,
+            explain_rank: None,
+        }
+    }
+
+    /// The bounded pass finds the batch the old one-halving-at-a-time
+    /// loop found: the first of B/2, B/4, … (down to one sequence) on which
+    /// a full search fits something.
+    #[test]
+    fn the_bounded_batch_probe_finds_the_largest_fitting_halving() {
+        let req = request(1 << 40);
+        let t = req.workload.topo.clone().unwrap();
+        // the reference: every halving in turn, full searches
+        let mut b = req.workload.base.batch_tokens / 2;
+        let want = loop {
+            assert!(b >= 4096, "no halving fits");
+            let base = TrainConfig {
+                batch_tokens: b,
+                ..req.workload.base
+            };
+            if req.try_fit(t.clone(), base).is_some() {
+                break b;
+            }
+            b /= 2;
+        };
+        let (got, _) = req.largest_fitting_batch(&t).unwrap();
+        assert_eq!(got, want);
+        assert!(want < 1 << 39, "the case must need several halvings");
+    }
 }
