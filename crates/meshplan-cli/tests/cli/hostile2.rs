@@ -229,3 +229,27 @@ fn check_exits_0_when_only_book_slips_fail() {
     assert_eq!(run(&["check", "--strict", "examples/book/ch7.toml"]).0, 1);
     assert_eq!(run(&["check", "examples/claims/seed-002-ch7.toml"]).0, 1);
 }
+
+/// A 100 kB model or chip name is refused at once, quoting only its start.
+#[test]
+fn a_huge_name_is_refused_and_not_echoed() {
+    let name = "x".repeat(100_000);
+    for (flag, needle) in [("--model", "at most 4096"), ("--hw", "at most 256")] {
+        let mut args = vec![
+            "train",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "h100",
+            "--chips",
+            "8",
+        ];
+        let i = args.iter().position(|a| *a == flag).unwrap();
+        args[i + 1] = &name;
+        let (code, out, err) = quick(&args);
+        assert_eq!(code, 2, "{flag}");
+        assert!(out.is_empty());
+        assert_contains(&err, &[flag, "a value of 100000 bytes", needle]);
+        assert!(err.len() < 1000, "{flag}: {} bytes of error", err.len());
+    }
+}
