@@ -35,12 +35,38 @@ impl TargetArgs {
     /// scenario sections, see `meshplan_core::overrides`) and `--hw`,
     /// `--mesh`, `--chips` over it. A `--model` file is loaded into `cat`.
     pub fn load(&self, cat: &mut Catalog, mut flags: Value) -> Result<Scenario> {
+        self.short_values()?;
         // --model replaces the scenario's model, a [model] file included
         let sc = meshplan_io::target(cat, self.scenario.as_deref(), self.model.as_deref())?;
         flags["hardware"] = json!({"chip": self.hw, "mesh": self.mesh, "chips": self.chips});
         let sc = overrides::apply(&sc, &flags, &flag_name)?;
         sc.require_model("use --model NAME or a scenario with [model]")?;
         Ok(sc)
+    }
+}
+
+impl TargetArgs {
+    /// Refuse an over-long `--model` (a name or a path: at most 4096 bytes,
+    /// the usual PATH_MAX) or `--hw`/`--mesh`/`--chips` (at most 256) before
+    /// any lookup, quoting only their start: a huge name cost a "did you
+    /// mean" search and was echoed whole (the web API's cap, the CLI's own).
+    fn short_values(&self) -> Result<()> {
+        let flags = [
+            ("--model", &self.model, 4096),
+            ("--hw", &self.hw, 256),
+            ("--mesh", &self.mesh, 256),
+            ("--chips", &self.chips, 256),
+        ];
+        for (flag, v, max) in flags {
+            if let Some(v) = v.as_deref().filter(|v| v.len() > max) {
+                let start: String = v.chars().take(40).collect();
+                anyhow::bail!(
+                    "{flag}: a value of {} bytes ('{start}…'); at most {max}",
+                    v.len()
+                );
+            }
+        }
+        Ok(())
     }
 }
 

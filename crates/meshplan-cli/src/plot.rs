@@ -58,7 +58,42 @@ fn write(
 ) -> Result<()> {
     let Some(path) = &a.plot else { return Ok(()) };
     let svg = draw(a.plot_kind.as_deref()).map_err(|e| anyhow::anyhow!("--plot: {e}"))?;
-    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
+    let inputs = command_line_files(&["--plot"]);
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    write_output("--plot", path, &svg, &inputs)
+}
+
+/// The files named on this command line other than as the value of one
+/// of `outputs` (`--plot FILE`, `--plot=FILE`): the command's inputs (its
+/// scenario, data sets, profiles), which no output may replace. Works for
+/// every command without each one listing its own.
+pub fn command_line_files(outputs: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut skip = false;
+    for a in std::env::args_os().skip(1) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        let text = a.to_string_lossy();
+        if outputs.iter().any(|o| text == *o) {
+            skip = true;
+            continue;
+        }
+        if outputs.iter().any(|o| text.starts_with(&format!("{o}="))) {
+            continue;
+        }
+        let p = PathBuf::from(&a);
+        if p.is_file() {
+            files.push(p);
+        } else if let Some((_, v)) = text.split_once('=').filter(|_| text.starts_with("--")) {
+            // --model=config.json
+            let p = PathBuf::from(v);
+            if p.is_file() {
+                files.push(p);
+            }
+        }
+    }
+    files
 }
 
 /// Write `text` to `path` for `flag` (`--trace`), never over one of the

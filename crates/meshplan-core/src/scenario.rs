@@ -49,11 +49,14 @@ impl<'de> Deserialize<'de> for Count {
         #[serde(untagged)]
         enum Raw {
             I(i64),
+            // above i64::MAX: read whole, so 2^64−1 is not rounded to a float
+            U(u64),
             F(f64),
             S(String),
         }
         match Raw::deserialize(d)? {
             Raw::I(i) if i >= 0 => Ok(Count(i as u64)),
+            Raw::U(u) => Ok(Count(u)),
             Raw::I(i) => Err(serde::de::Error::custom(format!(
                 "{i} is negative; expected a count"
             ))),

@@ -684,6 +684,18 @@ pub fn parse_seconds(s: &str) -> Result<Seconds, Error> {
 pub fn parse_count(s: &str) -> Result<u64, Error> {
     const EXP: &str =
         "a whole count like \"3M\", \"128k\" (=128,000), \"128Ki\" (=131,072) or \"16e6\"";
+    // plain digits are read exactly (through f64, 2^64 − 1 would round up
+    // to 2^64 and be refused as if it were not a whole count)
+    let digits = s.trim();
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return digits.parse::<u64>().map_err(|_| {
+            bad(
+                "count",
+                s,
+                "a count of at most 18446744073709551615 (2^64 − 1)",
+            )
+        });
+    }
     let (v, unit) = split_number(s).ok_or_else(|| bad("count", s, EXP))?;
     let u = unit.trim();
     let f = match u {

@@ -118,6 +118,8 @@ fn blackwell_fp4_peaks() {
     };
     assert_eq!(fp4("b200"), 144e15 / 2.0 / 8.0);
     assert_eq!(fp4("gb200-nvl72"), 1440e15 / 2.0 / 72.0);
+}
+
 /// A downloaded config.json is named after its folder, which is often an
 /// alias of a built-in model (`Llama-2-7b-hf` of llama-2-7b): the name must
 /// find the imported file's model, not the built-in one, while the built-in

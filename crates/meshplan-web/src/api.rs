@@ -211,19 +211,42 @@ endpoint!(PlanInfer, PlanRequest, true, search_infer);
 /// keep answering), where a panic is caught and answered as a 500.
 pub async fn handle<E: Endpoint>(
     State(st): State<Arc<AppState>>,
+    busy: Option<axum::Extension<crate::idle::Busy>>,
     h: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     let q: E::Request = parse(&h, body)?;
-    let _permit = if E::SEARCH {
-        Some(st.searches.acquire().await)
-    } else {
-        None
-    };
+    // computing is not idling: the connection's idle timeout waits
+    let _busy = busy.as_ref().map(|b| b.enter());
+    let searches = E::SEARCH.then(|| st.searches.clone());
     let st2 = st.clone();
-    tokio::task::spawn_blocking(move || E::answer(&st2.catalog, &q))
-        .await
-        .map_err(|_| ApiError::internal("the computation panicked"))?
+    compute(searches, move || E::answer(&st2.catalog, &q)).await?
+}
+
+/// Run `work` on the blocking pool; with `permits` (searches), first take
+/// the one permit and hand it to the worker, which holds it until `work`
+/// returns. A client that leaves drops this future, not the worker: a
+/// search it started keeps the permit until it has really stopped, so
+/// repeated clicks queue instead of stacking searches on the cores; a
+/// client that leaves while still waiting for the permit starts nothing.
+pub(crate) async fn compute<T: Send + 'static>(
+    permits: Option<Arc<tokio::sync::Semaphore>>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let permit = match permits {
+        Some(p) => Some(
+            p.acquire_owned()
+                .await
+                .map_err(|_| ApiError::internal("the search permit was closed"))?,
+        ),
+        None => None,
+    };
+    tokio::task::spawn_blocking(move || {
+        let _held = permit;
+        work()
+    })
+    .await
+    .map_err(|_| ApiError::internal("the computation panicked"))
 }
 
 /// `GET /api/catalog`: the model and chip names for the page's pickers.
@@ -238,4 +261,42 @@ pub async fn catalog(State(st): State<Arc<AppState>>) -> Json<Value> {
         "models": names(c.models().iter().map(|m| (m.name.as_str(), m.display_name.as_str())).collect()),
         "chips": names(c.chips().iter().map(|h| (h.name.as_str(), h.display_name.as_str())).collect()),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A search whose client left (its future dropped) keeps the permit
+    /// until the worker finishes; then the permit is free again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_permit_is_held_until_the_work_stops() {
+        let sem = Arc::new(tokio::sync::Semaphore::new(1));
+        let (release, wait) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let fut = compute(Some(sem.clone()), move || {
+            started_tx.send(()).unwrap();
+            // bounded: the test releases it, or it gives up after 5 s
+            let _ = wait.recv_timeout(Duration::from_secs(5));
+        });
+        let task = tokio::spawn(fut);
+        tokio::task::spawn_blocking(move || started.recv_timeout(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .expect("the work started");
+        // the client leaves
+        task.abort();
+        let _ = task.await;
+        assert_eq!(sem.available_permits(), 0, "released while still computing");
+        release.send(()).unwrap();
+        for _ in 0..500 {
+            if sem.available_permits() == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the permit was not given back after the work stopped");
+    }
 }

@@ -55,9 +55,17 @@ impl From<meshplan_core::Error> for ApiError {
     }
 }
 
+/// Longest error message sent back: the core's messages are a few lines;
+/// one that quotes a huge input is cut here rather than echoed whole.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.message });
+        let message = match self.message.char_indices().nth(MAX_MESSAGE_CHARS) {
+            None => self.message,
+            Some((i, _)) => format!("{}… (message cut)", &self.message[..i]),
+        };
+        let body = serde_json::json!({ "error": message });
         (self.status, Json(body)).into_response()
     }
 }

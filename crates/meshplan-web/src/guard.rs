@@ -9,39 +9,59 @@ use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
 
+/// The name part of a `Host` header: "[::1]:8787" → "::1", "a:80" → "a".
+fn host_name(host: &str) -> &str {
+    match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    }
+}
+
 /// Whether a `Host` header names this machine: `localhost`, an IPv4
 /// loopback address or `[::1]`, with any port.
 pub(crate) fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        // "[::1]:8787" → "::1"
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
+    let name = host_name(host);
     name.eq_ignore_ascii_case("localhost")
         || name
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Refuse (421) a request whose `Host` is not a loopback name when the
-/// server listens on loopback: a page on another site that rebinds its own
-/// host name to 127.0.0.1 still sends that name, so it cannot use the API.
+/// Whether a `Host` header is allowed when the server listens beyond
+/// loopback (`--allow-remote`): a loopback name or an IP address literal.
+/// DNS rebinding needs a host name the attacker controls, so refusing
+/// every name keeps it out while a colleague can still type the address.
+pub(crate) fn is_remote_host_allowed(host: &str) -> bool {
+    is_loopback_host(host) || host_name(host).parse::<std::net::IpAddr>().is_ok()
+}
+
+/// Refuse (421) a request whose `Host` is not allowed: on loopback, any
+/// name but a loopback one (a page on another site that rebinds its own
+/// host name to 127.0.0.1 still sends that name, so it cannot use the
+/// API); beyond loopback, any host name (IP literals and localhost pass).
 pub(crate) async fn host(loopback_only: bool, req: Request, next: Next) -> Response {
-    if loopback_only {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !is_loopback_host(host) {
-            return ApiError {
-                status: axum::http::StatusCode::MISDIRECTED_REQUEST,
-                message: format!(
-                    "Host '{host}' is not this machine: meshplan serve answers only localhost, 127.0.0.1 and [::1]"
-                ),
-            }
-            .into_response();
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let (ok, allowed) = if loopback_only {
+        (is_loopback_host(host), "localhost, 127.0.0.1 and [::1]")
+    } else {
+        (
+            is_remote_host_allowed(host),
+            "localhost and IP addresses (host names are refused against DNS rebinding)",
+        )
+    };
+    if !ok {
+        return ApiError {
+            status: axum::http::StatusCode::MISDIRECTED_REQUEST,
+            message: format!(
+                "Host '{}' is not this machine: meshplan serve answers only {allowed}",
+                crate::request::prefix(host)
+            ),
         }
+        .into_response();
     }
     next.run(req).await
 }
@@ -67,7 +87,22 @@ pub(crate) async fn headers(req: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback_host;
+    use super::{is_loopback_host, is_remote_host_allowed};
+
+    #[test]
+    fn remote_hosts_are_addresses() {
+        for h in [
+            "192.168.1.5:8787",
+            "[fe80::1]:8787",
+            "10.0.0.1",
+            "localhost:1",
+        ] {
+            assert!(is_remote_host_allowed(h), "{h}");
+        }
+        for h in ["", "evil.example", "evil.example:8787", "mybox.lan:8787"] {
+            assert!(!is_remote_host_allowed(h), "{h}");
+        }
+    }
 
     #[test]
     fn loopback_hosts() {

@@ -14,7 +14,7 @@ use meshplan_core::Catalog;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::{ApiError, MAX_SEARCH_CHIPS, MAX_TOP};
+use crate::{ApiError, MAX_SEARCH_CHIPS, MAX_STRING_BYTES, MAX_TOP};
 
 /// A request's scenario resolved for the core: the scenario, and the
 /// catalog it names its model in (the shared one, or a copy holding a
@@ -75,9 +75,66 @@ pub struct PlanRequest {
     pub tpot_slo: Option<SloValue>,
 }
 
+/// The first [`PREFIX_CHARS`] characters of a string the user sent, with
+/// "…" and its length when cut: what error messages echo.
+pub(crate) fn prefix(s: &str) -> Cow<'_, str> {
+    match s.char_indices().nth(PREFIX_CHARS) {
+        None => Cow::Borrowed(s),
+        Some((i, _)) => Cow::Owned(format!("{}… ({} bytes)", &s[..i], s.len())),
+    }
+}
+
+/// Characters of a user's string an error message repeats.
+pub(crate) const PREFIX_CHARS: usize = 40;
+
+/// Whether a Content-Type is JSON: exactly `application/json`, any case,
+/// with optional parameters (`; charset=utf-8`) — not a prefix match, so
+/// `application/jsonx` is refused.
+fn is_json(ct: &str) -> bool {
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+/// Refuse a string longer than [`MAX_STRING_BYTES`] anywhere in the body
+/// but `model_config` (a pasted config.json), naming its field and echoing
+/// only its start: checked before any name is looked up.
+fn short_strings(v: &serde_json::Value, path: &str) -> Result<(), ApiError> {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.len() > MAX_STRING_BYTES => Err(ApiError::bad_request(format!(
+            "{path}: a string of {} bytes ('{}'); names and values are at most {MAX_STRING_BYTES} bytes",
+            s.len(),
+            prefix(s)
+        ))),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, x)| short_strings(x, &format!("{path}[{i}]"))),
+        Value::Object(o) => o.iter().try_for_each(|(k, x)| {
+            let here = if path.is_empty() {
+                prefix(k).into_owned()
+            } else {
+                format!("{path}.{}", prefix(k))
+            };
+            if k.len() > MAX_STRING_BYTES {
+                return Err(ApiError::bad_request(format!(
+                    "{here}: a field name of {} bytes",
+                    k.len()
+                )));
+            }
+            if path.is_empty() && k == "model_config" {
+                return Ok(());
+            }
+            short_strings(x, &here)
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Parse a JSON body: 415 unless `application/json` (a cross-site form
 /// cannot send that without a preflight), 413 past the body limit, 400
-/// with the field path (`scenario.training.batch_tokens: …`) otherwise.
+/// for anything after the object, an over-long string, or (with the
+/// field path, `scenario.training.batch_tokens: …`) a malformed field.
 pub(crate) fn parse<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -86,14 +143,13 @@ pub(crate) fn parse<T: DeserializeOwned>(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if !ct
-        .trim_start()
-        .to_ascii_lowercase()
-        .starts_with("application/json")
-    {
+    if !is_json(ct) {
         return Err(ApiError {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            message: format!("Content-Type '{ct}': the API takes application/json"),
+            message: format!(
+                "Content-Type '{}': the API takes application/json",
+                prefix(ct)
+            ),
         });
     }
     let body = body.map_err(|r| ApiError {
@@ -112,6 +168,11 @@ pub(crate) fn parse<T: DeserializeOwned>(
             "request body: expected a JSON object like {\"scenario\": {\"model\": {\"name\": …}}}",
         ));
     }
+    // one JSON value and nothing after it (serde_json's `from_slice` checks
+    // the end; a streaming deserializer alone would not)
+    let whole: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("request body: {e}")))?;
+    short_strings(&whole, "")?;
     let de = &mut serde_json::Deserializer::from_slice(&body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -136,7 +197,8 @@ fn resolve<'c>(
     let mut sc = scenario.clone();
     if let Some(f) = &sc.model.file {
         return Err(ApiError::bad_request(format!(
-            "scenario.model.file = \"{f}\": the web API reads no files; paste the config.json as model_config"
+            "scenario.model.file = \"{}\": the web API reads no files; paste the config.json as model_config",
+            prefix(f)
         )));
     }
     let cat = match model_config {

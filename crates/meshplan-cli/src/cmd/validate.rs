@@ -63,6 +63,10 @@ pub struct CalibrateArgs {
     /// of the profile TOML.
     #[arg(long)]
     pub json: bool,
+    /// Write the fitted profile TOML to FILE (atomically, never over the
+    /// measurements or --from) instead of stdout; the fit stays on stderr.
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "json")]
+    pub output: Option<PathBuf>,
 }
 
 /// Any supported data set, with the Playbook model table beside a CSV.
@@ -94,8 +98,9 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     let user = user_profile(a.hw_profile.as_deref())?;
     let r = validate(&runs, skipped, user.as_ref(), &a.thresholds, a.all);
     if let Some(p) = &a.plot {
-        std::fs::write(p, svg_scatter(&r.runs))
-            .with_context(|| format!("cannot write '{}'", p.display()))?;
+        let mut inputs: Vec<&Path> = a.dataset.iter().map(PathBuf::as_path).collect();
+        inputs.extend(a.hw_profile.as_deref());
+        crate::plot::write_output("--plot", p, &svg_scatter(&r.runs), &inputs)?;
     }
     emit(&r, None, &a.out)?;
     for f in &r.failures {
@@ -146,7 +151,14 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         print_json(&r)?;
     } else {
         errln!("{}", doc_text(&r.doc(), Format::Text).trim_end());
-        out!("{}", r.profile.to_toml());
+        match &a.output {
+            Some(p) => {
+                let mut inputs = vec![a.measurements.as_path()];
+                inputs.extend(a.from.as_deref());
+                crate::plot::write_output("--output", p, &r.profile.to_toml(), &inputs)?;
+            }
+            None => out!("{}", r.profile.to_toml()),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -15,10 +15,11 @@ fn shipped_claims_files_exit_codes() {
     assert_eq!(code, 1, "{out}");
     assert_contains(&out, &["digit typo", "forward vs training"]);
     // ch5: every official answer passes; ch7: four claims fail where the
-    // book itself approximates or slips (each carries a note).
+    // book itself approximates or slips (each carries a "BOOK …" note, so
+    // they are expected FAILs: exit 0, 1 with --strict; hostile2.rs)
     assert_eq!(run(&["check", "examples/book/ch5.toml"]).0, 0);
     let (code, out, _) = run(&["check", "examples/book/ch7.toml"]);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 0, "{out}");
     assert_contains(&out, &["26 PASS, 4 FAIL, 0 CANNOT-CHECK"]);
     assert_eq!(run(&["check", "examples/playbook/seed-003.toml"]).0, 1);
 }

@@ -7,6 +7,7 @@ mod claims_models;
 mod defaults;
 mod harness;
 mod hostile;
+mod hostile2;
 mod hw;
 mod infer;
 mod json_every;

@@ -131,13 +131,17 @@ impl Default for InferQuery {
 }
 
 /// Check a mesh against the chip: a TPU slice must be an offered shape (in
-/// either orientation); a GPU "mesh" is a chip count.
+/// either orientation); a GPU "mesh" is a chip count. The one rule for
+/// offered slices, which `train`, `plan train` and `infer` all apply
+/// (docs/scenario.md): a plan for a slice that cannot be rented is no plan.
+/// One chip (`1x1`, `1x1x1`) is always accepted: the per-chip questions
+/// (the book's ch. 5 trains on one v5p chip) are not about slices.
 pub fn check_mesh(chip: &Chip, mesh: &[u64]) -> Result<()> {
     if mesh.is_empty() || mesh.contains(&0) {
         return Err(Error::Invalid("the mesh needs at least one chip".into()));
     }
     if let Some(ici) = &chip.ici {
-        if ici.slice_shapes.is_empty() {
+        if ici.slice_shapes.is_empty() || mesh.iter().all(|&x| x == 1) {
             return Ok(());
         }
         let mut m = mesh.to_vec();

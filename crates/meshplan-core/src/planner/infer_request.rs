@@ -75,6 +75,13 @@ impl PlanInferRequest {
     pub fn chip_budget(&self, chip: &Chip) -> Result<ChipBudget> {
         let hw = &self.scenario.hardware;
         Ok(match (self.max_chips, &hw.mesh, hw.chips) {
+            // one rule for every front end: a limit of no chips is a mistake,
+            // not a search with nothing in it
+            (Some(c), _, _) if c.0 == 0 => {
+                return Err(Error::Invalid(
+                    "--max-chips 0 (max_chips in the web API and Python): a serving plan needs at least one chip".into(),
+                ))
+            }
             (Some(c), _, _) => ChipBudget::AtMost(c.0),
             (None, Some(m), _) => {
                 ChipBudget::Exactly(crate::mesh::Topology::parse(chip, m)?.chips())

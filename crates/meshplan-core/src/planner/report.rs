@@ -18,6 +18,11 @@ use crate::training::scenario::{topology_for_chips, Workload};
 use crate::training::{analyze, CommEntry, RejectReason, TrainReport};
 use crate::units::{fmt_int, fmt_si, DType};
 
+/// Most evenly spaced batch sizes the "what would fit" pass probes before
+/// bisecting (with the 4 chip counts and bisection's ≤ 4 more, the pass is
+/// at most ~12 lean probes and 3 full searches, whatever the batch).
+const BATCH_PROBES: u32 = 4;
+
 /// What to search for.
 #[derive(Clone, Debug)]
 pub struct PlanTrainRequest {
@@ -285,15 +290,68 @@ impl PlanTrainRequest {
         Some((r, f))
     }
 
+    /// The largest halved batch (`B/2`, `B/4`, … down to one sequence) that
+    /// fits on `t`: [`BATCH_PROBES`] + 1 evenly spaced lean probes, then
+    /// bisection over the number of halvings (≤ 4 more probes), then one
+    /// full search — a bound independent of the batch (halving one by one
+    /// took 33 full searches, ~25 s, for a 4.5·10¹³-token batch).
+    fn largest_fitting_batch(&self, t: &Topology) -> Option<(u64, Found)> {
+        let w = &self.workload;
+        let b0 = w.base.batch_tokens;
+        let halved = |k: u32| b0.checked_shr(k).unwrap_or(0);
+        let floor = w.base.seq_len.max(1);
+        // the most halvings that keep at least one sequence
+        let most = (1..64).take_while(|k| halved(*k) >= floor).last()?;
+        let with = |k: u32| TrainConfig {
+            batch_tokens: halved(k),
+            ..w.base
+        };
+        let fits = |k: u32| self.fits_at_all(t.clone(), with(k));
+        // a batch too small for the data ranks fits nowhere, so fitting is a
+        // band of halvings, not a prefix: probe a few evenly spaced counts,
+        // then bisect between the last that did not fit and the first that did
+        let step = most.div_ceil(BATCH_PROBES).max(1);
+        let mut lo = 0;
+        let mut hi = (1..=most).step_by(step as usize).chain([most]).find(|k| {
+            let ok = fits(*k);
+            if !ok {
+                lo = *k;
+            }
+            ok
+        })?;
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let (_, f) = self.try_fit(t.clone(), with(hi))?;
+        Some((halved(hi), f))
+    }
+
+    /// Whether anything fits, from a search with block remat only (the
+    /// policy that saves the fewest activations; the profile's memory
+    /// calibration kept):
+    /// what the "what would fit" pass probes with, a fraction of a full
+    /// search's cost; the suggestion it leads to is then one full search.
+    fn fits_at_all(&self, topo: Topology, base: TrainConfig) -> bool {
+        let mut s = self.search(topo, base, 1);
+        s.space.remats = vec![Remat::Full];
+        !s.run().plans.is_empty()
+    }
+
     /// What would make something fit: more chips, a smaller batch, or
     /// bf16 optimizer state without the fp32 master copy.
     fn suggestions(&self, topo: Option<&Topology>, n: u64) -> Vec<String> {
         let w = &self.workload;
         let mut out = Vec::new();
-        for m in nearby_chip_counts(&w.chip, n) {
-            let Ok(t) = topology_for_chips(&w.chip, m) else {
-                continue;
-            };
+        let more = nearby_chip_counts(&w.chip, n).into_iter().find_map(|m| {
+            let t = topology_for_chips(&w.chip, m).ok()?;
+            self.fits_at_all(t.clone(), w.base).then_some((m, t))
+        });
+        if let Some((m, t)) = more {
             if let Some((r, f)) = self.try_fit(t, w.base) {
                 out.push(format!(
                     "more chips: {m} ({}) fits, best {} at {} per step",
@@ -301,25 +359,15 @@ impl PlanTrainRequest {
                     plan_label(&f.deg, &f.choice),
                     step_label(&f)
                 ));
-                break;
             }
         }
         let Some(t) = topo else { return out };
-        let mut b = w.base.batch_tokens / 2;
-        while b >= w.base.seq_len.max(1) && b > 0 {
-            let base = TrainConfig {
-                batch_tokens: b,
-                ..w.base
-            };
-            if let Some((_, f)) = self.try_fit(t.clone(), base) {
-                out.push(format!(
-                    "smaller batch: {} tokens fits ({})",
-                    fmt_int(b),
-                    plan_label(&f.deg, &f.choice)
-                ));
-                break;
-            }
-            b /= 2;
+        if let Some((b, f)) = self.largest_fitting_batch(t) {
+            out.push(format!(
+                "smaller batch: {} tokens fits ({})",
+                fmt_int(b),
+                plan_label(&f.deg, &f.choice)
+            ));
         }
         if w.base.optimizer_dtype.bytes_per_element() > 2.0 || w.base.master_weights {
             let base = TrainConfig {
@@ -537,4 +585,53 @@ fn derive(req: &PlanTrainRequest, res: &TrainResult, rank: usize) -> crate::Resu
         &mut rec,
     );
     Ok(rec.into_steps())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use crate::training::scenario::resolve_workload;
+
+    fn request(batch_tokens: u64) -> PlanTrainRequest {
+        let sc = Scenario::parse(
+            &format!(
+                "[model]\nname = \"llama-3-8b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n[training]\nbatch_tokens = {batch_tokens}\nseq_len = 4096\n"
+            ),
+            "test",
+        )
+        .unwrap();
+        PlanTrainRequest {
+            workload: resolve_workload(&sc, crate::Catalog::builtin(), None).unwrap(),
+            objective: TrainObjective::Time,
+            top: 1,
+            threads: None,
+            explain_rank: None,
+        }
+    }
+
+    /// The bounded pass finds the batch the old one-halving-at-a-time
+    /// loop found: the first of B/2, B/4, … (down to one sequence) on which
+    /// a full search fits something.
+    #[test]
+    fn the_bounded_batch_probe_finds_the_largest_fitting_halving() {
+        let req = request(1 << 40);
+        let t = req.workload.topo.clone().unwrap();
+        // the reference: every halving in turn, full searches
+        let mut b = req.workload.base.batch_tokens / 2;
+        let want = loop {
+            assert!(b >= 4096, "no halving fits");
+            let base = TrainConfig {
+                batch_tokens: b,
+                ..req.workload.base
+            };
+            if req.try_fit(t.clone(), base).is_some() {
+                break b;
+            }
+            b /= 2;
+        };
+        let (got, _) = req.largest_fitting_batch(&t).unwrap();
+        assert_eq!(got, want);
+        assert!(want < 1 << 39, "the case must need several halvings");
+    }
 }

@@ -546,16 +546,27 @@ pub fn evaluate<T: Tracer>(q: &RooflineQuery, cat: &Catalog, tr: &mut T) -> Resu
         };
         let approx = alpha * b / k;
         tr.record(|| {
-            Step::new(
-                "roofline.critical_batch",
-                &format!("Size of {n} at which the op turns compute-bound"),
-                "α·b / (k − α·a), FLOPs = k·B, bytes = a·B + b (book: α·b/k for B ≪ D, F)",
-            )
+            if exact.is_finite() {
+                Step::new(
+                    "roofline.critical_batch",
+                    &format!("Size of {n} at which the op turns compute-bound"),
+                    "α·b / (k − α·a), FLOPs = k·B, bytes = a·B + b (book: α·b/k for B ≪ D, F)",
+                )
+                .result(exact, "")
+            } else {
+                // k ≤ α·a: each unit of the batch adds more bytes than C/W
+                // FLOPs can cover, so no batch makes it compute-bound
+                Step::new(
+                    "roofline.critical_batch",
+                    &format!("Size of {n} at which the op turns compute-bound: none, the intensity stays below C/W for every {n} because α·a ≥ k (ratio shown)"),
+                    "α·a / k, FLOPs = k·B, bytes = a·B + b",
+                )
+                .result(alpha * a / k, "")
+            }
             .bind("α", alpha, "FLOPs/B")
             .bind("k", *k, "FLOPs")
             .bind("a", *a, "B")
             .bind("b", *b, "B")
-            .result(exact, "")
             .source("How To Scale Your Model ch1")
         });
         (n.clone(), exact, approx)
@@ -660,14 +671,21 @@ impl Render for RooflineReport {
             self.critical_batch,
             self.critical_batch_approx,
         ) {
-            f.push(field(
-                &format!("compute-bound when {n} >"),
-                format!(
-                    "{} (book's approximation for {n} ≪ the other dims: {})",
-                    sig4(x),
-                    sig4(a)
-                ),
-            ));
+            f.push(if x.is_finite() {
+                field(
+                    &format!("compute-bound when {n} >"),
+                    format!(
+                        "{} (book's approximation for {n} ≪ the other dims: {})",
+                        sig4(x),
+                        sig4(a)
+                    ),
+                )
+            } else {
+                field(
+                    &format!("compute-bound when {n} >"),
+                    format!("none: the intensity stays below C/W for every {n} (the bytes per unit of {n} need more than its FLOPs; the book's approximation, {}, assumes {n} ≪ the other dims)", sig4(a)),
+                )
+            });
         }
         d.fields(f);
         for n in &self.notes {

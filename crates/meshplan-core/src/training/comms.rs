@@ -200,7 +200,8 @@ fn sizes(ctx: &TrainCtx, mesh: &MeshCtx, c: &Choice) -> Sizes {
 fn weight_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, z: &Sizes, zero: u8) {
     use Collective::{AllGather as Ag, AllReduce as Ar, ReduceScatter as Rs};
     let d = acc.mesh.deg;
-    let (lw, per_mb) = (z.layer_params, z.l_dev * z.m);
+    // saturating: a hostile micro-batch count must not overflow the call count
+    let (lw, per_mb) = (z.layer_params, z.l_dev.saturating_mul(z.m));
     if d.fsdp > 1 {
         let ax = LogicalAxis::Fsdp;
         acc.add(ax, Ag, Transfer::FsdpGatherFwd, lw * z.pb, per_mb, true);
@@ -381,7 +382,7 @@ fn pp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Siz
     let mb = z.tokens_dev / z.m as f64;
     let sp = if c.sp { d.tp as f64 } else { 1.0 };
     let v = mb * ctx.spec.arch.d_model as f64 * z.ab / sp;
-    let hops = z.m * c.chunks();
+    let hops = z.m.saturating_mul(c.chunks());
     acc.add(
         LogicalAxis::Pp,
         Collective::PointToPoint,

@@ -149,7 +149,14 @@ pub fn topology_for_chips(chip: &Chip, n: u64) -> std::result::Result<Topology, 
 /// The topology a scenario names: its mesh, else its chip count.
 fn scenario_topology(sc: &Scenario, chip: &Chip) -> Result<std::result::Result<Topology, String>> {
     match (&sc.hardware.mesh, sc.hardware.chips.map(|c| c.0)) {
-        (Some(m), _) => Ok(Ok(Topology::parse(chip, m)?)),
+        (Some(m), _) => {
+            let t = Topology::parse(chip, m)?;
+            // the one offered-slice rule, as `infer` applies it
+            if let Topology::Torus { shape, .. } = &t {
+                crate::inference::check_mesh(chip, shape)?;
+            }
+            Ok(Ok(t))
+        }
         (None, Some(0)) => Err(Error::Invalid("the mesh needs at least one chip".into())),
         (None, Some(n)) => {
             crate::mesh::check_chip_count(n).map_err(Error::Invalid)?;
