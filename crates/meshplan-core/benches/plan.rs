@@ -77,7 +77,7 @@ fn plan_train_all_cores(b: divan::Bencher, case: usize) {
 /// 405B, dp=128 tp=8 pp=16 on 16,384 H100s.
 #[divan::bench]
 fn fidelity_predict(b: divan::Bencher) {
-    use meshplan_core::step::predict::{active_profile, prepare, price, RooflineFloor};
+    use meshplan_core::step::predict::{active_profile, prepare, price_step_s, RooflineFloor};
     let cat = Catalog::builtin();
     let spec = cat.model("llama-3.1-405b").unwrap();
     let chip = cat.chip("h100").unwrap();
@@ -100,6 +100,6 @@ fn fidelity_predict(b: divan::Bencher) {
     b.bench(|| {
         let cfg = divan::black_box(&cfg);
         let p = prepare(&spec.arch, pc, chip, cfg, &topo, false, floor).unwrap();
-        price(&p, chip, &prof.profile).step_s
+        price_step_s(&p, chip, &prof.profile)
     });
 }

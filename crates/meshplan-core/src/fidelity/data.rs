@@ -20,7 +20,7 @@ use crate::parallelism::TrainConfig;
 use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
 use crate::step::calibrated::Features;
 use crate::step::predict::{
-    peak_memory, predict_prepared, prepare, price, Prediction, Prepared, RooflineFloor,
+    peak_memory, predict_prepared, prepare, price_step_s, Prediction, Prepared, RooflineFloor,
 };
 use crate::trace::NoTrace;
 
@@ -190,7 +190,7 @@ impl Run {
 
     /// Predicted seconds per step under `p` (a calibration's time loss).
     pub fn step_time(&self, chip: &Chip, p: &EfficiencyProfile) -> f64 {
-        price(self.prepared(chip), chip, p).step_s
+        price_step_s(self.prepared(chip), chip, p)
     }
 
     /// Predicted peak memory under `p` (a calibration's memory loss).

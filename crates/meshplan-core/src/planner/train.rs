@@ -15,7 +15,7 @@ use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::parallelism::{named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig};
 use crate::step::predict::{
-    active_profile, batch_gate, prepare, price, unsupported, ActiveProfile, RooflineFloor,
+    active_profile, batch_gate, prepare, price_step_s, unsupported, ActiveProfile, RooflineFloor,
     NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
@@ -343,7 +343,7 @@ impl Shared<'_, '_> {
             floor,
         )
         .map_err(|_| ())?;
-        let step = price(&prep, s.chip, &p.profile).step_s;
+        let step = price_step_s(&prep, s.chip, &p.profile);
         let n = prep.rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: step,

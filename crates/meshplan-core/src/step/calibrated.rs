@@ -361,7 +361,7 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
     // GEMM's time times its calls per average layer
     let mut attn_mm = 0.0;
     let mut ffn = 0.0;
-    for x in &inv.layer_gemms {
+    for x in inv.layer_gemms.as_slice() {
         if x.block == Block::AttentionProjections {
             attn_mm += g.gemm(x);
         } else {
@@ -734,8 +734,9 @@ pub fn predict_time_with(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> (TimeBreakdown, bool) {
-    let d = predict_time_detailed(spec, chip, p, f);
-    (d.time, d.extrapolated)
+    let g = Geometry::new(spec, chip, p, f);
+    let extrapolated = p.calibrated_max_nodes > 0 && g.inv.nodes > p.calibrated_max_nodes;
+    (priced(&g).time, extrapolated)
 }
 
 /// A prediction by part, with what its communication hid and exposed and
@@ -754,18 +755,22 @@ pub struct Detailed {
     pub inventory: StepInventory,
 }
 
-/// [`predict_time_with`], and what its communication hid and exposed.
-pub fn predict_time_detailed(
-    spec: &RunSpec,
-    chip: &Chip,
-    p: &EfficiencyProfile,
-    f: &Features,
-) -> Detailed {
-    let g = Geometry::new(spec, chip, p, f);
-    let mb = microbatch(&g);
-    let (fsdp_mb, fsdp_raw) = fsdp_microbatch(&g, &mb);
-    let (bubble, t_pp) = pipeline(&g, mb.t_core + fsdp_mb);
-    let (dp_exposed, t_opt, dp_raw) = data_parallel(&g, mb.t_core + fsdp_mb);
+/// A step priced by part, with what the detailed view reads besides.
+struct Priced {
+    mb: Microbatch,
+    fsdp_mb: f64,
+    fsdp_raw: f64,
+    dp_raw: f64,
+    time: TimeBreakdown,
+}
+
+/// Price the inventory `g` holds: the step's parts.
+fn priced(g: &Geometry) -> Priced {
+    let p = g.p;
+    let mb = microbatch(g);
+    let (fsdp_mb, fsdp_raw) = fsdp_microbatch(g, &mb);
+    let (bubble, t_pp) = pipeline(g, mb.t_core + fsdp_mb);
+    let (dp_exposed, t_opt, dp_raw) = data_parallel(g, mb.t_core + fsdp_mb);
     let t_dp = dp_exposed + g.m * fsdp_mb;
     let overhead = p.step_overhead_s + p.node_overhead_s * g.nodes_f + g.m * mb.stall_over;
     let total =
@@ -784,8 +789,45 @@ pub fn predict_time_detailed(
         overhead,
         floor_raise: 0.0,
         total,
-        roofline: roofline(&g),
+        roofline: roofline(g),
     };
+    Priced {
+        mb,
+        fsdp_mb,
+        fsdp_raw,
+        dp_raw,
+        time,
+    }
+}
+
+/// The step time by part alone (what the planner ranks by: nothing else is
+/// assembled).
+pub fn predict_time_parts(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+    f: &Features,
+) -> TimeBreakdown {
+    priced(&Geometry::new(spec, chip, p, f)).time
+}
+
+/// [`predict_time_with`], and what its communication hid and exposed, the
+/// step's schedule and its inventory.
+pub fn predict_time_detailed(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+    f: &Features,
+) -> Detailed {
+    let g = Geometry::new(spec, chip, p, f);
+    let Priced {
+        mb,
+        fsdp_mb,
+        fsdp_raw,
+        dp_raw,
+        time,
+    } = priced(&g);
+    let t_dp = time.dp_comm;
     let extrapolated = p.calibrated_max_nodes > 0 && g.inv.nodes > p.calibrated_max_nodes;
     let layers = g.m * mb.l_crit;
     let t = &mb.tp_layer;

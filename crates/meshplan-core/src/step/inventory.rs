@@ -64,6 +64,61 @@ pub struct Gemm {
     pub weight: f64,
 }
 
+/// Most GEMMs one layer has: Q/K/V and O, a dense MLP's two, a shared
+/// expert's two, the routed experts' two and the router.
+pub const MAX_LAYER_GEMMS: usize = 9;
+
+/// A layer's GEMMs, kept inline: the planner builds an inventory for every
+/// plan it predicts, so the list allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerGemms {
+    items: [Gemm; MAX_LAYER_GEMMS],
+    len: usize,
+}
+
+impl LayerGemms {
+    const EMPTY: Gemm = Gemm {
+        block: Block::Mlp,
+        m: 0.0,
+        k: 0.0,
+        n: 0.0,
+        flops: 0.0,
+        weight: 0.0,
+    };
+
+    fn new() -> Self {
+        LayerGemms {
+            items: [Self::EMPTY; MAX_LAYER_GEMMS],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, g: Gemm) {
+        // MAX_LAYER_GEMMS covers every kind of layer layer_gemms builds
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = g;
+            self.len += 1;
+        }
+    }
+
+    fn extend(&mut self, gs: impl IntoIterator<Item = Gemm>) {
+        for g in gs {
+            self.push(g);
+        }
+    }
+
+    /// The GEMMs, in layer order.
+    pub fn as_slice(&self) -> &[Gemm] {
+        &self.items[..self.len]
+    }
+}
+
+impl Serialize for LayerGemms {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
 /// The attention core of one layer on one micro-batch, per device.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct AttentionCall {
@@ -159,7 +214,7 @@ pub struct StepInventory {
     /// Recompute policy.
     pub remat: Remat,
     /// The GEMMs of one average layer's forward pass.
-    pub layer_gemms: Vec<Gemm>,
+    pub layer_gemms: LayerGemms,
     /// Model FLOPs of one layer's forward matmuls on one micro-batch,
     /// per device: 2·tokens·(attention projections + m·D·F_active)/tp (the
     /// tokens' FLOPs, without the busiest expert's imbalance).
@@ -240,6 +295,20 @@ pub fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
     (opt, stage)
 }
 
+/// Where a group over some mesh axes sits (asked only for the groups a
+/// plan has: the planner builds an inventory per predicted plan).
+struct Placer {
+    split: GpuSplit,
+    deg: Degrees,
+}
+
+impl Placer {
+    fn of(&self, group: &[LogicalAxis]) -> Placement {
+        let (per_node, nodes) = self.split.group(&self.deg, group);
+        Placement { per_node, nodes }
+    }
+}
+
 /// The shapes every part reads.
 struct Shape<'a> {
     spec: &'a RunSpec,
@@ -286,10 +355,7 @@ impl StepInventory {
         };
         let pp = spec.pp.max(1);
         let (plain, with_head) = stage_extremes(a, pp, spec.framework);
-        let placed = |group: &[LogicalAxis]| {
-            let (per_node, nodes) = split.group(&deg, group);
-            Placement { per_node, nodes }
-        };
+        let placed = Placer { split, deg };
         let low_precision = features.compute_dtype.bytes_per_element() < 2.0;
         let pp_cross = split.in_node(LogicalAxis::Pp) < pp;
         let mut inv = StepInventory {
@@ -318,11 +384,11 @@ impl StepInventory {
             elementwise_bytes: elementwise(&s),
             cast_bytes: if low_precision { cast(&s) } else { 0.0 },
             loss_bytes: 6.0 * s.tok * a.vocab as f64 / s.tpf * 4.0,
-            tp: tp_transfers(&s, features.overlap, placed(&[LogicalAxis::Tp])),
-            cp: cp_transfers(&s, placed(&[LogicalAxis::Cp])),
-            ep: ep_transfers(&s, placed(&[LogicalAxis::Ep])),
+            tp: tp_transfers(&s, features.overlap, &placed),
+            cp: cp_transfers(&s, &placed),
+            ep: ep_transfers(&s, &placed),
             pp: None,
-            fsdp: fsdp_transfers(spec, placed(spec.shard_axes().0)),
+            fsdp: fsdp_transfers(spec, &placed),
             dp: None,
             dp_gather: None,
             dp_early_calls: 0.0,
@@ -336,7 +402,7 @@ impl StepInventory {
             split,
         };
         inv.pp = pp_transfers(&s, &inv);
-        dp_transfers(spec, placed(spec.shard_axes().1), &mut inv);
+        dp_transfers(spec, &placed, &mut inv);
         inv
     }
 }
@@ -368,10 +434,10 @@ fn mlp(s: &Shape, block: Block, rows: f64, tall: f64, width: f64, weight: f64) -
 }
 
 /// The forward GEMMs of one average layer.
-fn layer_gemms(s: &Shape) -> Vec<Gemm> {
+fn layer_gemms(s: &Shape) -> LayerGemms {
     let a = &s.spec.arch;
     let (d, tok, tpf) = (s.d, s.tok, s.tpf);
-    let mut g = Vec::with_capacity(8);
+    let mut g = LayerGemms::new();
     if a.mla.is_some() {
         // MLA: the down/up projections as one GEMM of the layer's attention
         // parameters, D deep
@@ -526,7 +592,7 @@ fn cast(s: &Shape) -> f64 {
 }
 
 /// TP/SP collectives of one layer on one micro-batch.
-fn tp_transfers(s: &Shape, ov: Overlap, placement: Placement) -> Option<Transfer> {
+fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
     let spec = s.spec;
     if spec.tp.max(1) <= 1 {
         return None;
@@ -578,7 +644,7 @@ fn tp_transfers(s: &Shape, ov: Overlap, placement: Placement) -> Option<Transfer
         what,
         kind,
         ranks: spec.tp,
-        placement,
+        placement: at.of(&[LogicalAxis::Tp]),
         bytes_per_call: bytes,
         calls: all,
         per: "layer",
@@ -590,7 +656,7 @@ fn tp_transfers(s: &Shape, ov: Overlap, placement: Placement) -> Option<Transfer
 /// Context parallelism: ring attention passes the K/V chunks around the cp
 /// ranks (cp − 1 hops forward; K/V again plus dK/dV backward, 2(cp − 1);
 /// a recomputed attention forward passes them once more).
-fn cp_transfers(s: &Shape, placement: Placement) -> Option<Transfer> {
+fn cp_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
     let cp = s.spec.cp.max(1);
     if cp <= 1 {
         return None;
@@ -604,7 +670,7 @@ fn cp_transfers(s: &Shape, placement: Placement) -> Option<Transfer> {
         what: "cp: ring-attention K/V hops",
         kind: Collective::PointToPoint,
         ranks: cp,
-        placement,
+        placement: at.of(&[LogicalAxis::Cp]),
         // K and V of the local chunk, bf16
         bytes_per_call: 2.0 * s.tok * s.kh / s.tpf * 2.0,
         calls: passes * (cp as f64 - 1.0),
@@ -618,7 +684,7 @@ fn cp_transfers(s: &Shape, placement: Placement) -> Option<Transfer> {
 /// the experts' ranks and back (dispatch + combine), forward and backward
 /// (and again for a fully recomputed forward); calls are per average layer
 /// (the fraction of MoE layers).
-fn ep_transfers(s: &Shape, placement: Placement) -> Option<Transfer> {
+fn ep_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
     let mo = s.spec.arch.moe.as_ref()?;
     let ep = s.spec.ep.max(1);
     if ep <= 1 {
@@ -635,7 +701,7 @@ fn ep_transfers(s: &Shape, placement: Placement) -> Option<Transfer> {
         what: "ep: MoE dispatch + combine",
         kind: Collective::AllToAll,
         ranks: ep,
-        placement,
+        placement: at.of(&[LogicalAxis::Ep]),
         bytes_per_call: MOE_LOAD_IMBALANCE * rows * s.d * 2.0 * (epf - 1.0) / epf,
         calls: s.spec.arch.moe_fraction() * passes,
         per: "layer",
@@ -673,7 +739,7 @@ fn pp_transfers(s: &Shape, inv: &StepInventory) -> Option<Transfer> {
 /// ZeRO-3 / FSDP: every micro-batch gathers the stage's bf16 parameters for
 /// the forward and again for the backward and reduce-scatters its
 /// gradients over the shard group (prefetched under the micro-batch).
-fn fsdp_transfers(spec: &RunSpec, placement: Placement) -> Option<Transfer> {
+fn fsdp_transfers(spec: &RunSpec, at: &Placer) -> Option<Transfer> {
     let (shard, _) = spec.shard_groups();
     if shard <= 1 {
         return None;
@@ -684,7 +750,7 @@ fn fsdp_transfers(spec: &RunSpec, placement: Placement) -> Option<Transfer> {
         what: "zero-3/fsdp: gather parameters (fwd, bwd) + reduce-scatter gradients",
         kind: Collective::AllGather,
         ranks: shard,
-        placement,
+        placement: at.of(spec.shard_axes().0),
         bytes_per_call: (shardf - 1.0) / shardf * spec.stage_params() * (2.0 + 2.0 + gb),
         calls: 1.0,
         per: "micro-batch",
@@ -697,7 +763,7 @@ fn fsdp_transfers(spec: &RunSpec, placement: Placement) -> Option<Transfer> {
 /// accumulation: ZeRO-1/2 reduce-scatter the gradients and all-gather the
 /// bf16 parameters (ZeRO-2 reduce-scatters every micro-batch), ZeRO-0
 /// all-reduces them.
-fn dp_transfers(spec: &RunSpec, placement: Placement, inv: &mut StepInventory) {
+fn dp_transfers(spec: &RunSpec, at: &Placer, inv: &mut StepInventory) {
     let (shard, repl) = spec.shard_groups();
     if repl <= 1 {
         return;
@@ -705,6 +771,7 @@ fn dp_transfers(spec: &RunSpec, placement: Placement, inv: &mut StepInventory) {
     let replf = repl as f64;
     let frac = (replf - 1.0) / replf * (spec.stage_params() / shard as f64);
     let gb = grad_bytes(spec.framework);
+    let placement = at.of(spec.shard_axes().1);
     let t = |what, kind, bytes| Transfer {
         what,
         kind,

@@ -342,17 +342,28 @@ pub struct PricedStep {
 /// `train`, `plan train`, `validate`, `calibrate` and `check`.
 pub fn price(p: &Prepared, chip: &Chip, prof: &EfficiencyProfile) -> PricedStep {
     let mut detailed = predict_time_detailed(&p.rs, chip, prof, &p.features);
-    let f = &p.floor;
-    // the roofline floor without the offload's exposed time, which is
-    // added to the prediction on its own
+    let (time, step_s) = floored(detailed.time, &p.floor);
+    detailed.time = time;
+    PricedStep { detailed, step_s }
+}
+
+/// [`price`]'s step time alone: the planner ranks thousands of plans by it
+/// and reads nothing else (the same parts and floor, nothing assembled).
+pub fn price_step_s(p: &Prepared, chip: &Chip, prof: &EfficiencyProfile) -> f64 {
+    let t = crate::step::calibrated::predict_time_parts(&p.rs, chip, prof, &p.features);
+    floored(t, &p.floor).1
+}
+
+/// The calibrated parts held at the roofline floor (without the offload's
+/// exposed time, which is added on its own), and the step time with it.
+fn floored(t: TimeBreakdown, f: &RooflineFloor) -> (TimeBreakdown, f64) {
     let exposed = f.offload.map_or(0.0, |o| o.exposed_s);
-    detailed.time = detailed.time.at_least(f.lower_s - exposed);
-    let t = &detailed.time;
+    let t = t.at_least(f.lower_s - exposed);
     let step_s = match &f.offload {
         None => t.total,
         Some(o) => crate::training::offload::predicted_step(t.total, t.optimizer, o, f.lower_s),
     };
-    PricedStep { detailed, step_s }
+    (t, step_s)
 }
 
 /// A prepared run's prediction as `validate` and `calibrate` compare it
