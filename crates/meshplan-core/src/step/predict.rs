@@ -227,14 +227,20 @@ pub fn unsupported(chip: &Chip, cfg: &TrainConfig) -> Option<Unpredictable> {
 /// data-parallel rank and into its micro-batches (the checks of [`prepare`]
 /// that depend on the batch and the degrees; cheap, no allocation).
 pub fn batch_gate(cfg: &TrainConfig) -> std::result::Result<(), Unpredictable> {
+    idle_ranks(cfg)?;
+    RunSpec::sequences_per_microbatch(cfg)
+        .map(|_| ())
+        .map_err(Unpredictable::Unmapped)
+}
+
+/// Whether every data-parallel rank gets a whole sequence.
+fn idle_ranks(cfg: &TrainConfig) -> std::result::Result<(), Unpredictable> {
     let ranks = cfg.degrees.at_least_one().data();
     let sequences = cfg.batch_tokens.div_ceil(cfg.seq_len.max(1));
     if cfg.seq_len > 0 && sequences < ranks {
         return Err(Unpredictable::Idle { sequences, ranks });
     }
-    RunSpec::sequences_per_microbatch(cfg)
-        .map(|_| ())
-        .map_err(Unpredictable::Unmapped)
+    Ok(())
 }
 
 /// What the book's roofline says of the same plan, as the prediction reads
@@ -311,7 +317,8 @@ pub fn prepare(
             tp: d.tp,
         });
     }
-    batch_gate(cfg)?;
+    // the micro-batch check is RunSpec::from_config's own, below
+    idle_ranks(cfg)?;
     let mut mapped = *cfg;
     mapped.framework = match cfg.framework {
         Framework::Book if tpu => Framework::Maxtext,
