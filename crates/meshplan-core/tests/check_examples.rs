@@ -1,9 +1,11 @@
 //! Every shipped claims file, every verdict: a formula regression flips a
 //! PASS into a FAIL (or a FAIL into a PASS) here.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use meshplan_core::check::{check, parse_claims, ClaimResult, SlipKind, Verdict};
+use meshplan_core::check::{check, ClaimResult, SlipKind, Verdict};
 use meshplan_core::Catalog;
 
 fn root() -> PathBuf {
@@ -11,16 +13,7 @@ fn root() -> PathBuf {
 }
 
 fn results(rel: &str) -> Vec<ClaimResult> {
-    let path = root().join(rel);
-    let src = std::fs::read_to_string(&path).unwrap();
-    let dir = path.parent().unwrap().to_path_buf();
-    let mut resolve = |p: &str| {
-        let f = dir.join(p);
-        std::fs::read_to_string(&f)
-            .map(|t| (f.display().to_string(), t))
-            .map_err(|e| e.to_string())
-    };
-    let f = parse_claims(&src, rel, &mut resolve).unwrap_or_else(|e| panic!("{e}"));
+    let f = common::claims_file(&root().join(rel));
     let r = check(&f, Catalog::builtin(), true).unwrap_or_else(|e| panic!("{e}"));
     r.claims
 }

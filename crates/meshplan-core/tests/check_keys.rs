@@ -3,10 +3,12 @@
 //! calls: a claim on the calibrated prediction (`predicted.step_time_s`), a
 //! predicted MFU or throughput, or a serving TPOT is refereed like any other.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use meshplan_core::check::eval::{evaluate, is_known_key, leaf_paths, Args, Command};
-use meshplan_core::check::{check, parse_claims, ClaimsFile, Verdict};
+use meshplan_core::check::{check, parse_claims, Verdict};
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::Catalog;
@@ -33,18 +35,6 @@ fn unknown_paths(command: Command, report: &serde_json::Value, from: &str) -> Ve
         .filter(|(p, _)| !is_known_key(command, p))
         .map(|(p, _)| format!("`{}` {p} (from {from})", command.name()))
         .collect()
-}
-
-fn parse_claims_file(path: &Path) -> ClaimsFile {
-    let src = std::fs::read_to_string(path).unwrap();
-    let dir = path.parent().unwrap().to_path_buf();
-    let mut resolve = |p: &str| {
-        let f = dir.join(p);
-        std::fs::read_to_string(&f)
-            .map(|t| (f.display().to_string(), t))
-            .map_err(|e| e.to_string())
-    };
-    parse_claims(&src, &path.display().to_string(), &mut resolve).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every leaf path of every report the examples produce is a key `check`
@@ -77,7 +67,7 @@ fn every_report_path_is_known() {
     }
     for d in ["examples/book", "examples/claims", "examples/playbook"] {
         for f in toml_files(&root().join(d)) {
-            let file = parse_claims_file(&f);
+            let file = common::claims_file(&f);
             let mut local = cat.clone();
             for m in &file.models {
                 local.add_model(m.clone());

@@ -5,6 +5,8 @@
 //! and its listed report), and `validate`/`calibrate` (a data-set row priced
 //! through `Run::predict`), and `check` (the claim evaluator's report).
 
+mod common;
+
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json, Run};
 use meshplan_core::fidelity::stats::compare;
 use meshplan_core::fidelity::{with_chips, EfficiencyProfile};
@@ -115,14 +117,7 @@ fn training_scenarios() -> Vec<(String, Scenario)> {
             let text = std::fs::read_to_string(&p).unwrap();
             let name = p.display().to_string();
             if text.contains("[[claim]]") {
-                let dir = p.parent().unwrap().to_path_buf();
-                let mut load = |f: &str| {
-                    let f = dir.join(f);
-                    std::fs::read_to_string(&f)
-                        .map(|t| (f.display().to_string(), t))
-                        .map_err(|e| e.to_string())
-                };
-                let file = meshplan_core::check::parse_claims(&text, &name, &mut load).unwrap();
+                let file = common::claims_file(&p);
                 for (k, sc) in file.scenarios {
                     if trains(&sc) {
                         out.push((format!("{name} [{k}]"), sc));

@@ -77,3 +77,18 @@ pub fn l13b_h100_4m() -> (&'static ModelSpec, &'static Chip, TrainConfig) {
         cfg,
     )
 }
+
+/// A claims file read as `meshplan check` reads it: its scenario files
+/// resolve relative to it (`[scenarios.X] file = …`).
+pub fn claims_file(path: &std::path::Path) -> meshplan_core::check::ClaimsFile {
+    let src = std::fs::read_to_string(path).unwrap();
+    let dir = path.parent().unwrap().to_path_buf();
+    let mut resolve = |p: &str| {
+        let f = dir.join(p);
+        std::fs::read_to_string(&f)
+            .map(|t| (f.display().to_string(), t))
+            .map_err(|e| e.to_string())
+    };
+    meshplan_core::check::parse_claims(&src, &path.display().to_string(), &mut resolve)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
