@@ -465,3 +465,59 @@ fn plan_train_equals_train_under_every_framework() {
         }
     }
 }
+
+/// `train --explain` derives the predicted step term by term: the
+/// `train.predicted.step_time` step's terms add up to the report's
+/// predicted step time (no floor, no offload on this plan), the bubble step
+/// is (pp − 1)/v · T_mb with its own bindings, and the MFU step's result is
+/// the report's.
+#[test]
+fn explain_derives_the_predicted_step() {
+    use meshplan_core::trace::Recorder;
+    let cat = Catalog::builtin();
+    let text = include_str!("../../../examples/train/llama-3-8b-h100-3d.toml");
+    let sc = Scenario::parse(text, "llama-3-8b-h100-3d.toml").unwrap();
+    let mut rec = Recorder::default();
+    let r = resolve_with(&sc, cat, None).unwrap().analyze(&mut rec);
+    let p = r.predicted.as_ref().expect("predicted");
+    let steps = rec.steps();
+    let find = |id: &str| {
+        steps
+            .iter()
+            .find(|s| s.id == id)
+            .unwrap_or_else(|| panic!("no step {id}"))
+    };
+    let bind = |s: &meshplan_core::trace::Step, k: &str| {
+        s.bindings
+            .iter()
+            .find(|b| b.symbol == k)
+            .map(|b| b.value)
+            .unwrap()
+    };
+    let st = find("train.predicted.step_time");
+    assert_eq!(st.value, p.step_time_s.get());
+    let terms = [
+        "T_mm",
+        "T_attn",
+        "T_ew",
+        "T_TP",
+        "T_CP",
+        "T_EP",
+        "T_PP",
+        "T_bubble",
+        "T_DP",
+        "T_opt",
+        "T_overhead",
+    ];
+    let sum: f64 = terms.iter().map(|k| bind(st, k)).sum();
+    assert!(
+        (sum - st.value).abs() / st.value < 1e-12,
+        "{sum} vs {}",
+        st.value
+    );
+    let b = find("train.predicted.bubble");
+    let (pp, v, t_mb) = (bind(b, "pp"), bind(b, "v"), bind(b, "T_mb"));
+    assert!((b.value - (pp - 1.0) / v * t_mb).abs() <= 1e-12 * b.value);
+    assert_eq!(b.value, p.time_breakdown_s.bubble);
+    assert_eq!(find("train.predicted.mfu").value, p.mfu);
+}

@@ -95,6 +95,10 @@ impl LayerGemms {
 
     fn push(&mut self, g: Gemm) {
         // MAX_LAYER_GEMMS covers every kind of layer layer_gemms builds
+        debug_assert!(
+            self.len < MAX_LAYER_GEMMS,
+            "a layer with more GEMMs than kinds"
+        );
         if let Some(slot) = self.items.get_mut(self.len) {
             *slot = g;
             self.len += 1;
