@@ -15,6 +15,9 @@ pub fn root() -> PathBuf {
 }
 
 /// LLaMA-2 7B on H100s (the chip count, mesh or degrees to follow).
+/// LLaMA-3 8B on H100s (add `--chips`).
+pub const L3_8B_H100: [&str; 4] = ["--model", "llama-3-8b", "--hw", "h100"];
+
 pub const L7B_H100: [&str; 4] = ["--model", "llama-2-7b", "--hw", "h100"];
 
 /// [`L7B_H100`] on one 8-GPU node: the quick run that `train`, `infer`,

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::harness::{assert_contains, assert_no_panic, rejects, root, run, Scratch, SUBSET};
+use crate::harness::{
+    assert_contains, assert_no_panic, cmd, rejects, root, run, Scratch, L3_8B_H100, SUBSET,
+};
 
 /// `run`, asserting it took under 5 s.
 fn quick(args: &[&str]) -> (i32, String, String) {
@@ -23,16 +25,7 @@ fn quick(args: &[&str]) -> (i32, String, String) {
 fn max_chips_zero_is_an_error() {
     let t0 = Instant::now();
     rejects(
-        &[
-            "plan",
-            "infer",
-            "--model",
-            "llama-3-8b",
-            "--hw",
-            "h100",
-            "--max-chips",
-            "0",
-        ],
+        &cmd(&[&["plan", "infer"], &L3_8B_H100, &["--max-chips", "0"]]),
         &["--max-chips 0", "at least one chip"],
     );
     assert!(t0.elapsed().as_secs_f64() < 5.0);
@@ -43,41 +36,27 @@ fn the_largest_count_is_echoed_as_typed() {
     // 2^64 − 1 is a whole count: read exactly, then refused for its size
     // with the integer as typed (not 18446744073709552000)
     // a batch of 2^64 − 1 tokens is read and answered (a bounded report)
-    let (code, _, err) = quick(&[
-        "train",
-        "--model",
-        "llama-3-8b",
-        "--hw",
-        "h100",
-        "--chips",
-        "8",
-        "--batch-tokens",
-        "18446744073709551615",
-    ]);
+    let (code, _, err) = quick(&cmd(&[
+        &["train"],
+        &L3_8B_H100,
+        &["--chips", "8", "--batch-tokens", "18446744073709551615"],
+    ]));
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("18446744073709552000"), "{err}");
-    let (code, _, err) = quick(&[
-        "train",
-        "--model",
-        "llama-3-8b",
-        "--hw",
-        "h100",
-        "--chips",
-        "18446744073709551615",
-    ]);
+    let (code, _, err) = quick(&cmd(&[
+        &["train"],
+        &L3_8B_H100,
+        &["--chips", "18446744073709551615"],
+    ]));
     assert_eq!(code, 2);
     assert_contains(&err, &["18446744073709551615"]);
     // one more than the largest u64
     rejects(
-        &[
-            "train",
-            "--model",
-            "llama-3-8b",
-            "--hw",
-            "h100",
-            "--chips",
-            "18446744073709551616",
-        ],
+        &cmd(&[
+            &["train"],
+            &L3_8B_H100,
+            &["--chips", "18446744073709551616"],
+        ]),
         &["18446744073709551616", "at most 18446744073709551615"],
     );
 }
@@ -260,25 +239,24 @@ fn a_huge_name_is_refused_and_not_echoed() {
 #[test]
 fn a_huge_microbatch_count_does_not_overflow() {
     for zero in ["0", "2", "3"] {
-        let (code, _, err) = quick(&[
-            "train",
-            "--model",
-            "llama-3-8b",
-            "--hw",
-            "h100",
-            "--chips",
-            "64",
-            "--tp",
-            "8",
-            "--pp",
-            "2",
-            "--dp",
-            "4",
-            "--zero",
-            zero,
-            "--microbatches",
-            "18446744073709551615",
-        ]);
+        let (code, _, err) = quick(&cmd(&[
+            &["train"],
+            &L3_8B_H100,
+            &[
+                "--chips",
+                "64",
+                "--tp",
+                "8",
+                "--pp",
+                "2",
+                "--dp",
+                "4",
+                "--zero",
+                zero,
+                "--microbatches",
+                "18446744073709551615",
+            ],
+        ]));
         assert!(code == 0 || code == 2, "zero {zero}: exit {code}: {err}");
     }
 }

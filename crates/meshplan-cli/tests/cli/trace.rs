@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::harness::{assert_close, cmd, f, json, rejects, run, Scratch};
+use crate::harness::{assert_close, cmd, f, json, rejects, run, Scratch, L3_8B_H100};
 
 /// LLaMA-3 8B on 64 H100s, TP 8 in the node with SP, PP 2 (1F1B), ZeRO-1
 /// DP 4: the repository's 3-D example, with 8 micro-batches.
@@ -124,21 +124,11 @@ fn trace_refuses_without_prediction_and_over_its_input() {
     let out = s.dir().join("x.json");
     let o = out.to_str().unwrap();
     rejects(
-        &[
-            "train",
-            "--model",
-            "llama-3-8b",
-            "--hw",
-            "h100",
-            "--chips",
-            "8",
-            "--tp",
-            "8",
-            "--dtype",
-            "fp32",
-            "--trace",
-            o,
-        ],
+        &cmd(&[
+            &["train"],
+            &L3_8B_H100,
+            &["--chips", "8", "--tp", "8", "--dtype", "fp32", "--trace", o],
+        ]),
         &["--trace", "prediction not available", "fp32"],
     );
     assert!(!out.exists());
