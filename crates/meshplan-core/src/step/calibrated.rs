@@ -264,7 +264,7 @@ struct Geometry<'a> {
     spec: &'a RunSpec,
     chip: &'a Chip,
     p: &'a EfficiencyProfile,
-    inv: StepInventory,
+    inv: &'a StepInventory,
     /// bf16 peak (attention kernels) and the GEMMs' peak (compute dtype).
     peak: f64,
     mm_peak: f64,
@@ -276,8 +276,16 @@ struct Geometry<'a> {
 }
 
 impl<'a> Geometry<'a> {
-    fn new(spec: &'a RunSpec, chip: &'a Chip, p: &'a EfficiencyProfile, f: &Features) -> Self {
-        let inv = StepInventory::build(spec, chip, f);
+    /// The geometry of `inv` (built by the caller, in its own frame: the
+    /// planner prices one per predicted plan, and an inventory moved into
+    /// this struct would be copied each time).
+    fn new(
+        spec: &'a RunSpec,
+        chip: &'a Chip,
+        p: &'a EfficiencyProfile,
+        f: &Features,
+        inv: &'a StepInventory,
+    ) -> Self {
         Geometry {
             spec,
             chip,
@@ -734,7 +742,8 @@ pub fn predict_time_with(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> (TimeBreakdown, bool) {
-    let g = Geometry::new(spec, chip, p, f);
+    let inv = StepInventory::build(spec, chip, f);
+    let g = Geometry::new(spec, chip, p, f, &inv);
     let extrapolated = p.calibrated_max_nodes > 0 && g.inv.nodes > p.calibrated_max_nodes;
     (priced(&g).time, extrapolated)
 }
@@ -808,7 +817,8 @@ pub fn predict_time_parts(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> TimeBreakdown {
-    priced(&Geometry::new(spec, chip, p, f)).time
+    let inv = StepInventory::build(spec, chip, f);
+    priced(&Geometry::new(spec, chip, p, f, &inv)).time
 }
 
 /// [`predict_time_with`], and what its communication hid and exposed, the
@@ -819,7 +829,8 @@ pub fn predict_time_detailed(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> Detailed {
-    let g = Geometry::new(spec, chip, p, f);
+    let inv = StepInventory::build(spec, chip, f);
+    let g = Geometry::new(spec, chip, p, f, &inv);
     let Priced {
         mb,
         fsdp_mb,
@@ -857,6 +868,6 @@ pub fn predict_time_detailed(
         extrapolated,
         exposure,
         schedule,
-        inventory: g.inv,
+        inventory: inv,
     }
 }

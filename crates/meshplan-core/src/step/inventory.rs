@@ -172,11 +172,100 @@ impl Placement {
     }
 }
 
+/// What a collective of the step moves. Each kind has a fixed unit of
+/// calls and a fixed overlap partner, so those are the kind's, not stored
+/// per transfer (the planner builds an inventory per predicted plan: a
+/// byte each keeps it small).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moves {
+    /// TP with sequence parallelism: all-gathers / reduce-scatters.
+    TpSp,
+    /// Plain TP: all-reduces.
+    Tp,
+    /// Context parallelism's ring-attention K/V hops.
+    CpRing,
+    /// MoE dispatch + combine all-to-alls.
+    EpDispatch,
+    /// Pipeline sends.
+    PpSend,
+    /// ZeRO-3/FSDP gathers and reduce-scatters.
+    Fsdp,
+    /// Data-parallel reduce-scatter of gradients (ZeRO-1/2).
+    DpReduceScatter,
+    /// ZeRO-1/2's all-gather of the updated parameters.
+    DpAllGather,
+    /// Data-parallel all-reduce of gradients (ZeRO-0).
+    DpAllReduce,
+}
+
+/// The unit a transfer's calls are counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Per {
+    /// Per layer per micro-batch.
+    Layer,
+    /// Per micro-batch.
+    MicroBatch,
+    /// Per step.
+    Step,
+}
+
+impl Per {
+    /// "layer", "micro-batch" or "step".
+    pub fn name(self) -> &'static str {
+        match self {
+            Per::Layer => "layer",
+            Per::MicroBatch => "micro-batch",
+            Per::Step => "step",
+        }
+    }
+}
+
+impl Moves {
+    /// In words ("tp: all-gather / reduce-scatter of activations").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Moves::TpSp => "tp+sp: all-gather / reduce-scatter of activations",
+            Moves::Tp => "tp: all-reduce of activations",
+            Moves::CpRing => "cp: ring-attention K/V hops",
+            Moves::EpDispatch => "ep: MoE dispatch + combine",
+            Moves::PpSend => "pp: send activations / gradients",
+            Moves::Fsdp => "zero-3/fsdp: gather parameters (fwd, bwd) + reduce-scatter gradients",
+            Moves::DpReduceScatter => "dp: reduce-scatter gradients",
+            Moves::DpAllGather => "dp: all-gather updated parameters",
+            Moves::DpAllReduce => "dp: all-reduce gradients",
+        }
+    }
+    /// The unit its calls are counted in.
+    pub fn per(self) -> Per {
+        match self {
+            Moves::TpSp | Moves::Tp | Moves::CpRing | Moves::EpDispatch => Per::Layer,
+            Moves::Fsdp => Per::MicroBatch,
+            Moves::PpSend | Moves::DpReduceScatter | Moves::DpAllGather | Moves::DpAllReduce => {
+                Per::Step
+            }
+        }
+    }
+    /// What the framework overlaps it with.
+    pub fn overlaps_with(self) -> &'static str {
+        match self {
+            Moves::TpSp | Moves::Tp => "the layer's GEMMs",
+            Moves::CpRing => "the attention kernels",
+            Moves::EpDispatch => "nothing",
+            Moves::PpSend => "nothing (1F1B)",
+            Moves::Fsdp => "the micro-batch's compute (prefetch)",
+            Moves::DpReduceScatter | Moves::DpAllGather | Moves::DpAllReduce => {
+                "the backward (bucketed)"
+            }
+        }
+    }
+}
+
 /// One kind of collective of the step.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Transfer {
-    /// What it moves ("tp: all-gather / reduce-scatter of activations").
-    pub what: &'static str,
+    /// What it moves ([`Moves::describe`]; its unit of calls and overlap
+    /// partner are the kind's).
+    pub what: Moves,
     /// The collective.
     pub kind: Collective,
     /// Ranks in the group.
@@ -187,15 +276,36 @@ pub struct Transfer {
     /// array for an all-gather or reduce-scatter, 2(n−1)/n for an
     /// all-reduce, what leaves the device for an all-to-all or a send).
     pub bytes_per_call: f64,
-    /// Calls, per layer and micro-batch ([`Transfer::per`]).
+    /// Calls, per layer and micro-batch ([`Moves::per`]).
     pub calls: f64,
-    /// "layer" (per layer per micro-batch), "micro-batch" or "step".
-    pub per: &'static str,
     /// Ring steps of one call (its latency terms).
     pub ring_steps: f64,
-    /// What the framework overlaps it with ("the layer's GEMMs", "the
-    /// attention kernels", "the next micro-batch", "nothing").
-    pub overlaps_with: &'static str,
+}
+
+impl Transfer {
+    /// The unit its calls are counted in.
+    pub fn per(&self) -> Per {
+        self.what.per()
+    }
+}
+
+/// The JSON of `predicted.inventory`: the kind's words, unit and overlap
+/// partner spelled out.
+impl Serialize for Transfer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Transfer", 9)?;
+        st.serialize_field("what", self.what.describe())?;
+        st.serialize_field("kind", &self.kind)?;
+        st.serialize_field("ranks", &self.ranks)?;
+        st.serialize_field("placement", &self.placement)?;
+        st.serialize_field("bytes_per_call", &self.bytes_per_call)?;
+        st.serialize_field("calls", &self.calls)?;
+        st.serialize_field("per", self.what.per().name())?;
+        st.serialize_field("ring_steps", &self.ring_steps)?;
+        st.serialize_field("overlaps_with", self.what.overlaps_with())?;
+        st.end()
+    }
 }
 
 /// What one optimizer step of a plan contains (see the module docs).
@@ -362,14 +472,20 @@ impl StepInventory {
         let placed = Placer { split, deg };
         let low_precision = features.compute_dtype.bytes_per_element() < 2.0;
         let pp_cross = split.in_node(LogicalAxis::Pp) < pp;
-        let mut inv = StepInventory {
+        let microbatches = spec.grad_acc.max(1);
+        let virtual_stages = if spec.schedule == Schedule::Interleaved {
+            spec.virtual_stages.max(1)
+        } else {
+            1
+        };
+        let sched = (pp, microbatches, virtual_stages, pp_cross);
+        let (dp, dp_gather, dp_early_calls) = dp_transfers(spec, &placed, microbatches);
+        // built in place (the planner builds one per predicted plan: no
+        // copy of the whole inventory)
+        StepInventory {
             stages: pp,
-            microbatches: spec.grad_acc.max(1),
-            virtual_stages: if spec.schedule == Schedule::Interleaved {
-                spec.virtual_stages.max(1)
-            } else {
-                1
-            },
+            microbatches,
+            virtual_stages,
             layers_plain: plain,
             layers_with_head: with_head,
             tokens_per_microbatch: s.tok,
@@ -391,11 +507,11 @@ impl StepInventory {
             tp: tp_transfers(&s, features.overlap, &placed),
             cp: cp_transfers(&s, &placed),
             ep: ep_transfers(&s, &placed),
-            pp: None,
+            pp: pp_transfers(&s, sched),
             fsdp: fsdp_transfers(spec, &placed),
-            dp: None,
-            dp_gather: None,
-            dp_early_calls: 0.0,
+            dp,
+            dp_gather,
+            dp_early_calls,
             optimizer_params: optimizer_params(spec),
             nodes,
             pp_cross_node: pp_cross,
@@ -404,10 +520,7 @@ impl StepInventory {
             overlap: features.overlap,
             degrees: deg,
             split,
-        };
-        inv.pp = pp_transfers(&s, &inv);
-        dp_transfers(spec, &placed, &mut inv);
-        inv
+        }
     }
 }
 
@@ -606,7 +719,7 @@ fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
     let (what, kind, ops, bytes) = if s.sp {
         // SP: 2 all-gathers + 2 reduce-scatters forward, the same backward
         (
-            "tp+sp: all-gather / reduce-scatter of activations",
+            Moves::TpSp,
             Collective::AllGather,
             8.0,
             (tpf - 1.0) / tpf * act_bytes,
@@ -614,7 +727,7 @@ fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
     } else {
         // plain TP: 2 all-reduces forward + 2 backward
         (
-            "tp: all-reduce of activations",
+            Moves::Tp,
             Collective::AllReduce,
             4.0,
             2.0 * (tpf - 1.0) / tpf * act_bytes,
@@ -651,9 +764,7 @@ fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
         placement: at.of(&[LogicalAxis::Tp]),
         bytes_per_call: bytes,
         calls: all,
-        per: "layer",
         ring_steps: (tpf - 1.0).max(0.0),
-        overlaps_with: "the layer's GEMMs",
     })
 }
 
@@ -671,16 +782,14 @@ fn cp_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
         4.0
     };
     Some(Transfer {
-        what: "cp: ring-attention K/V hops",
+        what: Moves::CpRing,
         kind: Collective::PointToPoint,
         ranks: cp,
         placement: at.of(&[LogicalAxis::Cp]),
         // K and V of the local chunk, bf16
         bytes_per_call: 2.0 * s.tok * s.kh / s.tpf * 2.0,
         calls: passes * (cp as f64 - 1.0),
-        per: "layer",
         ring_steps: 1.0,
-        overlaps_with: "the attention kernels",
     })
 }
 
@@ -702,41 +811,37 @@ fn ep_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
         4.0
     };
     Some(Transfer {
-        what: "ep: MoE dispatch + combine",
+        what: Moves::EpDispatch,
         kind: Collective::AllToAll,
         ranks: ep,
         placement: at.of(&[LogicalAxis::Ep]),
         bytes_per_call: MOE_LOAD_IMBALANCE * rows * s.d * 2.0 * (epf - 1.0) / epf,
         calls: s.spec.arch.moe_fraction() * passes,
-        per: "layer",
         ring_steps: epf - 1.0,
-        overlaps_with: "nothing",
     })
 }
 
 /// Pipeline sends on the critical path: forward and backward per
 /// micro-batch plus the fill, per virtual stage (Megatron 2022 and SP send
 /// 1/tp of the activation: scatter/gather).
-fn pp_transfers(s: &Shape, inv: &StepInventory) -> Option<Transfer> {
-    let pp = inv.stages;
+fn pp_transfers(s: &Shape, sched: (u64, u64, u64, bool)) -> Option<Transfer> {
+    let (pp, microbatches, virtual_stages, pp_cross_node) = sched;
     if pp <= 1 {
         return None;
     }
     let scatter = s.sp || s.spec.framework == Framework::Megatron2022;
-    let v = inv.virtual_stages as f64;
+    let v = virtual_stages as f64;
     Some(Transfer {
-        what: "pp: send activations / gradients",
+        what: Moves::PpSend,
         kind: Collective::PointToPoint,
         ranks: 2,
         placement: Placement {
-            per_node: if inv.pp_cross_node { 1 } else { 2 },
-            nodes: if inv.pp_cross_node { 2 } else { 1 },
+            per_node: if pp_cross_node { 1 } else { 2 },
+            nodes: if pp_cross_node { 2 } else { 1 },
         },
         bytes_per_call: s.tok * s.d * 2.0 / if scatter { s.tpf } else { 1.0 },
-        calls: 2.0 * (inv.microbatches as f64 + pp as f64 - 1.0) * v,
-        per: "step",
+        calls: 2.0 * (microbatches as f64 + pp as f64 - 1.0) * v,
         ring_steps: 1.0,
-        overlaps_with: "nothing (1F1B)",
     })
 }
 
@@ -751,15 +856,13 @@ fn fsdp_transfers(spec: &RunSpec, at: &Placer) -> Option<Transfer> {
     let shardf = shard as f64;
     let gb = grad_bytes(spec.framework);
     Some(Transfer {
-        what: "zero-3/fsdp: gather parameters (fwd, bwd) + reduce-scatter gradients",
+        what: Moves::Fsdp,
         kind: Collective::AllGather,
         ranks: shard,
         placement: at.of(spec.shard_axes().0),
         bytes_per_call: (shardf - 1.0) / shardf * spec.stage_params() * (2.0 + 2.0 + gb),
         calls: 1.0,
-        per: "micro-batch",
         ring_steps: shardf - 1.0,
-        overlaps_with: "the micro-batch's compute (prefetch)",
     })
 }
 
@@ -767,10 +870,14 @@ fn fsdp_transfers(spec: &RunSpec, at: &Placer) -> Option<Transfer> {
 /// accumulation: ZeRO-1/2 reduce-scatter the gradients and all-gather the
 /// bf16 parameters (ZeRO-2 reduce-scatters every micro-batch), ZeRO-0
 /// all-reduces them.
-fn dp_transfers(spec: &RunSpec, at: &Placer, inv: &mut StepInventory) {
+fn dp_transfers(
+    spec: &RunSpec,
+    at: &Placer,
+    microbatches: u64,
+) -> (Option<Transfer>, Option<Transfer>, f64) {
     let (shard, repl) = spec.shard_groups();
     if repl <= 1 {
-        return;
+        return (None, None, 0.0);
     }
     let replf = repl as f64;
     let frac = (replf - 1.0) / replf * (spec.stage_params() / shard as f64);
@@ -783,29 +890,32 @@ fn dp_transfers(spec: &RunSpec, at: &Placer, inv: &mut StepInventory) {
         placement,
         bytes_per_call: bytes,
         calls: 1.0,
-        per: "step",
         ring_steps: replf - 1.0,
-        overlaps_with: "the backward (bucketed)",
     };
-    if spec.zero >= 1 {
-        inv.dp = Some(t(
-            "dp: reduce-scatter gradients",
+    if spec.zero == 0 {
+        return (
+            Some(t(
+                Moves::DpAllReduce,
+                Collective::AllReduce,
+                2.0 * frac * gb,
+            )),
+            None,
+            0.0,
+        );
+    }
+    // ZeRO-2 reduce-scatters every micro-batch but the last early
+    let early = if spec.zero == 2 {
+        microbatches as f64 - 1.0
+    } else {
+        0.0
+    };
+    (
+        Some(t(
+            Moves::DpReduceScatter,
             Collective::ReduceScatter,
             frac * gb,
-        ));
-        inv.dp_gather = Some(t(
-            "dp: all-gather updated parameters",
-            Collective::AllGather,
-            frac * 2.0,
-        ));
-        if spec.zero == 2 {
-            inv.dp_early_calls = inv.microbatches as f64 - 1.0;
-        }
-    } else {
-        inv.dp = Some(t(
-            "dp: all-reduce gradients",
-            Collective::AllReduce,
-            2.0 * frac * gb,
-        ));
-    }
+        )),
+        Some(t(Moves::DpAllGather, Collective::AllGather, frac * 2.0)),
+        early,
+    )
 }
