@@ -1,9 +1,10 @@
-//! `meshplan check FILE.toml` and `meshplan explain FILE.toml`: verify the
-//! numeric claims of a claims file (docs/check.md) against meshplan's reports.
+//! `meshplan check FILE.toml…` and `meshplan explain FILE.toml`: verify the
+//! numeric claims of claims files (docs/check.md) against meshplan's reports.
 //!
 //! Exit status: 0 when no claim fails except the book's own annotated slips
 //! (CANNOT-CHECK and those do not fail unless `--strict`), 1 when any other
-//! claim fails, 2 on a malformed file (docs/check.md says why).
+//! claim fails (in any of the files), 2 on a malformed file (docs/check.md
+//! says why).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,11 +19,13 @@ use crate::output::{doc_text, print_json, Format, OutputArgs};
 /// Arguments of `meshplan check`.
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// A claims file (TOML; see docs/check.md).
-    #[arg(value_name = "FILE.toml")]
-    pub file: PathBuf,
-    /// --json: one object {claims: [...], summary}; --explain: the
-    /// derivation of meshplan's value for every FAIL.
+    /// Claims files (TOML; see docs/check.md): `check examples/book/*.toml`
+    /// checks every chapter, each file's table in turn.
+    #[arg(value_name = "FILE.toml", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// --json: one object {claims: [...], summary} (several files: an array
+    /// of them, each with its `file`); --explain: the derivation of
+    /// meshplan's value for every FAIL.
     #[command(flatten)]
     pub out: OutputArgs,
     /// Exit 1 also when a claim cannot be checked or fails as an annotated book slip.
@@ -50,21 +53,55 @@ fn run_check(path: &Path, with_trace: bool) -> Result<CheckReport> {
     )?)
 }
 
-/// Run `check`.
+/// One file's report in a several-file `--json` answer.
+#[derive(serde::Serialize)]
+struct FileReport<'a> {
+    file: &'a Path,
+    #[serde(flatten)]
+    report: &'a CheckReport,
+}
+
+/// Run `check`: every file is read and checked before anything is printed
+/// (a malformed file is an error naming it, exit 2, with no partial table);
+/// the exit status is the worst file's.
 pub fn run(a: CheckArgs) -> Result<ExitCode> {
     let o = &a.out;
-    let rep = run_check(&a.file, o.explain)?;
+    let reps = a
+        .files
+        .iter()
+        .map(|f| run_check(f, o.explain))
+        .collect::<Result<Vec<_>>>()?;
     if o.json {
-        print_json(&rep)?;
+        match reps.as_slice() {
+            [rep] => print_json(rep)?,
+            _ => {
+                let all: Vec<FileReport> = a
+                    .files
+                    .iter()
+                    .zip(&reps)
+                    .map(|(file, report)| FileReport { file, report })
+                    .collect();
+                print_json(&all)?;
+            }
+        }
     } else {
         use meshplan_core::view::Render;
-        out!("{}", doc_text(&rep.doc(), o.explain_format));
-        if o.explain && rep.summary.fail > 0 {
-            outln!();
-            out!("{}", explain_failures(&rep, o.explain_format));
+        for (i, rep) in reps.iter().enumerate() {
+            if reps.len() > 1 {
+                if i > 0 {
+                    outln!();
+                }
+                outln!("== {} ==", a.files[i].display());
+            }
+            out!("{}", doc_text(&rep.doc(), o.explain_format));
+            if o.explain && rep.summary.fail > 0 {
+                outln!();
+                out!("{}", explain_failures(rep, o.explain_format));
+            }
         }
     }
-    Ok(ExitCode::from(exit_code(&rep, a.strict)))
+    let worst = reps.iter().map(|r| exit_code(r, a.strict)).max();
+    Ok(ExitCode::from(worst.unwrap_or(0)))
 }
 
 /// Whether a FAIL is one the file expects: its note marks it as the book's

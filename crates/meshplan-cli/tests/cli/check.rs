@@ -24,6 +24,42 @@ fn shipped_claims_files_exit_codes() {
     assert_eq!(run(&["check", "examples/playbook/seed-003.toml"]).0, 1);
 }
 
+/// Several files at once (`check examples/book/*.toml`): each file's table
+/// under its name, the worst exit status (a seed with a WRONG: slip beside
+/// a book chapter whose only FAILs are annotated: 1), and `--json` an array
+/// of the files' reports, each naming its file.
+#[test]
+fn several_files_at_once() {
+    let (book, seed) = (
+        "examples/book/ch7.toml",
+        "examples/claims/seed-002-ch7.toml",
+    );
+    let (code, out, _) = run(&["check", "examples/book/ch5.toml", book]);
+    assert_eq!(code, 0, "{out}");
+    assert_contains(
+        &out,
+        &[
+            "== examples/book/ch5.toml ==",
+            "== examples/book/ch7.toml ==",
+        ],
+    );
+    assert_eq!(run(&["check", book, seed]).0, 1);
+    assert_eq!(run(&["check", seed, book]).0, 1);
+    let args = ["check", "--json", book, seed];
+    let (_, out, _) = run(&args);
+    let v = parse(&args, &out);
+    let files = v.as_array().expect("an array of reports");
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["file"], book);
+    assert_eq!(files[1]["file"], seed);
+    assert!(files[0]["summary"]["pass"].as_u64().unwrap() > 0);
+    // a malformed file among good ones: exit 2 naming it, no partial table
+    let (code, out, err) = run(&["check", book, "does-not-exist.toml"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_contains(&err, &["does-not-exist.toml"]);
+}
+
 /// A claim on an optional key the scenario does not produce (no MFU → no
 /// step_time_at_mfu_s) is CANNOT-CHECK: exit 0, but 1 with --strict.
 #[test]
