@@ -142,3 +142,43 @@ fn tp_limit_reads_the_nvlink_alpha_on_many_nodes() {
     // the data axes still see the node's scale-out bandwidth
     assert!(rel(r.alpha, 990e12 / 400e9) < 1e-12, "{}", r.alpha);
 }
+
+/// Book ch12, Tensor Parallelism: beyond a node a TP group reads the
+/// scale-out link, Y < F/α_out with α_out = C/W_out = 990e12/(8·50e9) =
+/// 2475 on an H100 node (@book: 400 GB/s of InfiniBand per node): for
+/// LLaMA-3.1 70B 28672/2475 = 11.585; spanning exactly two nodes only the
+/// Y − 8 ranks beyond the first node cross it, F > 2475·(Y − 8), so
+/// Y < 8 + 11.585 = 19.585 ("up to 19-way"). A TPU has neither.
+#[test]
+fn tp_limits_beyond_one_gpu_node() {
+    let deg = Degrees {
+        dp: 2,
+        tp: 8,
+        ..Degrees::default()
+    };
+    let r = run(
+        "llama-3.1-70b",
+        "h100@book",
+        Topology::gpus(16, 8),
+        deg,
+        4 << 20,
+    );
+    let one = 28672.0 / (990e12 / 400e9);
+    let got = r.tp_max_degree_beyond_node.expect("a GPU cluster");
+    assert!(rel(got, one) < 1e-12, "{got} vs {one}");
+    let two = r.tp_max_degree_two_nodes.expect("a GPU cluster");
+    assert!(rel(two, 8.0 + one) < 1e-12, "{two}");
+    let tpu = run(
+        "llama-3.1-70b",
+        "tpu-v5p@book",
+        Topology::torus(1, &[4, 4, 4]),
+        Degrees {
+            dp: 8,
+            tp: 8,
+            ..Degrees::default()
+        },
+        4 << 20,
+    );
+    assert_eq!(tpu.tp_max_degree_beyond_node, None);
+    assert_eq!(tpu.tp_max_degree_two_nodes, None);
+}

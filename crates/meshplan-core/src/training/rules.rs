@@ -54,6 +54,14 @@ pub struct Rules {
     pub fsdp_tp_min_batch_per_chip: f64,
     /// M_Y·F/α.
     pub tp_max_degree: f64,
+    /// GPUs: the TP limit of a group beyond one node, F/α_out with the
+    /// scale-out α = C/W_out (book ch12: "F/2475 beyond a node").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_max_degree_beyond_node: Option<f64>,
+    /// GPUs: the TP limit of a group spanning exactly two nodes, G + F/α_out
+    /// (book ch12: F > α_out·(Y − 8) with G = 8 GPUs per node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_max_degree_two_nodes: Option<f64>,
     /// √((B/F)·(M_X/M_Y)·N).
     pub x_opt: f64,
     /// Divisor of N nearest X_opt.
@@ -173,6 +181,48 @@ pub fn tp_max_degree<T: Tracer>(f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64
         .source(CH5)
     });
     y
+}
+
+/// A GPU's TP limits beyond its node (book ch12, "Tensor parallelism"): a
+/// group that leaves the NVLink domain reads the scale-out link, so
+/// `Y < F/α_out` with `α_out = C/W_out` (W_out the node's scale-out
+/// bandwidth shared by its G GPUs, as the DP rules read it: 400 GB/s per
+/// H100 node, α_out ≈ 2475); spanning exactly two nodes, only the `Y − G`
+/// ranks beyond the first node's G cross it ("an extra 2× bandwidth"), so
+/// `F > α_out·(Y − G)`, i.e. `Y < G + F/α_out`. `None` off GPUs or without
+/// a scale-out network. Returns (beyond a node, two nodes).
+fn tp_beyond_node<T: Tracer>(chip: &Chip, c: f64, f: f64, tr: &mut T) -> Option<(f64, f64)> {
+    let (nv, out) = (chip.nvlink.as_ref()?, chip.scale_out.as_ref()?);
+    let g = nv.domain_size.max(1) as f64;
+    let w_out = out.per_chip.one_way_rate().get() * g;
+    let alpha_out = c / w_out;
+    let one = f / alpha_out;
+    let two = g + one;
+    tr.record(|| {
+        Step::new(
+            "rules.tp_max_beyond_node",
+            "Largest compute-bound TP degree beyond one node",
+            "F/α_out, α_out = C/W_out",
+        )
+        .bind("F", f, "")
+        .bind("C", c, "FLOP/s")
+        .bind("W_out", w_out, "B/s")
+        .result(one, "ways")
+        .source("How To Scale Your Model ch12 (GPUs), Tensor Parallelism: F/2475 beyond a node")
+    });
+    tr.record(|| {
+        Step::new(
+            "rules.tp_max_two_nodes",
+            "Largest compute-bound TP degree over exactly two nodes",
+            "G + F/α_out (F > α_out·(Y − G))",
+        )
+        .bind("G", g, "GPUs per node")
+        .bind("F", f, "")
+        .bind("α_out", alpha_out, "FLOPs/B")
+        .result(two, "ways")
+        .source("How To Scale Your Model ch12 (GPUs), Tensor Parallelism: F > 2475·(Y − 8), up to 19-way")
+    });
+    Some((one, two))
 }
 
 /// Mixed FSDP + TP: compute-bound iff `B/N > α²/(M_X·M_Y·F)` (May-2026 text;
@@ -443,6 +493,7 @@ pub fn book_rules<T: Tracer>(
         _ => alpha,
     };
     let tpmax = tp_max_degree(f, alpha_tp, my, tr);
+    let beyond = tp_beyond_node(chip, c, f, tr);
     let xo = x_opt(b, f, n, mx, my, tr);
     let xc = nearest_divisor(mesh.chips.max(1), xo);
     let r = RuleInputs {
@@ -478,6 +529,8 @@ pub fn book_rules<T: Tracer>(
         fsdp_tp_m_y: my,
         fsdp_tp_min_batch_per_chip: ftmin,
         tp_max_degree: tpmax,
+        tp_max_degree_beyond_node: beyond.map(|(one, _)| one),
+        tp_max_degree_two_nodes: beyond.map(|(_, two)| two),
         x_opt: xo,
         x_chosen: xc,
         y_chosen: mesh.chips / xc.max(1),
