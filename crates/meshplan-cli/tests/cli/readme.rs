@@ -117,6 +117,7 @@ fn run_line(line: &str, s: &Scratch, files: &mut BTreeMap<String, String>) -> Re
     }
     let args: Vec<String> = words(cmd)
         .into_iter()
+        .flat_map(glob)
         .map(|w| match files.get(&w) {
             Some(p) => p.clone(),
             None if w.ends_with(".svg") => s.dir().join(&w).display().to_string(),
@@ -143,6 +144,22 @@ fn run_line(line: &str, s: &Scratch, files: &mut BTreeMap<String, String>) -> Re
         files.insert(f, p);
     }
     Ok(())
+}
+
+/// A shell's expansion of `dir/*.ext` (the one glob form the docs use),
+/// sorted as the shell sorts; any other word as it is.
+fn glob(w: String) -> Vec<String> {
+    let Some((dir, ext)) = w.split_once("/*") else {
+        return vec![w];
+    };
+    let mut all: Vec<String> = std::fs::read_dir(root().join(dir))
+        .expect("a globbed folder")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(ext))
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    all.sort();
+    all
 }
 
 fn run_doc(path: &str) -> usize {
