@@ -594,6 +594,9 @@ fn book_ch12() {
             ("ch12-quiz5-q3-70b-bound", P),
             ("ch12-quiz5-q3-314b-bound", P),
             ("ch12-gpu-to-gpu-ib", P),
+            ("ch12-tp-beyond-node", P),
+            ("ch12-tp-in-node-f28000", P),
+            ("ch12-tp-two-nodes", P),
         ],
     );
 }

@@ -117,27 +117,48 @@ fn nanotron_and_megatron_2022_follow_their_own_defaults() {
 }
 
 #[test]
-fn the_book_and_maxtext_keep_the_historical_defaults() {
-    for fw in ["book", "maxtext"] {
-        let s = setup("h100", 256, &format!("framework = \"{fw}\""), TP8_PP4_DP8);
-        // m = pp = 4, full recompute, ZeRO-0, no SP, nothing chosen
-        assert_eq!(
-            (
-                s.cfg.microbatches,
-                s.cfg.zero,
-                s.cfg.remat,
-                s.cfg.sequence_parallel
-            ),
-            (4, 0, Remat::Full, false),
-            "{fw}"
-        );
-        assert!(s.chosen.is_empty(), "{fw}: {:?}", s.chosen);
-    }
-    // a TPU defaults to the book's accounting: nothing chosen either
-    let t = setup("tpu-v5p", 256, "", TP8_PP4_DP8);
+fn the_book_keeps_the_historical_defaults() {
+    let s = setup("h100", 256, "framework = \"book\"", TP8_PP4_DP8);
+    // m = pp = 4, full recompute, ZeRO-0, no SP, nothing chosen
+    assert_eq!(
+        (
+            s.cfg.microbatches,
+            s.cfg.zero,
+            s.cfg.remat,
+            s.cfg.sequence_parallel
+        ),
+        (4, 0, Remat::Full, false)
+    );
+    assert!(s.chosen.is_empty(), "{:?}", s.chosen);
+    // the book's @book TPU keeps the book's accounting: nothing chosen
+    let t = setup("tpu-v5p@book", 256, "", TP8_PP4_DP8);
     assert_eq!(t.cfg.framework, Framework::Book);
     assert!(t.chosen.is_empty());
     assert_eq!(t.cfg.microbatches, 4);
+}
+
+/// MaxText's base.yml: FSDP over the slice's data ranks
+/// (`ici_fsdp_parallelism: -1`: ZeRO-3 over dp = 8) and full recompute
+/// (`remat_policy: 'full'`), each named; micro-batches stay pp = 4. A
+/// vendor TPU runs MaxText when no framework is given.
+#[test]
+fn maxtext_and_a_tpu_take_maxtexts_defaults() {
+    for (chip, fw) in [("h100", "framework = \"maxtext\""), ("tpu-v5p", "")] {
+        let s = setup(chip, 256, fw, TP8_PP4_DP8);
+        assert_eq!(s.cfg.framework, Framework::Maxtext, "{chip}");
+        assert_eq!(
+            (s.cfg.microbatches, s.cfg.zero, s.cfg.remat),
+            (4, 3, Remat::Full),
+            "{chip}"
+        );
+        assert_eq!(s.chosen.len(), 2, "{chip}: {:?}", s.chosen);
+        assert!(
+            s.chosen[0].contains("ici_fsdp_parallelism"),
+            "{:?}",
+            s.chosen
+        );
+        assert!(s.chosen[1].contains("remat_policy"), "{:?}", s.chosen);
+    }
 }
 
 #[test]

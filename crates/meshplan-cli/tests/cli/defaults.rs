@@ -245,3 +245,51 @@ fn the_default_micro_batch_count_is_bounded() {
     );
     assert!(std::fs::metadata(trace).unwrap().len() > 0);
 }
+
+/// A TPU runs MaxText when no framework is given (issue 25): FSDP (ZeRO-3)
+/// over the slice's data ranks and full recompute, as MaxText's base.yml
+/// sets them (`ici_fsdp_parallelism: -1`, `remat_policy: 'full'`), both
+/// named; an explicit `--zero`/`--remat` is kept; the book's `@book` chips
+/// keep the book's accounting (its exercises); and `plan train` on a slice
+/// ranks by predictions, not by a roofline at 100 % MFU.
+#[test]
+fn a_tpu_runs_maxtext_with_its_defaults() {
+    let base = [
+        "--model",
+        "llama-3-8b",
+        "--chips",
+        "256",
+        "--batch-tokens",
+        "4Mi",
+        "--seq-len",
+        "8192",
+        "--json",
+    ];
+    let v = json(&cmd(&[&["train", "--hw", "tpu-v5p"], &base[..]]));
+    assert_eq!(v["framework"], "maxtext", "{}", v["framework"]);
+    assert_eq!(v["config"]["zero"], 3);
+    assert_eq!(v["config"]["remat"], "full");
+    let chosen = v["chosen"].to_string();
+    assert_contains(&chosen, &["ici_fsdp_parallelism", "remat_policy"]);
+    assert!(v["predicted"]["step_time_s"]
+        .as_f64()
+        .is_some_and(|s| s > 0.0));
+    let own = json(&cmd(&[
+        &["train", "--hw", "tpu-v5p", "--zero", "1", "--remat", "none"],
+        &base[..],
+    ]));
+    assert_eq!(own["config"]["zero"], 1);
+    assert_eq!(own["config"]["remat"], "none");
+    let book = json(&cmd(&[&["train", "--hw", "tpu-v5p@book"], &base[..]]));
+    assert_eq!(book["framework"], "book");
+    let plan = json(&cmd(&[
+        &["plan", "train", "--hw", "tpu-v5p", "--top", "3"],
+        &base[..],
+    ]));
+    assert_eq!(plan["framework"], "maxtext");
+    assert_eq!(
+        plan["ranked_by_prediction"], true,
+        "{}",
+        plan["prediction_note"]
+    );
+}

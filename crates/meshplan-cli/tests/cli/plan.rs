@@ -119,26 +119,34 @@ fn train_hw_profile_file_changes_the_prediction() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// TPU under the book's accounting: roofline ranking, a one-line note
-/// (`--framework maxtext` ranks by the TPU profile's predictions).
+/// A vendor TPU runs MaxText and its plans are ranked by the TPU profile's
+/// predictions; the book's `@book` TPU keeps the book's accounting and the
+/// roofline ranking, with a one-line note (`--framework maxtext` ranks by
+/// predictions).
 #[test]
-fn train_on_tpu_ranks_by_the_roofline() {
-    let (code, out, err) = run(&[
-        "plan",
-        "train",
-        "--model",
-        "llama-2-7b",
-        "--hw",
-        "tpu-v5p",
-        "--mesh",
-        "2x2x4",
-        "--batch-tokens",
-        "1M",
-        "--seq-len",
-        "4096",
-        "--top",
-        "2",
-    ]);
+fn train_on_tpu_ranks_by_maxtext_predictions_and_at_book_by_the_roofline() {
+    let plan = |chip: &str| {
+        run(&[
+            "plan",
+            "train",
+            "--model",
+            "llama-2-7b",
+            "--hw",
+            chip,
+            "--mesh",
+            "2x2x4",
+            "--batch-tokens",
+            "1M",
+            "--seq-len",
+            "4096",
+            "--top",
+            "2",
+        ])
+    };
+    let (code, out, err) = plan("tpu-v5p");
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["maxtext accounting", "(pred.)"]);
+    let (code, out, err) = plan("tpu-v5p@book");
     assert_eq!(code, 0, "{err}");
     assert_contains(
         &out,

@@ -131,14 +131,15 @@ pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<
 }
 
 /// The framework a plan is predicted and accounted under when none is given:
-/// Megatron where a GPU efficiency profile describes the chip, the book's
-/// accounting otherwise (TPUs included: their predictions run MaxText's
-/// runtime; `--framework maxtext` accounts memory as MaxText does).
-pub fn default_framework(profile: Option<&ActiveProfile>) -> Framework {
+/// the framework people run on the chip where an efficiency profile
+/// describes it — Megatron on GPUs, MaxText on TPUs (so `plan train` on a
+/// TPU slice ranks by predictions, not by a roofline that puts every plan at
+/// 100 % MFU) — and the book's accounting where none does and on the
+/// `@book` chips of the book's exercises (`book`).
+pub fn default_framework(profile: Option<&ActiveProfile>, book: bool) -> Framework {
     match profile {
-        // TPUs keep the book's accounting (its exercises are TPU ones); their
-        // prediction runs MaxText's runtime ([`predict_train`])
-        Some(p) if p.profile.network == crate::training::tpu::ICI => Framework::Book,
+        Some(p) if p.profile.network == crate::training::tpu::ICI && book => Framework::Book,
+        Some(p) if p.profile.network == crate::training::tpu::ICI => Framework::Maxtext,
         Some(_) => Framework::Megatron,
         None => Framework::Book,
     }

@@ -172,7 +172,11 @@ fn scenario_topology(sc: &Scenario, chip: &Chip) -> Result<std::result::Result<T
 /// dtype = param dtype, MFU in (0, 1], the FLOP convention (`flops`, or
 /// `include_attention = false` for the book's), the framework (Megatron
 /// where a profile describes the chip, the book's accounting otherwise).
-fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Result<TrainConfig> {
+fn workload_config(
+    t: &TrainingSection,
+    profile: Option<&ActiveProfile>,
+    chip: &Chip,
+) -> Result<TrainConfig> {
     let mut cfg = TrainConfig::default();
     cfg.batch_tokens = t.batch_tokens.map(|c| c.0).unwrap_or(cfg.batch_tokens);
     cfg.seq_len = t.seq_len.map(|c| c.0).unwrap_or(cfg.seq_len);
@@ -210,7 +214,7 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
     };
     cfg.framework = match &t.framework {
         Some(f) => Framework::parse(f)?,
-        None => default_framework(profile),
+        None => default_framework(profile, chip.profile == crate::hardware::Profile::Book),
     };
     if let Some(o) = &t.offload {
         if !o.iter().any(|x| x.trim().eq_ignore_ascii_case("auto")) {
@@ -464,6 +468,32 @@ pub fn framework_defaults(sc: &Scenario, cfg: &mut TrainConfig) -> Vec<String> {
     chosen
 }
 
+/// MaxText's own defaults (`MaxText/configs/base.yml`), the framework a TPU
+/// runs when none is given: the slice's data ranks shard the weights and
+/// optimizer state (`ici_fsdp_parallelism: -1`, FSDP ≡ ZeRO-3 over them;
+/// across several slices the DCN axis is data parallel,
+/// `dcn_data_parallelism: -1`, which meshplan leaves to the user) and every
+/// layer is recomputed (`remat_policy: 'full'`); one gradient-accumulation
+/// step (`gradient_accumulation_steps: 1`) is meshplan's default already.
+/// The user's explicit choices are never changed.
+fn maxtext_defaults(sc: &Scenario, cfg: &mut TrainConfig, one_slice: bool) -> Vec<String> {
+    let p = &sc.parallelism;
+    let mut chosen = Vec::new();
+    let d = cfg.degrees.at_least_one();
+    if one_slice && p.zero.is_none() && p.fsdp.is_none() && d.fsdp == 1 && d.dp * d.cp > 1 {
+        cfg.zero = 3;
+        chosen.push(
+            "FSDP (ZeRO-3) over the slice's data ranks (MaxText's ici_fsdp_parallelism = -1)"
+                .to_string(),
+        );
+    }
+    if sc.training.remat.is_none() {
+        cfg.remat = Remat::Full;
+        chosen.push("full recompute (MaxText's remat_policy = 'full')".to_string());
+    }
+    chosen
+}
+
 /// How the report names a framework.
 fn framework_name(fw: Framework) -> &'static str {
     match fw {
@@ -501,7 +531,12 @@ pub fn resolve_with(
     }
     let mut cfg = w.base;
     plan_config(&sc.parallelism, chips, &mut cfg)?;
-    let chosen = framework_defaults(sc, &mut cfg);
+    let one_slice = !matches!(topo, crate::mesh::Topology::Torus { slices, .. } if slices > 1);
+    let chosen = if cfg.framework == Framework::Maxtext {
+        maxtext_defaults(sc, &mut cfg, one_slice)
+    } else {
+        framework_defaults(sc, &mut cfg)
+    };
     check_tp_overlap(&cfg)?;
     Ok(TrainSetup {
         spec: w.spec,
@@ -524,7 +559,7 @@ pub fn resolve_workload(
     let chip = sc.hardware.resolve_chip(cat)?;
     let profile = active_profile(&chip, user)?;
     let topo = scenario_topology(sc, &chip)?;
-    let base = workload_config(&sc.training, profile.as_ref())?;
+    let base = workload_config(&sc.training, profile.as_ref(), &chip)?;
     let chips = match &topo {
         Ok(t) => t.checked_chips().unwrap_or(u64::MAX),
         Err(_) => sc.hardware.chips.map_or(0, |c| c.0),
