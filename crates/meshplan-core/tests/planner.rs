@@ -651,3 +651,46 @@ fn rank_order_moves_the_pipeline_into_the_node() {
     );
     assert_eq!(rank_orders(&cube(), &outer), [RankOrder::PipelineOuter]);
 }
+
+/// Issue 25: a TPU slice's search tries every axis order, and ZeRO-3 over
+/// dp shards the same ranks as fsdp; before, LLaMA-3 8B on a v5p 4x8x8
+/// slice under MaxText listed its best plan six times (3 axis orders × dp
+/// or fsdp) with the same figures. The top plans are now distinct: no two
+/// share choices, degrees (ZeRO-3's data ranks counted once) and figures.
+#[test]
+fn the_top_plans_are_distinct() {
+    let cat = Catalog::builtin();
+    let (spec, chip) = (
+        cat.model("llama-3-8b").unwrap(),
+        cat.chip("tpu-v5p").unwrap(),
+    );
+    let s = TrainSearch::new(
+        spec,
+        chip,
+        Topology::torus(1, &[4, 8, 8]),
+        TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 8192,
+            framework: Framework::Maxtext,
+            ..TrainConfig::default()
+        },
+    );
+    let r = s.run();
+    assert_eq!(r.plans.len(), 10);
+    let canon = |f: &meshplan_core::planner::Found| {
+        let d = f.deg;
+        let data = if f.choice.zero >= 3 {
+            (1, d.dp * d.fsdp)
+        } else {
+            (d.dp, d.fsdp)
+        };
+        (data, d.tp, d.pp, d.cp, f.choice, f.step_time().to_bits())
+    };
+    for (i, a) in r.plans.iter().enumerate() {
+        for b in &r.plans[i + 1..] {
+            assert_ne!(canon(a), canon(b), "{:?} / {:?}", a.deg, b.deg);
+        }
+    }
+    // the kept twin is the first in enumeration order: the given axis order
+    assert_eq!(r.plans[0].topo, 0);
+}

@@ -230,10 +230,20 @@ impl Local {
             buf: Vec::with_capacity(1024),
         }
     }
-    /// Keep `f` if it is among the best K: O(log K).
+    /// Keep `f` if it is among the best K: O(log K), plus a scan of the K
+    /// held for a twin ([`twins`]): of two twins only the better-ordered one
+    /// is held (the given axis order and the enumeration order first, on
+    /// any number of threads).
     #[inline]
     fn offer(&mut self, f: Found) {
         if self.k == 0 {
+            return;
+        }
+        if let Some(t) = self.top.iter().find(|w| twins(w, &f)) {
+            if f < *t {
+                self.top.retain(|w| !twins(w, &f));
+                self.top.push(f);
+            }
             return;
         }
         if self.top.len() < self.k {
@@ -282,6 +292,29 @@ impl Local {
         }
         self
     }
+}
+
+/// Two plans that are one plan to a user (issue 25: the TPU rankings listed
+/// each plan once per axis order of the slice): the same choices and
+/// figures (ranking key and memory per chip, to the bit) with the same
+/// degrees — on another axis order or rank order — or with ZeRO-3 over dp
+/// where the other shards the same ranks as fsdp (ZeRO-3 is FSDP over every
+/// data rank, `RunSpec::shard_groups`).
+fn twins(a: &Found, b: &Found) -> bool {
+    let bits = |f: &Found| f.key.map(f64::to_bits);
+    let canon = |f: &Found| {
+        let d = f.deg;
+        let (dp, fsdp) = if f.choice.zero >= 3 {
+            (1, d.dp.saturating_mul(d.fsdp))
+        } else {
+            (d.dp, d.fsdp)
+        };
+        (dp, fsdp, d.tp, d.pp, d.cp, d.ep, d.etp)
+    };
+    bits(a) == bits(b)
+        && a.eval.memory.total_bytes.get().to_bits() == b.eval.memory.total_bytes.get().to_bits()
+        && a.choice == b.choice
+        && canon(a) == canon(b)
 }
 
 /// Whether rejected plan `a` is closer to fitting than `b` (memory / HBM, then rank).
