@@ -29,7 +29,8 @@ pub struct Staged {
     pub lower_bound_s: f64,
     /// sum of the stages (none overlapped), seconds.
     pub upper_bound_s: f64,
-    /// The slowest stage.
+    /// The slowest stage: "host → HBM", "interconnect" (the collective) or
+    /// "HBM read".
     pub bound: String,
 }
 
@@ -57,7 +58,7 @@ pub fn staged<T: Tracer>(
     let hbm = div(result, w_hbm);
     let stages = [
         ("host → HBM", host),
-        ("collective", collective_s),
+        ("interconnect", collective_s),
         ("HBM read", hbm),
     ];
     let (bound, lower) = stages.iter().fold(("host → HBM", 0.0f64), |acc, &(n, t)| {

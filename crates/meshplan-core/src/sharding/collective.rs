@@ -143,7 +143,8 @@ pub struct CollectiveReport {
     pub effective_bandwidth_bytes_per_s: f64,
     /// V / T_bandwidth: the links' rate alone, bytes/s.
     pub bandwidth_term_bytes_per_s: f64,
-    /// The level with the least AllGather bandwidth (`levels`), "" if none.
+    /// The level with the least AllGather bandwidth (`levels`: "NVLink",
+    /// "leaf", "spine", "scale-out", "DCN"), "" on a torus or one level.
     pub bounding_level: String,
     /// V below which the collective is latency-bound, bytes.
     pub latency_bound_below_bytes: f64,
@@ -717,7 +718,9 @@ fn report(
             a.allgather_bandwidth_bytes_per_s
                 .total_cmp(&b.allgather_bandwidth_bytes_per_s)
         })
-        .map_or(String::new(), |l| l.name.clone());
+        .map_or(String::new(), |l| {
+            l.name.split(" (").next().unwrap_or(&l.name).to_string()
+        });
     let rate = |t: f64| if t > 0.0 { v / t } else { f64::INFINITY };
     CollectiveReport {
         chip: chip.name.clone(),
