@@ -436,7 +436,16 @@ pub fn cost_with<T: Tracer>(
     tr.record(|| {
         let mut s = Step::new(
             &format!("collective.{}", kind.name().to_ascii_lowercase()),
-            &format!("{} over {}", kind.name(), axis.describe()),
+            &if conv.any() {
+                format!(
+                    "{} over {} ({})",
+                    kind.name(),
+                    axis.describe(),
+                    conv.describe()
+                )
+            } else {
+                format!("{} over {}", kind.name(), axis.describe())
+            },
             &format!("max(latency, {formula})"),
         )
         .bind("V", v, "B")

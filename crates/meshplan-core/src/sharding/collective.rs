@@ -491,10 +491,52 @@ pub fn evaluate<T: Tracer>(
     level_note(&mut r, &placement);
     r.convention = conv.describe();
     r.exact_time_s = exact.time.get();
+    record_figures(&r, conv.any(), tr);
     r.route = route;
     r.ragged = ragged;
     r.staged = staged;
     Ok(r)
+}
+
+/// The report's derived figures for --explain: each level's AllGather
+/// bandwidth, V/T, and the exact figure beside a convention.
+fn record_figures<T: Tracer>(r: &CollectiveReport, convention: bool, tr: &mut T) {
+    for (i, l) in r.levels.iter().enumerate() {
+        tr.record(|| {
+            Step::new(
+                &format!("collective.level.{i}"),
+                &format!("AllGather bandwidth of the {} level", l.name),
+                "D·W/(D−1)",
+            )
+            .bind("D", l.devices as f64, "")
+            .bind("W", l.bandwidth_bytes_per_s, "B/s")
+            .result(l.allgather_bandwidth_bytes_per_s, "B/s")
+            .source("How To Scale Your Model ch12 (cross-node collectives)")
+        });
+    }
+    tr.record(|| {
+        Step::new(
+            "collective.effective_bandwidth",
+            "Effective bandwidth",
+            "V/T",
+        )
+        .bind("V", r.bytes, "B")
+        .bind("T", r.time_s, "s")
+        .result(r.effective_bandwidth_bytes_per_s, "B/s")
+        .source("meshplan (issue 23: latency included)")
+    });
+    if convention {
+        tr.record(|| {
+            Step::new(
+                "collective.exact",
+                &format!("Exact figure beside the convention ({})", r.convention),
+                "T without the book's approximations",
+            )
+            .bind("T_convention", r.time_s, "s")
+            .result(r.exact_time_s, "s")
+            .source("meshplan")
+        });
+    }
 }
 
 /// Where the book's per-level model (ch12, `levels`) and the costed flat
