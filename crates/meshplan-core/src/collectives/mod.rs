@@ -1,6 +1,7 @@
 /*!
-Collective cost model: AllGather, ReduceScatter, AllReduce, AllToAll and
-point-to-point over one logical mesh axis as placed on hardware.
+Collective cost model: AllGather, ReduceScatter, AllReduce, AllToAll,
+point-to-point and gather to one device over one logical mesh axis as
+placed on hardware.
 
 `V` is always the **full** array size in bytes, as in the book: the gathered
 output of an AllGather, the unreduced input of a ReduceScatter/AllReduce (per
@@ -45,6 +46,21 @@ GPUs each drive their own NIC). AllToAll: in one node `V·(N−1)/(W·N²)`; acr
 `S` slices of `m` chips each, every chip with `W_dcn` one-way: a ring over
 slices with bandwidth `m·W_dcn`, `T = V·(S−1)/(S·m·W_dcn)` (the book's
 `8DF/(M·W_dcn)` per layer drops the `(S−1)/S`).
+
+## Gather to one device (book ch2 Q6)
+
+Every shard but the root's flows into the root (device 0, a corner of a
+torus): `V·(N−1)/N` through its `L` links (one per torus axis without
+wraparound, two with), latency the farthest chip's hops; on GPUs through
+the root's NVLink (and NIC) and its node's NICs.
+
+## Beside the cost
+
+[`Route`] (point-to-point over k hops: first byte and last),
+[`ragged()`] (a top-k AllToAll), [`staged()`] (host → HBM → interconnect →
+HBM read), [`cluster_levels`] (per-level AllGather bandwidth, leaf and
+spine, for any node count) and [`Conventions`] (the book's full-bandwidth
+axes and dropped ring factor, costed by [`cost_with`]).
 */
 
 use serde::Serialize;

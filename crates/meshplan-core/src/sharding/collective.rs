@@ -1,10 +1,14 @@
 /*!
 `meshplan collective`: the time of one AllGather, ReduceScatter, AllReduce,
-AllToAll or permute of an array over named mesh axes (book ch3, ch12), with
-the algorithm and the level that bounds it, the bytes each device sends,
-whether it is latency- or bandwidth-bound, and the alternatives the book
-discusses (a torus axis with or without wraparound, in-network reduction,
-a latency-optimised tree).
+AllToAll, permute or gather to one device of an array over named mesh axes
+(book ch2, ch3, ch12), with the algorithm and the level that bounds it, the
+bytes each device sends, whether it is latency- or bandwidth-bound, and the
+alternatives the book discusses (a torus axis with or without wraparound,
+in-network reduction, a latency-optimised tree). Options ask the book's
+further questions: a permute's route over k hops (`--to`, `--hops`), a
+ragged AllToAll (`--topk`), a pipeline staged from host memory
+(`--from-host`), and the book's conventions (`--full-bandwidth`,
+`--drop-ring-factor`) with the exact figure beside.
 
 The array is given as bytes (`V`, the full array as in the book) or in the
 book's notation (`bf16[E_X, F]` with sizes), in which case `V` is the array
@@ -33,8 +37,8 @@ use crate::view::{field, Doc, Render, Table};
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveQuery {
-    /// allgather | reducescatter | allreduce | alltoall | permute, with the
-    /// axes as a subscript (`allgather_X`).
+    /// allgather | reducescatter | allreduce | alltoall | permute | gather
+    /// (to one device), with the axes as a subscript (`allgather_X`).
     pub op: String,
     /// The array: V, the full array's size ("32 MiB"), or the array in the
     /// book's notation ("bf16[E_X, F]").
