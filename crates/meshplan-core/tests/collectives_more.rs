@@ -57,6 +57,9 @@ fn point_to_point_over_k_hops_ch2_q5() {
     // the same destination named by axis
     q.to = Some("X=3,Y=3".into());
     assert_eq!(run(&q).route.unwrap().hops, 6);
+    // the source itself: nothing moves
+    q.to = Some("0,0".into());
+    assert_eq!(run(&q).time_s, 0.0);
     // with wraparound (the alternative): 1 + 1 hops the short way round
     let alt = &r.alternatives[0];
     assert!(rel(alt.time_s, 2e-6 + v / 9e10) < 1e-12, "{alt:?}");

@@ -89,7 +89,8 @@ impl Route {
     pub fn cost<T: Tracer>(&self, v: f64, w1: f64, hop_s: f64, tr: &mut T) -> RouteCost {
         let w = self.paths.max(1) as f64 * w1;
         let first = self.hops as f64 * hop_s;
-        let transfer = if v <= 0.0 {
+        // zero hops: the destination is the source, nothing moves
+        let transfer = if v <= 0.0 || self.hops == 0 {
             0.0
         } else if w <= 0.0 {
             f64::INFINITY
