@@ -82,7 +82,7 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Fit a chip's efficiency parameters from measured runs.
     Calibrate(cmd::validate::CalibrateArgs),
-    /// One collective's time on a mesh: AllGather, ReduceScatter, AllReduce, AllToAll, permute.
+    /// One collective's time on a mesh: AllGather, ReduceScatter, AllReduce, AllToAll, permute, gather to one.
     Collective(BlockArgs<CollectiveQuery>),
     /// One operation's roofline: FLOPs, bytes, intensity, T_math, T_mem, the bound.
     Roofline(BlockArgs<RooflineQuery>),

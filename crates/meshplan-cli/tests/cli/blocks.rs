@@ -334,3 +334,86 @@ fn hostile_inputs_exit_2() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// Issue 24's collective flags end to end: ch2 Q5's route (6 hops, first
+/// byte 6 µs, 6 µs + 16,777,216/9e10 in all), ch3 pop quiz 2 under
+/// `--full-bandwidth` (V/9e10 with the exact 3·(V/4)/4.5e10 beside, both
+/// in the text), a ragged AllToAll, a gather staged from host memory, and a
+/// flag on the wrong op (exit 2, named).
+#[test]
+fn collective_issue_24_flags() {
+    let r = json(&[
+        "collective",
+        "permute",
+        "--array",
+        "bf16[8, 128, 8192]",
+        "--mesh",
+        "4x4",
+        "--hw",
+        "tpu-v5e@book",
+        "--to",
+        "3,3",
+    ]);
+    assert_eq!(f(&r, "route.hops"), 6.0);
+    assert!(rel(f(&r, "route.first_byte_s"), 6e-6) < 1e-12);
+    assert!(rel(f(&r, "time_s"), 6e-6 + 16_777_216.0 / 9e10) < 1e-12);
+    let v = 2.0 * 2048.0 * 8192.0;
+    let args = [
+        "collective",
+        "allgather_Y",
+        "--array",
+        "bf16[E_Y, F]",
+        "--dims",
+        "E=2048,F=8192",
+        "--mesh",
+        "X=8,Y=4",
+        "--hw",
+        "tpu-v5e@book",
+        "--full-bandwidth",
+    ];
+    let r = json(&args);
+    assert!(rel(f(&r, "time_s"), v / 9e10) < 1e-12);
+    assert!(rel(f(&r, "exact_time_s"), 3.0 * v / 4.0 / 4.5e10) < 1e-12);
+    let (c, text, _) = run(&args);
+    assert_eq!(c, 0);
+    assert_contains(&text, &["exact time", "559.2 µs"]);
+    let r = json(&[
+        "collective",
+        "alltoall",
+        "--array",
+        "1GB",
+        "--mesh",
+        "X=8",
+        "--hw",
+        "h100",
+        "--topk",
+        "4",
+    ]);
+    assert_eq!(f(&r, "ragged.fraction"), 0.5);
+    let r = json(&[
+        "collective",
+        "gather_XY",
+        "--array",
+        "16e9",
+        "--mesh",
+        "4x4",
+        "--hw",
+        "tpu-v5e@book",
+        "--from-host",
+    ]);
+    assert!(rel(f(&r, "staged.lower_bound_s"), 15e9 / 9e10) < 1e-12);
+    let (c, _, err) = run(&[
+        "collective",
+        "allgather",
+        "--array",
+        "1GB",
+        "--mesh",
+        "X=8",
+        "--hw",
+        "h100",
+        "--topk",
+        "4",
+    ]);
+    assert_eq!(c, 2);
+    assert_contains(&err, &["--topk applies to AllToAll"]);
+}

@@ -164,6 +164,23 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         H100,
         r#"{"op": "allgather", "array": "1GB", "mesh": "X=2,Y=8", "axes": "XY"}"#,
     ),
+    // the collective's optional sections (issue 24): a routed send, a
+    // ragged AllToAll, a gather staged from host memory
+    (
+        Command::Collective,
+        V5E,
+        r#"{"op": "permute", "array": "16MiB", "mesh": "4x4", "to": "3,3"}"#,
+    ),
+    (
+        Command::Collective,
+        H100,
+        r#"{"op": "alltoall", "array": "1GB", "mesh": "X=8", "topk": 4}"#,
+    ),
+    (
+        Command::Collective,
+        V5E,
+        r#"{"op": "gather", "array": "16e9", "mesh": "4x4", "axes": "XY", "from_host": true}"#,
+    ),
     (
         Command::Roofline,
         V5E,

@@ -1,6 +1,7 @@
 /*!
-Collective cost model: AllGather, ReduceScatter, AllReduce, AllToAll and
-point-to-point over one logical mesh axis as placed on hardware.
+Collective cost model: AllGather, ReduceScatter, AllReduce, AllToAll,
+point-to-point and gather to one device over one logical mesh axis as
+placed on hardware.
 
 `V` is always the **full** array size in bytes, as in the book: the gathered
 output of an AllGather, the unreduced input of a ReduceScatter/AllReduce (per
@@ -45,9 +46,36 @@ GPUs each drive their own NIC). AllToAll: in one node `V·(N−1)/(W·N²)`; acr
 `S` slices of `m` chips each, every chip with `W_dcn` one-way: a ring over
 slices with bandwidth `m·W_dcn`, `T = V·(S−1)/(S·m·W_dcn)` (the book's
 `8DF/(M·W_dcn)` per layer drops the `(S−1)/S`).
+
+## Gather to one device (book ch2 Q6)
+
+Every shard but the root's flows into the root (device 0, a corner of a
+torus): `V·(N−1)/N` through its `L` links (one per torus axis without
+wraparound, two with), latency the farthest chip's hops; on GPUs through
+the root's NVLink (and NIC) and its node's NICs.
+
+## Beside the cost
+
+[`Route`] (point-to-point over k hops: first byte and last),
+[`ragged()`] (a top-k AllToAll), [`staged()`] (host → HBM → interconnect →
+HBM read), [`cluster_levels`] (per-level AllGather bandwidth, leaf and
+spine, for any node count) and [`Conventions`] (the book's full-bandwidth
+axes and dropped ring factor, costed by [`cost_with`]).
 */
 
 use serde::Serialize;
+
+mod conventions;
+mod hierarchy;
+mod ragged;
+mod route;
+mod staged;
+
+pub use conventions::Conventions;
+pub use hierarchy::cluster_levels;
+pub use ragged::{ragged, ragged_fraction, ragged_fraction_expected, Ragged};
+pub use route::{torus_route, Route, RouteCost, RouteHop};
+pub use staged::{staged, Staged};
 
 use crate::hardware::{Chip, ChipKind};
 use crate::trace::{Step, Tracer};
@@ -67,6 +95,9 @@ pub enum Collective {
     AllToAll,
     /// One send to a neighbour (pipeline stages, ring attention step).
     PointToPoint,
+    /// Gather every shard onto one device, the root (book ch2 Q6: copy an
+    /// array sharded over a slice to TPU{0,0}).
+    Gather,
 }
 
 impl Collective {
@@ -78,15 +109,17 @@ impl Collective {
             Collective::AllReduce => "AllReduce",
             Collective::AllToAll => "AllToAll",
             Collective::PointToPoint => "PointToPoint",
+            Collective::Gather => "Gather",
         }
     }
     /// All kinds.
-    pub const ALL: [Collective; 5] = [
+    pub const ALL: [Collective; 6] = [
         Collective::AllGather,
         Collective::ReduceScatter,
         Collective::AllReduce,
         Collective::AllToAll,
         Collective::PointToPoint,
+        Collective::Gather,
     ];
 }
 
@@ -346,13 +379,31 @@ fn div_or_inf(v: f64, w: f64) -> f64 {
     }
 }
 
-/// Cost of `kind` on `bytes` (= V, the full array) over `axis`.
+/// Cost of `kind` on `bytes` (= V, the full array) over `axis`: meshplan's
+/// exact figure ([`cost_with`] under the book's approximations).
 pub fn cost<T: Tracer>(
     kind: Collective,
     bytes: Bytes,
     axis: &AxisPlacement,
     tr: &mut T,
 ) -> CollectiveCost {
+    cost_with(kind, bytes, axis, Conventions::default(), tr)
+}
+
+/// Cost of `kind` on `bytes` over `axis` under `conv` (the book's
+/// full-bandwidth axes and dropped ring factor when asked for).
+pub fn cost_with<T: Tracer>(
+    kind: Collective,
+    bytes: Bytes,
+    axis: &AxisPlacement,
+    conv: Conventions,
+    tr: &mut T,
+) -> CollectiveCost {
+    let axis = &if conv.full_bandwidth {
+        axis.with_full_bandwidth()
+    } else {
+        *axis
+    };
     let v = bytes.get().max(0.0);
     let n = axis.size();
     if n <= 1 {
@@ -366,7 +417,10 @@ pub fn cost<T: Tracer>(
         // Each device holds V/n and keeps its own 1/n of that.
         Collective::AllToAll => ring_sent / n as f64,
         Collective::PointToPoint => v,
+        // Each device but the root sends its shard once.
+        Collective::Gather => v / n as f64,
     };
+    let ring = RingFactor(conv.drop_ring_factor);
     let (bw, lat, formula, syms): (f64, f64, &str, [(&'static str, f64, &'static str); 4]) =
         match *axis {
             AxisPlacement::Trivial => unreachable!("size checked above"),
@@ -376,44 +430,13 @@ pub fn cost<T: Tracer>(
                 link,
                 hop_latency,
             } => torus_cost(kind, v, &axes[..n_axes], link, hop_latency),
-            AxisPlacement::Gpu(g) => gpu_cost(kind, v, &g),
+            AxisPlacement::Gpu(g) => gpu_cost(kind, v, &g, ring),
             AxisPlacement::Dcn {
                 slices,
                 chips_per_slice,
                 per_chip,
                 latency,
-            } => {
-                let s = slices as f64;
-                let w = per_chip.one_way_rate().get() * chips_per_slice as f64;
-                let ring = div_or_inf(v * (s - 1.0) / s, w);
-                let (t, f) = match kind {
-                    Collective::AllGather | Collective::ReduceScatter => {
-                        (ring, "V·(S−1)/(S·m·W_dcn)")
-                    }
-                    Collective::AllReduce => (2.0 * ring, "2·V·(S−1)/(S·m·W_dcn)"),
-                    Collective::AllToAll => (
-                        div_or_inf(v * (s - 1.0) / (s * s), w),
-                        "V·(S−1)/(S²·m·W_dcn)",
-                    ),
-                    Collective::PointToPoint => (div_or_inf(v, w), "V/(m·W_dcn)"),
-                };
-                let hops = match kind {
-                    Collective::PointToPoint => 1.0,
-                    Collective::AllReduce => 2.0 * (s - 1.0),
-                    _ => s - 1.0,
-                };
-                (
-                    t,
-                    hops * latency.get(),
-                    f,
-                    [
-                        ("S", s, ""),
-                        ("m", chips_per_slice as f64, "chips"),
-                        ("W_dcn", per_chip.one_way_rate().get(), "B/s"),
-                        ("T_hop", latency.get(), "s"),
-                    ],
-                )
-            }
+            } => dcn_cost(kind, v, slices, chips_per_slice, per_chip, latency, ring),
         };
     let time = bw.max(lat);
     let c = CollectiveCost {
@@ -429,7 +452,16 @@ pub fn cost<T: Tracer>(
     tr.record(|| {
         let mut s = Step::new(
             &format!("collective.{}", kind.name().to_ascii_lowercase()),
-            &format!("{} over {}", kind.name(), axis.describe()),
+            &if conv.any() {
+                format!(
+                    "{} over {} ({})",
+                    kind.name(),
+                    axis.describe(),
+                    conv.describe()
+                )
+            } else {
+                format!("{} over {}", kind.name(), axis.describe())
+            },
             &format!("max(latency, {formula})"),
         )
         .bind("V", v, "B")
@@ -445,10 +477,29 @@ pub fn cost<T: Tracer>(
             .source(match axis {
                 AxisPlacement::Gpu(_) => "How To Scale Your Model ch12 (GPUs)",
                 AxisPlacement::Dcn { .. } => "How To Scale Your Model ch5 (DCN)",
+                _ if kind == Collective::Gather => {
+                    "How To Scale Your Model ch2 Q6 (gather to one chip)"
+                }
                 _ => "How To Scale Your Model ch3 (collectives)",
             })
     });
     c
+}
+
+/// Whether a ring level's `(D−1)/D` is kept (exact) or dropped (the book's
+/// `≈ V/W`).
+#[derive(Clone, Copy)]
+struct RingFactor(bool);
+
+impl RingFactor {
+    /// `(d−1)/d`, or 1 when dropped.
+    fn of(self, d: f64) -> f64 {
+        if self.0 {
+            1.0
+        } else {
+            (d - 1.0) / d
+        }
+    }
 }
 
 type Costed = (
@@ -457,6 +508,44 @@ type Costed = (
     &'static str,
     [(&'static str, f64, &'static str); 4],
 );
+
+fn dcn_cost(
+    kind: Collective,
+    v: f64,
+    slices: u64,
+    chips_per_slice: u64,
+    per_chip: LinkBandwidth,
+    latency: Seconds,
+    ring: RingFactor,
+) -> Costed {
+    let s = slices as f64;
+    let w = per_chip.one_way_rate().get() * chips_per_slice as f64;
+    let ag = div_or_inf(v * ring.of(s), w);
+    let (t, f) = match kind {
+        Collective::AllGather | Collective::ReduceScatter => (ag, "V·(S−1)/(S·m·W_dcn)"),
+        // the root slice's m DCN links take in the other slices' shards
+        Collective::Gather => (ag, "V·(S−1)/(S·m·W_dcn) into the root slice"),
+        Collective::AllReduce => (2.0 * ag, "2·V·(S−1)/(S·m·W_dcn)"),
+        Collective::AllToAll => (div_or_inf(v * ring.of(s), s * w), "V·(S−1)/(S²·m·W_dcn)"),
+        Collective::PointToPoint => (div_or_inf(v, w), "V/(m·W_dcn)"),
+    };
+    let hops = match kind {
+        Collective::PointToPoint => 1.0,
+        Collective::AllReduce => 2.0 * (s - 1.0),
+        _ => s - 1.0,
+    };
+    (
+        t,
+        hops * latency.get(),
+        f,
+        [
+            ("S", s, ""),
+            ("m", chips_per_slice as f64, "chips"),
+            ("W_dcn", per_chip.one_way_rate().get(), "B/s"),
+            ("T_hop", latency.get(), "s"),
+        ],
+    )
+}
 
 fn torus_cost(
     kind: Collective,
@@ -473,6 +562,9 @@ fn torus_cost(
     let mut all_wrap = true;
     let mut n_total = 1.0;
     let mut a2a_max: f64 = 0.0;
+    // Links into a corner chip (the root of a gather) and its farthest chip.
+    let mut root_links = 0.0;
+    let mut far_hops = 0.0;
     for a in axes {
         let x = a.size as f64;
         n_total *= x;
@@ -480,11 +572,15 @@ fn torus_cost(
             w_sum += w2;
             hops += (a.size / 2) as f64;
             a2a_max = a2a_max.max(x);
+            root_links += 2.0;
+            far_hops += (a.size / 2) as f64;
         } else {
             all_wrap = false;
             w_sum += w1 * x / (x - 1.0);
             hops += x - 1.0;
             a2a_max = a2a_max.max(2.0 * x);
+            root_links += 1.0;
+            far_hops += x - 1.0;
         }
     }
     let m = axes.len() as f64;
@@ -518,6 +614,11 @@ fn torus_cost(
             },
         ),
         Collective::PointToPoint => (div_or_inf(v, w1), hop.get(), "V/W_one-way"),
+        Collective::Gather => (
+            div_or_inf(v * (n_total - 1.0) / n_total, root_links * w1),
+            far_hops * hop.get(),
+            "V·(N−1)/(N·L·W_one-way), L = links into the root (1 per axis without wraparound, 2 with)",
+        ),
     };
     (
         bw,
@@ -532,18 +633,19 @@ fn torus_cost(
     )
 }
 
-fn gpu_cost(kind: Collective, v: f64, g: &GpuAxis) -> Costed {
+fn gpu_cost(kind: Collective, v: f64, g: &GpuAxis, ring: RingFactor) -> Costed {
     let n = g.per_node.max(1) as f64;
     let nodes = (g.size as f64 / n).max(1.0);
     let w_gpu = g.nvlink.one_way_rate().get();
-    let w_node = g.scale_out.one_way_rate().get() * n;
+    let w_nic = g.scale_out.one_way_rate().get();
+    let w_node = w_nic * n;
     let t_node = if n > 1.0 {
-        div_or_inf(v * (n - 1.0), n * w_gpu)
+        div_or_inf(v * ring.of(n), w_gpu)
     } else {
         0.0
     };
     let t_out = if nodes > 1.0 {
-        div_or_inf(v * (nodes - 1.0), nodes * w_node)
+        div_or_inf(v * ring.of(nodes), w_node)
     } else {
         0.0
     };
@@ -560,13 +662,13 @@ fn gpu_cost(kind: Collective, v: f64, g: &GpuAxis) -> Costed {
         Collective::AllToAll => {
             if nodes > 1.0 {
                 (
-                    div_or_inf(v * (nodes - 1.0), nodes * nodes * w_node),
+                    div_or_inf(v * ring.of(nodes), nodes * w_node),
                     ring_lat,
                     "V·(M−1)/(M²·W_node)",
                 )
             } else {
                 (
-                    div_or_inf(v * (n - 1.0), n * n * w_gpu),
+                    div_or_inf(v * ring.of(n), n * w_gpu),
                     ring_lat,
                     "V·(N−1)/(N²·W_gpu)",
                 )
@@ -574,14 +676,29 @@ fn gpu_cost(kind: Collective, v: f64, g: &GpuAxis) -> Costed {
         }
         Collective::PointToPoint => {
             if nodes > 1.0 {
-                (
-                    div_or_inf(v, g.scale_out.one_way_rate().get()),
-                    g.scale_out_latency.get(),
-                    "V/W_nic",
-                )
+                (div_or_inf(v, w_nic), g.scale_out_latency.get(), "V/W_nic")
             } else {
                 (div_or_inf(v, w_gpu), g.nvlink_latency.get(), "V/W_gpu")
             }
+        }
+        Collective::Gather => {
+            // Everything but the root's shard enters the root GPU (NVLink,
+            // plus its own NIC when other nodes send) and the other nodes'
+            // shards enter the root's node through its n NICs.
+            let n_all = n * nodes;
+            let w_in = w_gpu + if nodes > 1.0 { w_nic } else { 0.0 };
+            let t_root = div_or_inf(v * ring.of(n_all), w_in);
+            let lat = g.nvlink_latency.get()
+                + if nodes > 1.0 {
+                    g.scale_out_latency.get()
+                } else {
+                    0.0
+                };
+            (
+                t_root.max(t_out),
+                lat,
+                "max(V·(N−1)/(N·W_root), V·(M−1)/(M·W_node)), W_root = W_gpu (+ W_nic across nodes)",
+            )
         }
     };
     (
@@ -613,6 +730,21 @@ pub struct Level {
     pub wraparound: Option<bool>,
     /// Hops of one ring pass (the latency term's count).
     pub hops: u64,
+    /// The bandwidth an AllGather over this level alone gets, the book's
+    /// `D·W/(D−1)` for `D` children of egress `W` on a switched level (ch12:
+    /// 514 GB/s for an 8-GPU H100 node); on a torus axis the same as
+    /// `bandwidth_bytes_per_s`.
+    pub allgather_bandwidth_bytes_per_s: f64,
+}
+
+/// `D·W/(D−1)`: an AllGather's bandwidth over `d` children of egress `w`
+/// (infinite for one child).
+pub fn ring_level_bandwidth(d: u64, w: f64) -> f64 {
+    if d <= 1 {
+        f64::INFINITY
+    } else {
+        d as f64 * w / (d - 1) as f64
+    }
 }
 
 /// The levels of `axis`, innermost first.
@@ -626,16 +758,18 @@ pub fn levels(axis: &AxisPlacement) -> Vec<Level> {
             .enumerate()
             .map(|(i, a)| {
                 let x = a.size as f64;
+                let w = if a.wraparound {
+                    link.bidirectional_rate().get()
+                } else {
+                    link.one_way_rate().get() * x / (x - 1.0)
+                };
                 Level {
                     name: format!("ICI axis {}", i + 1),
                     devices: a.size,
-                    bandwidth_bytes_per_s: if a.wraparound {
-                        link.bidirectional_rate().get()
-                    } else {
-                        link.one_way_rate().get() * x / (x - 1.0)
-                    },
+                    bandwidth_bytes_per_s: w,
                     wraparound: Some(a.wraparound),
                     hops: if a.wraparound { a.size / 2 } else { a.size - 1 },
+                    allgather_bandwidth_bytes_per_s: w,
                 }
             })
             .collect(),
@@ -655,16 +789,22 @@ pub fn levels(axis: &AxisPlacement) -> Vec<Level> {
                     bandwidth_bytes_per_s: nvlink.one_way_rate().get(),
                     wraparound: None,
                     hops: n - 1,
+                    allgather_bandwidth_bytes_per_s: ring_level_bandwidth(
+                        n,
+                        nvlink.one_way_rate().get(),
+                    ),
                 });
             }
             let nodes = size / n;
             if nodes > 1 {
+                let w_node = scale_out.one_way_rate().get() * n as f64;
                 v.push(Level {
                     name: "scale-out (across nodes)".into(),
                     devices: nodes,
-                    bandwidth_bytes_per_s: scale_out.one_way_rate().get() * n as f64,
+                    bandwidth_bytes_per_s: w_node,
                     wraparound: None,
                     hops: nodes - 1,
+                    allgather_bandwidth_bytes_per_s: ring_level_bandwidth(nodes, w_node),
                 });
             }
             v
@@ -674,13 +814,17 @@ pub fn levels(axis: &AxisPlacement) -> Vec<Level> {
             chips_per_slice,
             per_chip,
             ..
-        } => vec![Level {
-            name: "DCN (across slices)".into(),
-            devices: slices,
-            bandwidth_bytes_per_s: per_chip.one_way_rate().get() * chips_per_slice as f64,
-            wraparound: None,
-            hops: slices - 1,
-        }],
+        } => {
+            let w = per_chip.one_way_rate().get() * chips_per_slice as f64;
+            vec![Level {
+                name: "DCN (across slices)".into(),
+                devices: slices,
+                bandwidth_bytes_per_s: w,
+                wraparound: None,
+                hops: slices - 1,
+                allgather_bandwidth_bytes_per_s: ring_level_bandwidth(slices, w),
+            }]
+        }
     }
 }
 

@@ -1,10 +1,14 @@
 /*!
 `meshplan collective`: the time of one AllGather, ReduceScatter, AllReduce,
-AllToAll or permute of an array over named mesh axes (book ch3, ch12), with
-the algorithm and the level that bounds it, the bytes each device sends,
-whether it is latency- or bandwidth-bound, and the alternatives the book
-discusses (a torus axis with or without wraparound, in-network reduction,
-a latency-optimised tree).
+AllToAll, permute or gather to one device of an array over named mesh axes
+(book ch2, ch3, ch12), with the algorithm and the level that bounds it, the
+bytes each device sends, whether it is latency- or bandwidth-bound, and the
+alternatives the book discusses (a torus axis with or without wraparound,
+in-network reduction, a latency-optimised tree). Options ask the book's
+further questions: a permute's route over k hops (`--to`, `--hops`), a
+ragged AllToAll (`--topk`), a pipeline staged from host memory
+(`--from-host`), and the book's conventions (`--full-bandwidth`,
+`--drop-ring-factor`) with the exact figure beside.
 
 The array is given as bytes (`V`, the full array as in the book) or in the
 book's notation (`bf16[E_X, F]` with sizes), in which case `V` is the array
@@ -18,9 +22,12 @@ use serde::{Deserialize, Serialize};
 use super::mesh::NamedMesh;
 use super::notation::{parse_array, ArraySpec, DimSizes};
 use crate::catalog::{suggestions, Catalog};
-use crate::collectives::{cost, levels, AxisPlacement, Collective, CollectiveCost, GpuAxis, Level};
+use crate::collectives::{
+    self, cluster_levels, cost, cost_with, ragged, staged, torus_route, AxisPlacement, Collective,
+    CollectiveCost, Conventions, GpuAxis, Level, Ragged, Route, RouteCost, RouteHop, Staged,
+};
 use crate::error::{Error, Result};
-use crate::trace::{Step, Tracer};
+use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{fmt_si, Bytes, DType, Seconds};
 use crate::view::{field, Doc, Render, Table};
 
@@ -30,8 +37,8 @@ use crate::view::{field, Doc, Render, Table};
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveQuery {
-    /// allgather | reducescatter | allreduce | alltoall | permute, with the
-    /// axes as a subscript (`allgather_X`).
+    /// allgather | reducescatter | allreduce | alltoall | permute | gather
+    /// (to one device), with the axes as a subscript (`allgather_X`).
     pub op: String,
     /// The array: V, the full array's size ("32 MiB"), or the array in the
     /// book's notation ("bf16[E_X, F]").
@@ -52,6 +59,32 @@ pub struct CollectiveQuery {
     /// The array's dtype when it writes none (default bf16).
     #[cfg_attr(feature = "clap", arg(long))]
     pub dtype: Option<String>,
+    /// permute: the destination, as offsets from chip 0 along the mesh's
+    /// axes ("3,3" or "X=3,Y=3"; TPU slices): hops, paths, first byte.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub to: Option<String>,
+    /// permute: the number of hops of one path (any fabric).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub hops: Option<u64>,
+    /// alltoall: a ragged (top-k) AllToAll, each token to at most k shards.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub topk: Option<u64>,
+    /// The shards start in host memory: add the host → HBM load and the
+    /// HBM read as pipelined stages (book ch2 Q6).
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(default)]
+    pub from_host: bool,
+    /// The book's convention: every TPU axis a full bidirectional ring
+    /// (wraparound) even where the slice has none; the exact figure is
+    /// shown beside.
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(default)]
+    pub full_bandwidth: bool,
+    /// The book's approximation V·(D−1)/D ≈ V on GPU and DCN levels; the
+    /// exact figure is shown beside.
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(default)]
+    pub drop_ring_factor: bool,
 }
 
 /// Another way to run the same collective, with its time.
@@ -104,12 +137,32 @@ pub struct CollectiveReport {
     pub time_s: f64,
     /// "bandwidth" or "latency".
     pub bound: String,
-    /// V / T_bandwidth, bytes/s.
+    /// The book's approximations the time is costed under ("exact" when
+    /// none).
+    pub convention: String,
+    /// The same question without the book's approximations, seconds
+    /// (= `time_s` when `convention` is "exact").
+    pub exact_time_s: f64,
+    /// V / T: what the collective achieves, latency included, bytes/s.
     pub effective_bandwidth_bytes_per_s: f64,
+    /// V / T_bandwidth: the links' rate alone, bytes/s.
+    pub bandwidth_term_bytes_per_s: f64,
+    /// The level with the least AllGather bandwidth (`levels`: "NVLink",
+    /// "leaf", "spine", "scale-out", "DCN"), "" on a torus or one level.
+    pub bounding_level: String,
     /// V below which the collective is latency-bound, bytes.
     pub latency_bound_below_bytes: f64,
     /// Other ways to run it.
     pub alternatives: Vec<Alternative>,
+    /// permute with `--to` or `--hops`: the route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteCost>,
+    /// alltoall with `--topk`: the ragged AllToAll beside the dense one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ragged: Option<Ragged>,
+    /// `--from-host`: the staged pipeline host → HBM → collective → HBM read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Staged>,
     /// Remarks.
     pub notes: Vec<String>,
 }
@@ -129,7 +182,8 @@ pub fn parse_op_axes(s: &str) -> Result<(Collective, Option<Vec<String>>)> {
 /// Parse a collective's name (AllGather, all-gather, ag, psum, ppermute …).
 pub fn parse_op(s: &str) -> Result<Collective> {
     Ok(match crate::names::squash(s).as_str() {
-        "allgather" | "ag" | "gather" => Collective::AllGather,
+        "allgather" | "ag" => Collective::AllGather,
+        "gather" | "gathertoone" | "gatherone" | "gathertoroot" => Collective::Gather,
         "reducescatter" | "rs" | "psumscatter" => Collective::ReduceScatter,
         "allreduce" | "ar" | "psum" => Collective::AllReduce,
         "alltoall" | "a2a" | "all2all" => Collective::AllToAll,
@@ -143,6 +197,7 @@ pub fn parse_op(s: &str) -> Result<Collective> {
                 "allreduce",
                 "alltoall",
                 "permute",
+                "gather",
             ];
             let sug = suggestions(s, names.iter().copied());
             return Err(Error::UnknownName {
@@ -207,7 +262,7 @@ fn after(op: Collective, a: &ArraySpec, axes: &[String]) -> ArraySpec {
     let mut r = a.clone();
     let free = r.dims.iter().position(|d| d.axes.is_empty()).unwrap_or(0);
     match op {
-        Collective::AllGather => r
+        Collective::AllGather | Collective::Gather => r
             .dims
             .iter_mut()
             .for_each(|d| d.axes.retain(|x| !axes.contains(x))),
@@ -327,24 +382,103 @@ pub fn evaluate<T: Tracer>(
     cat: &Catalog,
     tr: &mut T,
 ) -> Result<CollectiveReport> {
-    let (op, sub) = parse_op_axes(&q.op)?;
+    let (op, mut sub) = parse_op_axes(&q.op)?;
     let chip = cat.chip_given(&q.hw)?;
     let mesh_text = q.mesh.as_deref().ok_or_else(|| {
         Error::Invalid("no mesh: give --mesh X=4,Y=4 (or a shape like 4x4; GPUs NODESxGPUS)".into())
     })?;
     let mesh = NamedMesh::parse(mesh_text, chip)?;
+    check_options(q, op)?;
+    let to = q.to.as_deref().map(|t| parse_to(t, &mesh)).transpose()?;
+    if let (Some(to), None, None) = (&to, &sub, &q.axes) {
+        // the route's axes: those it moves along
+        let moved: Vec<String> = to.iter().filter(|a| a.1 > 0).map(|a| a.0.clone()).collect();
+        sub = Some(if moved.is_empty() {
+            vec![mesh.axes[0].name.clone()]
+        } else {
+            moved
+        });
+    }
     let o = operand(q, op, sub, &mesh)?;
     let placement = mesh.placement(chip, &o.axes)?;
     let n = mesh.size_of(&o.axes)?;
-    let c = cost(op, Bytes::new(o.v), &placement, tr);
+    let conv = Conventions {
+        full_bandwidth: q.full_bandwidth,
+        drop_ring_factor: q.drop_ring_factor,
+    };
+    let v = Bytes::new(o.v);
     let mut notes = o.notes;
+    let (mut c, mut exact) = (
+        cost_with(op, v, &placement, conv, tr),
+        cost(op, v, &placement, &mut NoTrace),
+    );
+    let route = match (&to, q.hops) {
+        (Some(to), _) => Some(torus_route_of(chip, &mesh, to, conv.full_bandwidth)?),
+        (None, Some(k)) => Some(Route { hops: k, paths: 1 }),
+        _ => None,
+    };
+    let route = route
+        .map(|r| -> Result<RouteCost> {
+            let (w1, hop) = link_of(&placement)?;
+            let exact_r = match &to {
+                Some(to) => torus_route_of(chip, &mesh, to, false)?,
+                None => r,
+            };
+            exact = routed(&exact_r.cost(o.v, w1, hop, &mut NoTrace), v);
+            let rc = r.cost(o.v, w1, hop, tr);
+            c = routed(&rc, v);
+            notes.push("a point-to-point's latency and bandwidth terms add: T = k·T_hop + V/(p·W) (book ch2 Q5)".into());
+            Ok(rc)
+        })
+        .transpose()?;
+    let ragged = q.topk.map(|k| {
+        let r = ragged(k, &c, &placement, tr);
+        let e = collectives::ragged(k, &exact, &placement, &mut NoTrace);
+        c = scaled(&c, r.fraction);
+        exact = scaled(&exact, e.fraction);
+        r
+    });
+    let staged = if q.from_host {
+        Some(staged_of(op, chip, o.v, n, c.time.get(), tr)?)
+    } else {
+        None
+    };
     if n <= 1 {
         notes.push("the axes have one device: nothing to communicate".into());
     }
-    let alternatives = alternatives(op, o.v, &placement, chip, &c, tr);
-    Ok(report(
+    if conv.any() {
+        notes.push(format!(
+            "{}: {} (meshplan's exact figure {})",
+            conv.describe(),
+            c.time,
+            exact.time
+        ));
+    }
+    let mut alternatives = if route.is_some() {
+        Vec::new()
+    } else {
+        alternatives(op, o.v, &placement, chip, &exact, tr)
+    };
+    if let (Some(to), Some(r)) = (&to, &route) {
+        let (w1, hop) = link_of(&placement)?;
+        let wrapped = torus_route_of(chip, &mesh, to, true)?.cost(o.v, w1, hop, &mut NoTrace);
+        if (wrapped.time_s - r.time_s).abs() > 0.0 {
+            alternatives.push(Alternative {
+                name: "with wraparound (a full bidirectional ring)".into(),
+                time_s: wrapped.time_s,
+                note: format!("{} hops, {} path(s)", wrapped.hops, wrapped.paths),
+            });
+        } else if conv.full_bandwidth {
+            alternatives.push(Alternative {
+                name: "as placed (exact)".into(),
+                time_s: exact.time.get(),
+                note: placement.describe(),
+            });
+        }
+    }
+    let mut r = report(
         op,
-        chip.name.clone(),
+        chip,
         &mesh,
         o.axes,
         n,
@@ -354,13 +488,261 @@ pub fn evaluate<T: Tracer>(
         &c,
         alternatives,
         notes,
+    );
+    if route.is_some() {
+        r.algorithm = format!("a send over the route's hops: {}", placement.describe());
+    }
+    level_note(&mut r, &placement);
+    r.convention = conv.describe();
+    r.exact_time_s = exact.time.get();
+    record_figures(&r, conv.any(), tr);
+    r.route = route;
+    r.ragged = ragged;
+    r.staged = staged;
+    Ok(r)
+}
+
+/// The report's derived figures for --explain: each level's AllGather
+/// bandwidth, V/T, and the exact figure beside a convention.
+fn record_figures<T: Tracer>(r: &CollectiveReport, convention: bool, tr: &mut T) {
+    for (i, l) in r.levels.iter().enumerate() {
+        tr.record(|| {
+            Step::new(
+                &format!("collective.level.{i}"),
+                &format!("AllGather bandwidth of the {} level", l.name),
+                "D·W/(D−1)",
+            )
+            .bind("D", l.devices as f64, "")
+            .bind("W", l.bandwidth_bytes_per_s, "B/s")
+            .result(l.allgather_bandwidth_bytes_per_s, "B/s")
+            .source("How To Scale Your Model ch12 (cross-node collectives)")
+        });
+    }
+    tr.record(|| {
+        Step::new(
+            "collective.effective_bandwidth",
+            "Effective bandwidth",
+            "V/T",
+        )
+        .bind("V", r.bytes, "B")
+        .bind("T", r.time_s, "s")
+        .result(r.effective_bandwidth_bytes_per_s, "B/s")
+        .source("meshplan (issue 23: latency included)")
+    });
+    if convention {
+        tr.record(|| {
+            Step::new(
+                "collective.exact",
+                &format!("Exact figure beside the convention ({})", r.convention),
+                "T without the book's approximations",
+            )
+            .bind("T_convention", r.time_s, "s")
+            .result(r.exact_time_s, "s")
+            .source("meshplan")
+        });
+    }
+}
+
+/// Where the book's per-level model (ch12, `levels`) and the costed flat
+/// scale-out ring differ, say so with both figures.
+fn level_note(r: &mut CollectiveReport, p: &AxisPlacement) {
+    if !matches!(p, AxisPlacement::Gpu(_)) || r.op != Collective::AllGather {
+        return;
+    }
+    let min = r
+        .levels
+        .iter()
+        .map(|l| l.allgather_bandwidth_bytes_per_s)
+        .fold(f64::INFINITY, f64::min);
+    let costed = r.bandwidth_term_bytes_per_s;
+    if min.is_finite() && costed.is_finite() && (min - costed).abs() > 1e-9 * costed {
+        r.notes.push(format!(
+            "the book's per-level model bounds it at {} ({}: V·max_i (D_i−1)/(D_i·W_i)); meshplan costs one flat ring over the nodes at {}",
+            fmt_si(min, "B/s"),
+            r.bounding_level,
+            fmt_si(costed, "B/s")
+        ));
+    }
+}
+
+/// Options that belong to one op only, refused on the others.
+fn check_options(q: &CollectiveQuery, op: Collective) -> Result<()> {
+    let only = |flag: &str, want: Collective| {
+        Err(Error::Invalid(format!(
+            "--{flag} applies to {want} only, not to {op}"
+        )))
+    };
+    if (q.to.is_some() || q.hops.is_some()) && op != Collective::PointToPoint {
+        return only(
+            if q.to.is_some() { "to" } else { "hops" },
+            Collective::PointToPoint,
+        );
+    }
+    if q.to.is_some() && q.hops.is_some() {
+        return Err(Error::Invalid(
+            "give --to (the destination; hops counted on the torus) or --hops, not both".into(),
+        ));
+    }
+    if q.topk.is_some() && op != Collective::AllToAll {
+        return only("topk", Collective::AllToAll);
+    }
+    if q.topk == Some(0) {
+        return Err(Error::Invalid(
+            "--topk must be at least 1 (each token goes to k shards)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `--to`: offsets along the mesh's axes, "3,3" (in the mesh's order) or
+/// "X=3,Y=3" (unnamed axes 0).
+fn parse_to(t: &str, mesh: &NamedMesh) -> Result<Vec<(String, u64)>> {
+    let bad = || Error::BadValue {
+        what: "to".into(),
+        input: t.into(),
+        expected: format!(
+            "the destination's offsets from chip 0 along the mesh {}: \"3,3\" or \"X=3,Y=3\"",
+            mesh.describe()
+        ),
+    };
+    let parts: Vec<&str> = t
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut out: Vec<(String, u64)> = mesh.axes.iter().map(|a| (a.name.clone(), 0)).collect();
+    if parts.iter().all(|p| p.contains('=')) && !parts.is_empty() {
+        for p in parts {
+            let (name, d) = p.split_once('=').ok_or_else(bad)?;
+            let a = mesh.axis(name.trim())?;
+            let d = crate::units::parse_count(d.trim()).map_err(|_| bad())?;
+            if let Some(slot) = out.iter_mut().find(|x| x.0 == a.name) {
+                slot.1 = d;
+            }
+        }
+    } else {
+        if parts.len() != mesh.axes.len() {
+            return Err(bad());
+        }
+        for (slot, p) in out.iter_mut().zip(parts) {
+            slot.1 = crate::units::parse_count(p).map_err(|_| bad())?;
+        }
+    }
+    Ok(out)
+}
+
+/// The torus route to `to`, each axis wrapped as the mesh places it (or
+/// always, under the book's full-bandwidth convention).
+fn torus_route_of(
+    chip: &crate::hardware::Chip,
+    mesh: &NamedMesh,
+    to: &[(String, u64)],
+    full_bandwidth: bool,
+) -> Result<Route> {
+    let mut hops = Vec::new();
+    for (name, d) in to {
+        let size = mesh.axis(name)?.size;
+        let wraparound = match mesh.placement(chip, std::slice::from_ref(name))? {
+            AxisPlacement::Torus { axes, .. } => axes[0].wraparound,
+            AxisPlacement::Trivial => false,
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "--to counts hops on a TPU slice's torus; {} axis {name} is switched (GPUs, DCN): give --hops",
+                    chip.name
+                )))
+            }
+        };
+        hops.push(RouteHop {
+            size,
+            wraparound: wraparound || full_bandwidth,
+            offset: *d,
+        });
+    }
+    torus_route(&hops)
+}
+
+/// One link's one-way rate and hop latency on `p` (a route's links).
+fn link_of(p: &AxisPlacement) -> Result<(f64, f64)> {
+    Ok(match *p {
+        AxisPlacement::Torus {
+            link, hop_latency, ..
+        } => (link.one_way_rate().get(), hop_latency.get()),
+        AxisPlacement::Gpu(g) if g.size > g.per_node => {
+            (g.scale_out.one_way_rate().get(), g.scale_out_latency.get())
+        }
+        AxisPlacement::Gpu(g) => (g.nvlink.one_way_rate().get(), g.nvlink_latency.get()),
+        AxisPlacement::Dcn {
+            per_chip, latency, ..
+        } => (per_chip.one_way_rate().get(), latency.get()),
+        AxisPlacement::Trivial => {
+            return Err(Error::Invalid(
+                "the route's axes have one device: nothing to send".into(),
+            ))
+        }
+    })
+}
+
+/// A route as the collective's cost: latency and bandwidth add.
+fn routed(r: &RouteCost, v: Bytes) -> CollectiveCost {
+    CollectiveCost {
+        kind: Collective::PointToPoint,
+        bytes: v,
+        axis_size: 2,
+        bytes_sent_per_device: v,
+        bandwidth_time: Seconds::new(r.transfer_s),
+        latency_time: Seconds::new(r.first_byte_s),
+        time: Seconds::new(r.time_s),
+        latency_bound: r.first_byte_s > r.transfer_s,
+    }
+}
+
+/// `c` with its bandwidth term scaled by `f` (a ragged AllToAll).
+fn scaled(c: &CollectiveCost, f: f64) -> CollectiveCost {
+    let bw = c.bandwidth_time.get() * f;
+    let lat = c.latency_time.get();
+    CollectiveCost {
+        bandwidth_time: Seconds::new(bw),
+        bytes_sent_per_device: Bytes::new(c.bytes_sent_per_device.get() * f),
+        time: Seconds::new(bw.max(lat)),
+        latency_bound: lat > bw,
+        ..*c
+    }
+}
+
+/// `--from-host`: the staged pipeline around `op`.
+fn staged_of<T: Tracer>(
+    op: Collective,
+    chip: &crate::hardware::Chip,
+    v: f64,
+    n: u64,
+    collective_s: f64,
+    tr: &mut T,
+) -> Result<Staged> {
+    let w_host = chip.pcie.ok_or_else(|| {
+        Error::Invalid(format!(
+            "--from-host needs a host link: {} has no [host] pcie_bandwidth_one_way in the catalog",
+            chip.name
+        ))
+    })?;
+    let n = n.max(1) as f64;
+    let result = match op {
+        Collective::ReduceScatter | Collective::AllToAll => v / n,
+        _ => v,
+    };
+    Ok(staged(
+        v / n,
+        w_host.one_way_rate().get(),
+        collective_s,
+        result,
+        chip.hbm_bandwidth.get(),
+        tr,
     ))
 }
 
 #[allow(clippy::too_many_arguments)] // one report's parts
 fn report(
     op: Collective,
-    chip: String,
+    chip: &crate::hardware::Chip,
     mesh: &NamedMesh,
     axes: Vec<String>,
     n: u64,
@@ -372,9 +754,22 @@ fn report(
     notes: Vec<String>,
 ) -> CollectiveReport {
     let v = c.bytes.get();
-    let (bw, lat) = (c.bandwidth_time.get(), c.latency_time.get());
+    let (bw, lat, t) = (c.bandwidth_time.get(), c.latency_time.get(), c.time.get());
+    let levels = cluster_levels(chip, p);
+    let hierarchical = matches!(p, AxisPlacement::Gpu(_) | AxisPlacement::Dcn { .. });
+    let bounding_level = levels
+        .iter()
+        .filter(|_| hierarchical)
+        .min_by(|a, b| {
+            a.allgather_bandwidth_bytes_per_s
+                .total_cmp(&b.allgather_bandwidth_bytes_per_s)
+        })
+        .map_or(String::new(), |l| {
+            l.name.split(" (").next().unwrap_or(&l.name).to_string()
+        });
+    let rate = |t: f64| if t > 0.0 { v / t } else { f64::INFINITY };
     CollectiveReport {
-        chip,
+        chip: chip.name.clone(),
         op,
         mesh: mesh.describe(),
         axes,
@@ -386,23 +781,30 @@ fn report(
         shard_bytes: v / n.max(1) as f64,
         bytes_sent_per_device: c.bytes_sent_per_device.get(),
         algorithm: algorithm(op, p),
-        levels: levels(p),
+        levels,
         bandwidth_time_s: bw,
         latency_time_s: lat,
-        time_s: c.time.get(),
+        time_s: t,
         bound: if c.latency_bound {
             "latency"
         } else {
             "bandwidth"
         }
         .into(),
-        effective_bandwidth_bytes_per_s: if bw > 0.0 { v / bw } else { f64::INFINITY },
+        convention: Conventions::default().describe(),
+        exact_time_s: t,
+        effective_bandwidth_bytes_per_s: rate(t),
+        bandwidth_term_bytes_per_s: rate(bw),
+        bounding_level,
         latency_bound_below_bytes: if bw > 0.0 && v > 0.0 {
             lat * v / bw
         } else {
             0.0
         },
         alternatives,
+        route: None,
+        ragged: None,
+        staged: None,
         notes,
     }
 }
@@ -434,7 +836,9 @@ fn algorithm(op: Collective, p: &AxisPlacement) -> String {
         }
         AxisPlacement::Dcn { .. } => "ring over slices on the data-centre network".into(),
     };
-    if op == Collective::AllToAll {
+    if op == Collective::Gather {
+        format!("gather onto one device (the root, device 0; a corner of a torus): every other device's shard flows into the root's links; {}", p.describe())
+    } else if op == Collective::AllToAll {
         format!("AllToAll: {how}")
     } else if op == Collective::PointToPoint {
         format!("one send to a neighbour: {how}")
@@ -516,7 +920,8 @@ fn alternatives<T: Tracer>(
                 time_s: t,
                 note: flipped.describe(),
             });
-            if n_axes == 1 && axes[0].wraparound && op != Collective::PointToPoint {
+            let one_ring = n_axes == 1 && axes[0].wraparound;
+            if one_ring && !matches!(op, Collective::PointToPoint | Collective::Gather) {
                 let x = axes[0].size as f64;
                 let w1 = link.one_way_rate().get();
                 let (t, formula, note) = unidirectional(op, v, x, w1);
@@ -640,14 +1045,22 @@ impl Render for CollectiveReport {
         ]);
         d.fields(f);
         let mut t = Table::new(
-            &["level", "devices", "bandwidth", "wraparound", "hops"],
-            &["devices", "bandwidth", "hops"],
+            &[
+                "level",
+                "devices",
+                "bandwidth",
+                "AllGather D·W/(D−1)",
+                "wraparound",
+                "hops",
+            ],
+            &["devices", "bandwidth", "AllGather D·W/(D−1)", "hops"],
         );
         for l in &self.levels {
             t.row(vec![
                 l.name.clone(),
                 l.devices.to_string(),
                 fmt_si(l.bandwidth_bytes_per_s, "B/s"),
+                fmt_si(l.allgather_bandwidth_bytes_per_s, "B/s"),
                 l.wraparound
                     .map_or(String::new(), |w| crate::view::yes_no(w).into()),
                 format!("{}", l.hops),
@@ -666,6 +1079,10 @@ impl Render for CollectiveReport {
                 fmt_si(self.effective_bandwidth_bytes_per_s, "B/s"),
             ),
             field(
+                "link rate V/T_bandwidth",
+                fmt_si(self.bandwidth_term_bytes_per_s, "B/s"),
+            ),
+            field(
                 "latency-bound below",
                 fmt_si(self.latency_bound_below_bytes, "B"),
             ),
@@ -681,9 +1098,73 @@ impl Render for CollectiveReport {
             }
             d.table(t);
         }
+        self.render_extras(&mut d);
         for n in &self.notes {
             d.note(n);
         }
         d
+    }
+}
+
+impl CollectiveReport {
+    /// The convention, route, ragged and staged sections, when present.
+    fn render_extras(&self, d: &mut Doc) {
+        let mut f = Vec::new();
+        if self.convention != "exact" {
+            f.push(field("convention", &self.convention));
+            f.push(field("exact time", Seconds::new(self.exact_time_s)));
+        }
+        if !self.bounding_level.is_empty() && self.levels.len() > 1 {
+            f.push(field("bounding level", &self.bounding_level));
+        }
+        if let Some(r) = &self.route {
+            f.extend([
+                field(
+                    "route",
+                    format!("{} hops, {} path(s) at once", r.hops, r.paths),
+                ),
+                field("first byte after (k·T_hop)", Seconds::new(r.first_byte_s)),
+                field(
+                    "last byte after (k·T_hop + V/(p·W))",
+                    Seconds::new(r.time_s),
+                ),
+            ]);
+        }
+        if let Some(r) = &self.ragged {
+            f.extend([
+                field(
+                    "ragged share min(k/D, 1)",
+                    format!("{:.4} (k = {}, D = {})", r.fraction, r.k, r.destinations),
+                ),
+                field("dense AllToAll", Seconds::new(r.dense_time_s)),
+                field(
+                    "random top-k 1−((D−1)/D)^k",
+                    format!(
+                        "{:.4}: {}",
+                        r.expected_fraction,
+                        Seconds::new(r.expected_time_s)
+                    ),
+                ),
+            ]);
+        }
+        if let Some(s) = &self.staged {
+            f.extend([
+                field("host → HBM (V/N / W_host)", Seconds::new(s.host_to_hbm_s)),
+                field("collective", Seconds::new(s.collective_s)),
+                field("HBM read", Seconds::new(s.hbm_read_s)),
+                field(
+                    "staged: overlapped (max) … one after another (sum)",
+                    format!(
+                        "{} … {} ({} bounds)",
+                        Seconds::new(s.lower_bound_s),
+                        Seconds::new(s.upper_bound_s),
+                        s.bound
+                    ),
+                ),
+            ]);
+        }
+        if !f.is_empty() {
+            d.fields(f);
+        }
     }
 }
