@@ -512,6 +512,7 @@ fn book_ch8() {
             ("ch8-t-hbm-4x8", P),
             ("ch8-t-math-4x8", F),
             ("ch8-prefill-generate-ratio", P),
+            ("ch8-ici-bound-two-axes", P),
         ],
     );
 }

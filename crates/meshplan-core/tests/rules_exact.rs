@@ -182,3 +182,33 @@ fn tp_limits_beyond_one_gpu_node() {
     assert_eq!(tpu.tp_max_degree_beyond_node, None);
     assert_eq!(tpu.tp_max_degree_two_nodes, None);
 }
+
+/// Book ch8: a slice's model parallelism over both axes of a v5e 4x4 is
+/// ICI-bound when Y > 2·F/α = 2·28672/(1.97e14/9e10) = 26.2; a one-axis
+/// GPU cluster has no such figure.
+#[test]
+fn tp_limit_over_every_axis_of_a_slice() {
+    let deg = Degrees {
+        dp: 2,
+        tp: 8,
+        ..Degrees::default()
+    };
+    let r = run(
+        "llama-3.1-70b",
+        "tpu-v5e@book",
+        Topology::torus(1, &[4, 4]),
+        deg,
+        1 << 20,
+    );
+    let want = 2.0 * 28672.0 / (1.97e14 / 9e10);
+    let got = r.tp_max_degree_all_axes.expect("a 2-axis slice");
+    assert!(rel(got, want) < 1e-12, "{got} vs {want}");
+    let gpu = run(
+        "llama-3.1-70b",
+        "h100@book",
+        Topology::gpus(16, 8),
+        deg,
+        1 << 20,
+    );
+    assert_eq!(gpu.tp_max_degree_all_axes, None);
+}

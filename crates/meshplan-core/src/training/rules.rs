@@ -62,6 +62,11 @@ pub struct Rules {
     /// (book ch12: F > α_out·(Y − 8) with G = 8 GPUs per node).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tp_max_degree_two_nodes: Option<f64>,
+    /// TPU slices with several axes: the model-parallel limit when every
+    /// axis of the slice carries it, M·F/α (book ch8: "we could dedicate 2
+    /// axes to it, so we're ICI bound when Y > 2·F/2200").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_max_degree_all_axes: Option<f64>,
     /// √((B/F)·(M_X/M_Y)·N).
     pub x_opt: f64,
     /// Divisor of N nearest X_opt.
@@ -179,6 +184,24 @@ pub fn tp_max_degree<T: Tracer>(f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64
         .bind("α", alpha, "")
         .result(y, "ways")
         .source(CH5)
+    });
+    y
+}
+
+/// Model parallelism over every axis of a slice: `Y < M·F/α` (book ch8).
+fn tp_max_all_axes<T: Tracer>(f: f64, alpha: f64, m: f64, tr: &mut T) -> f64 {
+    let y = m * f / alpha;
+    tr.record(|| {
+        Step::new(
+            "rules.tp_max_all_axes",
+            "Largest compute-bound model-parallel degree over every axis of the slice",
+            "M·F/α",
+        )
+        .bind("M", m, "axes")
+        .bind("F", f, "")
+        .bind("α", alpha, "")
+        .result(y, "ways")
+        .source("How To Scale Your Model ch8: ICI bound when Y > 2·F/2200 with 2 axes")
     });
     y
 }
@@ -494,6 +517,10 @@ pub fn book_rules<T: Tracer>(
     };
     let tpmax = tp_max_degree(f, alpha_tp, my, tr);
     let beyond = tp_beyond_node(chip, c, f, tr);
+    // a slice's model parallelism may take every axis (serving does: book
+    // ch8); the same rule with M_Y = all the slice's axes
+    let all_axes = (matches!(mesh.topology, Topology::Torus { .. }) && m_all >= 2.0)
+        .then(|| tp_max_all_axes(f, alpha, m_all, tr));
     let xo = x_opt(b, f, n, mx, my, tr);
     let xc = nearest_divisor(mesh.chips.max(1), xo);
     let r = RuleInputs {
@@ -531,6 +558,7 @@ pub fn book_rules<T: Tracer>(
         tp_max_degree: tpmax,
         tp_max_degree_beyond_node: beyond.map(|(one, _)| one),
         tp_max_degree_two_nodes: beyond.map(|(_, two)| two),
+        tp_max_degree_all_axes: all_axes,
         x_opt: xo,
         x_chosen: xc,
         y_chosen: mesh.chips / xc.max(1),
