@@ -216,13 +216,13 @@ fn run_microbench(
     }
     errln!("calibrated from microbenchmarks ({}):", chip.name);
     for f in &r.fitted {
-        errln!("  {:<24} {:>12.6} -> {:<12.6}", f.field, f.before, f.after);
+        errln!("  {:<24} {:>12.6e} -> {:.6e}", f.field, f.before, f.after);
     }
     for c in &r.collectives {
         errln!(
-            "  {} {:?}: {} GPUs on {} node(s), alpha {:.2} us, busbw {:.1} GB/s ({:.3} of nominal), rms {:.1} %",
+            "  {} {}: {} GPUs on {} node(s), alpha {:.2} us, busbw {:.1} GB/s ({:.3} of nominal), rms {:.1} %",
             c.file,
-            c.collective,
+            c.collective.name(),
             c.ranks,
             c.nodes,
             c.alpha_s * 1e6,
