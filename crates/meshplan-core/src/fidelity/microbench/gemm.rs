@@ -74,7 +74,7 @@ pub struct GemmFit {
     pub efficiency: f64,
     /// `x½` (`matmul_half_dim`).
     pub half_dim: f64,
-    /// Root-mean-square of the log residuals (0.01 = 1 %).
+    /// Time-weighted root-mean-square of the log residuals (0.01 = 1 %).
     pub rms_log_residual: f64,
     /// Efficiency of the largest GEMM measured (by FLOPs).
     pub largest_efficiency: f64,
@@ -91,19 +91,29 @@ fn shape_factor(p: &GemmPoint, h: f64) -> f64 {
     (x / padded) * x / (x + h)
 }
 
-/// For a given `x½`: the least-squares `ln e_max` (the mean log ratio) and
-/// the sum of squared log residuals.
+/// For a given `x½`: the weighted least-squares `ln e_max` (the weighted
+/// mean log ratio) and the weighted mean of the squared log residuals. Each
+/// row weighs its measured time: the GEMMs that take the time (a training
+/// step's are large) set the fit, and a sweep's many small, latency-bound
+/// GEMMs do not pull `e_max` above what the large ones reach.
 fn at_half_dim(pts: &[&GemmPoint], h: f64) -> (f64, f64) {
-    let logs: Vec<f64> = pts
+    let logs: Vec<(f64, f64)> = pts
         .iter()
-        .map(|p| p.efficiency.ln() - shape_factor(p, h).ln())
+        .map(|p| (p.time_s, p.efficiency.ln() - shape_factor(p, h).ln()))
         .collect();
-    let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-    (mean, logs.iter().map(|l| (l - mean).powi(2)).sum())
+    let w: f64 = logs.iter().map(|x| x.0).sum();
+    let mean = logs.iter().map(|(t, l)| t * l).sum::<f64>() / w;
+    (
+        mean,
+        logs.iter()
+            .map(|(t, l)| t * (l - mean).powi(2))
+            .sum::<f64>()
+            / w,
+    )
 }
 
-/// Least squares of `ln(efficiency)` on the pricer's form over the points
-/// of `dtype`: `e_max` in closed form for each `x½`, `x½` on [0, 1024] by a
+/// Least squares of `ln(efficiency)`, each row weighted by its time, on
+/// the pricer's form over the points of `dtype`: `e_max` in closed form for each `x½`, `x½` on [0, 1024] by a
 /// log grid then golden-section refinement. `None` without points.
 pub fn fit(points: &[GemmPoint], dtype: DType) -> Option<GemmFit> {
     let pts: Vec<&GemmPoint> = points.iter().filter(|p| p.dtype == dtype).collect();
@@ -145,7 +155,7 @@ pub fn fit(points: &[GemmPoint], dtype: DType) -> Option<GemmFit> {
         points: pts.len(),
         efficiency: ln_e.exp(),
         half_dim: h,
-        rms_log_residual: (sse_h / pts.len() as f64).sqrt(),
+        rms_log_residual: sse_h.sqrt(),
         largest_efficiency: largest,
     })
 }

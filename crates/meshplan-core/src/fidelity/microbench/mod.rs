@@ -203,7 +203,7 @@ fn fit_gemm(
         )
     };
     let what = format!(
-        "microbench: {names} ({} bf16 GEMMs; least squares of ln(efficiency) on the pricer's e_max·(x/ceil128(x))·x/(x + x½), x = min(m, n, k), x½ on [0, 1024]): e_max {:.4}, x½ {:.1}, rms log residual {:.1} %, the largest GEMM at {:.4} of the {:.1} TFLOP/s bf16 peak{other_note}",
+        "microbench: {names} ({} bf16 GEMMs; least squares of ln(efficiency), each row weighted by its time, on the pricer's e_max·(x/ceil128(x))·x/(x + x½), x = min(m, n, k), x½ on [0, 1024]): e_max {:.4}, x½ {:.1}, time-weighted rms log residual {:.1} %, the largest GEMM at {:.4} of the {:.1} TFLOP/s bf16 peak{other_note}",
         f.points,
         f.efficiency,
         f.half_dim,
