@@ -420,7 +420,7 @@ fn samples_from_measured_h100_tables() {
     let ar = r
         .collectives
         .iter()
-        .find(|c| c.collective == meshplan_core::collectives::Collective::AllReduce)
+        .find(|c| c.collective == "all-reduce")
         .unwrap();
     close(ar.busbw_gbs, 370.0, 0.05, "all-reduce bus bandwidth");
     assert!((1e-6..5e-6).contains(&r.profile.collective_latency_s));

@@ -222,7 +222,7 @@ fn run_microbench(
         errln!(
             "  {} {}: {} GPUs on {} node(s), alpha {:.2} us, busbw {:.1} GB/s ({:.3} of nominal), rms {:.1} %",
             c.file,
-            c.collective.name(),
+            c.collective,
             c.ranks,
             c.nodes,
             c.alpha_s * 1e6,

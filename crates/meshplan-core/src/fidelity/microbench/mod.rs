@@ -26,7 +26,7 @@ pub mod gemm;
 pub mod nccl;
 pub mod table;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::profile::{EfficiencyProfile, Param};
 use crate::collectives::Collective;
@@ -65,13 +65,14 @@ pub struct FittedField {
     pub source: String,
 }
 
-/// One nccl-tests log's α–β fit, as reported.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One nccl-tests log's α–β fit, as reported and recorded in the profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CollectiveFit {
     /// File.
     pub file: String,
-    /// all-reduce, all-gather, reduce-scatter, all-to-all.
-    pub collective: Collective,
+    /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`.
+    pub collective: String,
     /// GPUs in the test.
     pub ranks: u64,
     /// Nodes they span.
@@ -89,6 +90,62 @@ pub struct CollectiveFit {
     pub efficiency: f64,
     /// RMS relative residual of the fitted times.
     pub rms_rel_residual: f64,
+}
+
+/// One dtype's GEMM fit, recorded in the profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmRecord {
+    /// Operand dtype (`bf16`, `fp8`, …).
+    pub dtype: String,
+    /// Rows fitted.
+    pub points: usize,
+    /// `e_max`, fraction of this dtype's peak.
+    pub efficiency: f64,
+    /// `x½`.
+    pub half_dim: f64,
+    /// Time-weighted RMS log residual.
+    pub rms_log_residual: f64,
+}
+
+/// The attention fit, recorded in the profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionRecord {
+    /// Rows.
+    pub points: usize,
+    /// Σ FLOPs / (bf16 peak · Σ time).
+    pub efficiency: f64,
+    /// Smallest per-row efficiency.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// The microbenchmark fits kept in a profile (`[microbench]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MicrobenchRecord {
+    /// Per dtype (bf16 sets `matmul_efficiency` / `matmul_half_dim`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gemm: Vec<GemmRecord>,
+    /// Sets `attention_efficiency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionRecord>,
+    /// Per nccl-tests log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveFit>,
+}
+
+/// The kebab-case name of a collective (as `--json` spells it).
+pub fn collective_name(c: Collective) -> &'static str {
+    match c {
+        Collective::AllReduce => "all-reduce",
+        Collective::AllGather => "all-gather",
+        Collective::ReduceScatter => "reduce-scatter",
+        Collective::AllToAll => "all-to-all",
+        Collective::PointToPoint => "point-to-point",
+    }
 }
 
 /// What `calibrate` from microbenchmarks produced.
@@ -131,9 +188,19 @@ pub fn calibrate(
         p.set_param(q, v);
         p.sources.insert(q.name().to_string(), src);
     };
-    let others = fit_gemm(chip, inputs, &mut p, &mut set)?;
-    fit_attention(chip, inputs, &mut p, &mut set)?;
+    let gemm = fit_gemm(chip, inputs, &mut p, &mut set)?;
+    let attention = fit_attention(chip, inputs, &mut p, &mut set)?;
     let collectives = fit_collectives(chip, inputs, &mut p, &mut set)?;
+    let others = gemm
+        .iter()
+        .filter(|g| g.dtype != DType::Bf16.to_string())
+        .map(|g| (g.dtype.clone(), g.efficiency, g.half_dim))
+        .collect();
+    p.microbench = Some(MicrobenchRecord {
+        gemm,
+        attention,
+        collectives: collectives.clone(),
+    });
     let files: Vec<&str> = inputs
         .gemm
         .iter()
@@ -158,13 +225,13 @@ pub fn calibrate(
 type Setter<'a> = dyn FnMut(&mut EfficiencyProfile, Param, f64, String) + 'a;
 
 /// `matmul_efficiency` and `matmul_half_dim` from the bf16 rows of the GEMM
-/// sweeps; the other dtypes' fits are returned for the report.
+/// sweeps; every dtype's fit is returned for the record.
 fn fit_gemm(
     chip: &Chip,
     inputs: &MicrobenchInputs,
     p: &mut EfficiencyProfile,
     set: &mut Setter,
-) -> Result<Vec<(String, f64, f64)>> {
+) -> Result<Vec<GemmRecord>> {
     if inputs.gemm.is_empty() {
         return Ok(Vec::new());
     }
@@ -184,11 +251,21 @@ fn fit_gemm(
             "no bf16 rows: matmul_efficiency is the fraction of the bf16 peak a GEMM reaches (the pricer applies it to the fp8 peak too)",
         ));
     };
-    let others: Vec<(String, f64, f64)> = gemm::dtypes(&pts)
+    let all: Vec<GemmRecord> = gemm::dtypes(&pts)
         .into_iter()
-        .filter(|d| *d != DType::Bf16)
         .filter_map(|d| gemm::fit(&pts, d))
-        .map(|g| (g.dtype.to_string(), g.efficiency, g.half_dim))
+        .map(|g| GemmRecord {
+            dtype: g.dtype.to_string(),
+            points: g.points,
+            efficiency: g.efficiency,
+            half_dim: g.half_dim,
+            rms_log_residual: g.rms_log_residual,
+        })
+        .collect();
+    let others: Vec<(&str, f64, f64)> = all
+        .iter()
+        .filter(|g| g.dtype != DType::Bf16.to_string())
+        .map(|g| (g.dtype.as_str(), g.efficiency, g.half_dim))
         .collect();
     let other_note = if others.is_empty() {
         String::new()
@@ -213,7 +290,7 @@ fn fit_gemm(
     );
     set(p, Param::MatmulEfficiency, f.efficiency, what.clone());
     set(p, Param::MatmulHalfDim, f.half_dim, what);
-    Ok(others)
+    Ok(all)
 }
 
 /// `attention_efficiency` from the attention sweeps.
@@ -222,13 +299,13 @@ fn fit_attention(
     inputs: &MicrobenchInputs,
     p: &mut EfficiencyProfile,
     set: &mut Setter,
-) -> Result<()> {
+) -> Result<Option<AttentionRecord>> {
     let mut pts = Vec::new();
     for (name, text) in &inputs.attention {
         pts.extend(attention::parse(text, name, chip)?);
     }
     let Some(f) = attention::fit(&pts, chip) else {
-        return Ok(());
+        return Ok(None);
     };
     let names: Vec<&str> = inputs.attention.iter().map(|x| x.0.as_str()).collect();
     let what = format!(
@@ -241,7 +318,12 @@ fn fit_attention(
         crate::step::calibrated::FA_BACKWARD_TIME,
     );
     set(p, Param::AttentionEfficiency, f.efficiency, what);
-    Ok(())
+    Ok(Some(AttentionRecord {
+        points: f.points,
+        efficiency: f.efficiency,
+        min: f.min,
+        max: f.max,
+    }))
 }
 
 /// The pricer's nominal bus rate inside a node (bytes/s): NVLink one-way
@@ -285,7 +367,7 @@ fn fit_collectives(
         };
         fits.push(CollectiveFit {
             file: f.file,
-            collective: f.kind,
+            collective: collective_name(f.kind).to_string(),
             ranks: f.ranks,
             nodes: f.nodes,
             points: f.points,
@@ -408,7 +490,7 @@ fn describe(fits: &[&CollectiveFit]) -> String {
             format!(
                 "{} ({}, {} GPUs on {} node{}: α {:.1} µs, β {:.1} GB/s = {:.3} of nominal, rms {:.0} %)",
                 f.file,
-                f.collective.name(),
+                f.collective,
                 f.ranks,
                 f.nodes,
                 if f.nodes == 1 { "" } else { "s" },
