@@ -297,6 +297,12 @@ fn bad_microbenchmark_files_are_refused_at_their_line() {
     assert!(e.contains("g.csv:2") && e.contains("no fp4 peak"), "{e}");
     let e = err("m,n,k,time_us\n1024,1024,1024,-5\n", "", "");
     assert!(e.contains("g.csv:2") && e.contains("> 0"), "{e}");
+    // a time in ms under a µs column: 2·8192³ FLOPs in 1.5 µs is ~740× the peak
+    let e = err("m,n,k,time_us\n8192,8192,8192,1.5\n", "", "");
+    assert!(
+        e.contains("g.csv:2") && e.contains("`time_us`") && e.contains("in its unit"),
+        "{e}"
+    );
     let e = err("m,n,k,dtype,time_us\n1024,1024,1024,fp8,5\n", "", "");
     assert!(e.contains("no bf16 rows"), "{e}");
     let e = err(

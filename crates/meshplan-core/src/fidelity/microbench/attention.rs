@@ -5,7 +5,7 @@
 //! (`keys_avg` = keys, or `keys − seq/2` causal: the pricer's `seq/2` when
 //! the queries are the whole sequence).
 
-use super::table::{seconds, time_column, Table};
+use super::table::{plausible, seconds, time_column, Table};
 use crate::error::Result;
 use crate::hardware::Chip;
 use crate::units::DType;
@@ -59,6 +59,7 @@ pub fn parse(src: &str, file: &str, chip: &Chip) -> Result<Vec<AttentionPoint>> 
             let keys_avg = if causal { keys - s / 2.0 } else { keys };
             let flops = 4.0 * b * s * h * d * keys_avg;
             let time_s = seconds(&r, col, flops)?;
+            plausible(&r, col, flops / (time_s * peak), peak)?;
             Ok(AttentionPoint {
                 line: r.line,
                 flops,

@@ -3,7 +3,7 @@
 //! GEMM efficiency form `e_max · (x/⌈x⌉₁₂₈) · x/(x + x½)`, `x = min(m, n, k)`
 //! ([`crate::step::calibrated::gemm_efficiency`]) to them.
 
-use super::table::{seconds, time_column, Table};
+use super::table::{plausible, seconds, time_column, Table};
 use crate::error::Result;
 use crate::hardware::Chip;
 use crate::units::DType;
@@ -50,6 +50,7 @@ pub fn parse(src: &str, file: &str, chip: &Chip) -> Result<Vec<GemmPoint>> {
             })?;
             let flops = 2.0 * m * n * k;
             let time_s = seconds(&r, col, flops)?;
+            plausible(&r, col, flops / (time_s * peak), peak)?;
             Ok(GemmPoint {
                 line: r.line,
                 m,

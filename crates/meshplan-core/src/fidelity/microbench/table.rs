@@ -172,3 +172,23 @@ pub fn seconds(r: &Row, col: &str, flops: f64) -> Result<f64> {
         None => flops / (v * 1e12),
     })
 }
+
+/// Largest fraction of the catalog peak a measurement may claim: above it
+/// the time is almost surely in another unit than its column says (a
+/// catalog peak is the boost-clock figure, so real kernels stay below 1).
+pub const MAX_EFFICIENCY: f64 = 1.2;
+
+/// Error unless `efficiency` is at most [`MAX_EFFICIENCY`].
+pub fn plausible(r: &Row, col: &str, efficiency: f64, peak: f64) -> Result<()> {
+    if efficiency > MAX_EFFICIENCY {
+        return Err(r.err(
+            col,
+            format!(
+                "{:.0} TFLOP/s is {efficiency:.2} × the chip's {:.0} TFLOP/s peak: is `{col}` in its unit?",
+                efficiency * peak / 1e12,
+                peak / 1e12
+            ),
+        ));
+    }
+    Ok(())
+}
