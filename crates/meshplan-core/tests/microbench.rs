@@ -370,6 +370,22 @@ fn nccl_layouts_and_kind_hint() {
     close(f.busbw_bytes_per_s, 1.0 / inv_beta, 1e-9, "β");
     close(f.alpha_s, 10.5e-6 - 512.0 * inv_beta, 1e-9, "α");
     assert!(nccl::parse(log, "x.log", None).is_err());
+    // else the file name says
+    let by_name = nccl::parse(log, "runs/alltoall_2gpu.log", None).unwrap();
+    assert_eq!(
+        by_name.kind,
+        meshplan_core::collectives::Collective::AllToAll
+    );
+    // a log of one test given as another, and a log of several tests
+    let (_, ar) = fixture("nccl_all_reduce_1node.log");
+    let e = nccl::parse(&ar, "ar.log", nccl::kind_of_name("all_gather")).unwrap_err();
+    assert!(
+        e.to_string().contains("ar.log:1") && e.to_string().contains("AllReduce"),
+        "{e}"
+    );
+    let (_, ag) = fixture("nccl_all_gather_1node.log");
+    let e = nccl::parse(&(ar + &ag), "both.log", None).unwrap_err();
+    assert!(e.to_string().contains("several tests"), "{e}");
 }
 
 /// The samples derived from measured H100 tables (aiconfigurator systems

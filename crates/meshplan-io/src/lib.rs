@@ -284,8 +284,9 @@ pub fn dataset(path: &Path) -> Result<(Vec<meshplan_core::fidelity::data::Run>, 
 
 /// Read the microbenchmark files of `meshplan calibrate` (GEMM and attention
 /// sweeps, nccl-tests logs given as `FILE` or `KIND=FILE`, KIND one of
-/// all_reduce, all_gather, reduce_scatter, alltoall): their text, named by
-/// path, for [`meshplan_core::fidelity::microbench::calibrate`].
+/// all_reduce, all_gather, reduce_scatter, alltoall, passed on as the
+/// log's hint): their text, named by path, for
+/// [`meshplan_core::fidelity::microbench::calibrate`].
 pub fn microbench(
     gemm: &[PathBuf],
     attention: &[PathBuf],
@@ -305,12 +306,6 @@ pub fn microbench(
             Some((k, p)) if kind_of_name(k).is_some() && !k.contains('/') => (kind_of_name(k), p),
             _ => (None, arg.as_str()),
         };
-        let kind = kind.or_else(|| {
-            Path::new(path)
-                .file_name()
-                .and_then(|f| f.to_str())
-                .and_then(kind_of_name)
-        });
         let path = PathBuf::from(path);
         let (name, text) = named(&path)?;
         inputs.nccl.push((name, text, kind));

@@ -84,11 +84,41 @@ fn hashless(line: &str) -> Option<Vec<&str>> {
 
 /// Read one nccl-tests log. The collective is the program the log names
 /// (`# Collective test starting: all_reduce_perf`, or a command line in
-/// it), else `kind` (a `KIND=FILE` prefix or the file name); the ranks and
-/// nodes are the `#  Rank … on HOST device …` lines.
+/// it; a log naming several is refused), else `kind` (a `KIND=FILE`
+/// prefix: an error when the log names another), else the file name; the
+/// ranks and nodes are the `#  Rank … on HOST device …` lines.
 pub fn parse(src: &str, file: &str, kind: Option<Collective>) -> Result<NcclLog> {
-    let named = PROGRAMS.iter().find(|(p, _)| src.contains(p)).map(|x| x.1);
-    let kind = named.or(kind).ok_or_else(|| {
+    let named: Vec<&(&str, Collective)> =
+        PROGRAMS.iter().filter(|(p, _)| src.contains(p)).collect();
+    if named.len() > 1 {
+        let n: Vec<&str> = named.iter().map(|x| x.0).collect();
+        return Err(perr_at(
+            file,
+            1,
+            None,
+            format!(
+                "the log names several tests ({}): give one log per test",
+                n.join(", ")
+            ),
+        ));
+    }
+    let named = named.first().map(|x| x.1);
+    if let (Some(n), Some(k)) = (named, kind) {
+        if n != k {
+            return Err(perr_at(
+                file,
+                1,
+                None,
+                format!(
+                    "the log is a {} test, not the {} its KIND= prefix or file name says",
+                    n.name(),
+                    k.name()
+                ),
+            ));
+        }
+    }
+    let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    let kind = named.or(kind).or_else(|| kind_of_name(base)).ok_or_else(|| {
         perr_at(
             file,
             1,
