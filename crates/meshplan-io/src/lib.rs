@@ -281,3 +281,34 @@ pub fn dataset(path: &Path) -> Result<(Vec<meshplan_core::fidelity::data::Run>, 
         models.as_deref(),
     )?)
 }
+
+/// Read the microbenchmark files of `meshplan calibrate` (GEMM and attention
+/// sweeps, nccl-tests logs given as `FILE` or `KIND=FILE`, KIND one of
+/// all_reduce, all_gather, reduce_scatter, alltoall, passed on as the
+/// log's hint): their text, named by path, for
+/// [`meshplan_core::fidelity::microbench::calibrate`].
+pub fn microbench(
+    gemm: &[PathBuf],
+    attention: &[PathBuf],
+    nccl: &[String],
+) -> Result<meshplan_core::fidelity::microbench::MicrobenchInputs> {
+    use meshplan_core::fidelity::microbench::{nccl::kind_of_name, MicrobenchInputs};
+    let named =
+        |p: &PathBuf| -> Result<(String, String)> { Ok((p.display().to_string(), read_file(p)?)) };
+    let mut inputs = MicrobenchInputs {
+        gemm: gemm.iter().map(named).collect::<Result<_>>()?,
+        attention: attention.iter().map(named).collect::<Result<_>>()?,
+        nccl: Vec::new(),
+    };
+    for arg in nccl {
+        // `KIND=FILE` when the part before '=' names a collective; else a path
+        let (kind, path) = match arg.split_once('=') {
+            Some((k, p)) if kind_of_name(k).is_some() && !k.contains('/') => (kind_of_name(k), p),
+            _ => (None, arg.as_str()),
+        };
+        let path = PathBuf::from(path);
+        let (name, text) = named(&path)?;
+        inputs.nccl.push((name, text, kind));
+    }
+    Ok(inputs)
+}

@@ -69,7 +69,7 @@ pub struct WorkloadArgs {
     #[serde(skip)]
     pub offload: Option<String>,
     /// Efficiency profile TOML (`meshplan calibrate` output) instead of the chip's built-in one.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", alias = "profile")]
     #[serde(skip)]
     pub hw_profile: Option<PathBuf>,
 }

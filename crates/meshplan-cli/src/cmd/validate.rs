@@ -41,8 +41,27 @@ pub struct ValidateArgs {
 /// Arguments of `meshplan calibrate`.
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
-    /// Measurements: calibration CSV (columns in docs/fidelity.md), or a Playbook CSV / published JSON.
-    pub measurements: PathBuf,
+    /// Measurements: calibration CSV (columns in docs/fidelity.md), or a
+    /// Playbook CSV / published JSON. Not with the microbenchmark files.
+    #[arg(
+        required_unless_present_any = ["gemm", "attention", "nccl"],
+        conflicts_with_all = ["gemm", "attention", "nccl"]
+    )]
+    pub measurements: Option<PathBuf>,
+    /// GEMM sweep CSV (m,n,k,dtype,time_us; docs/fidelity.md): fits
+    /// matmul_efficiency and matmul_half_dim. Repeatable.
+    #[arg(long, value_name = "FILE.csv")]
+    pub gemm: Vec<PathBuf>,
+    /// Attention sweep CSV (batch,seq,keys,heads,head_dim,causal,time_us):
+    /// fits attention_efficiency. Repeatable.
+    #[arg(long, value_name = "FILE.csv")]
+    pub attention: Vec<PathBuf>,
+    /// nccl-tests log (all_reduce_perf, all_gather_perf, reduce_scatter_perf,
+    /// alltoall_perf stdout; `KIND=FILE` when neither the log nor the file
+    /// name says which): one node fits intra_node_efficiency and
+    /// collective_latency_s, several nodes the inter-node ones. Repeatable.
+    #[arg(long, value_name = "[KIND=]FILE")]
+    pub nccl: Vec<String>,
     /// Chip (catalog name) the measurements are from.
     #[arg(long)]
     pub chip: String,
@@ -117,11 +136,14 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
 pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let cat = io::catalog()?;
     let chip = cat.chip(&a.chip)?.clone();
-    let src = read_file(&a.measurements)?;
-    let name = a.measurements.display().to_string();
+    let Some(measurements) = a.measurements.clone() else {
+        return run_microbench(&a, &chip);
+    };
+    let src = read_file(&measurements)?;
+    let name = measurements.display().to_string();
     let runs =
         if src.lines().next().unwrap_or("").contains("figure_marker") || name.ends_with(".json") {
-            load(&a.measurements)?.0
+            load(&measurements)?.0
         } else {
             let lookup = |n: &str| cat.model(n).ok().map(|m| m.arch.clone());
             data::parse_calibration_csv(&src, &chip.name, &lookup)?
@@ -153,12 +175,81 @@ pub fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         errln!("{}", doc_text(&r.doc(), Format::Text).trim_end());
         match &a.output {
             Some(p) => {
-                let mut inputs = vec![a.measurements.as_path()];
+                let mut inputs = vec![measurements.as_path()];
                 inputs.extend(a.from.as_deref());
                 crate::plot::write_output("--output", p, &r.profile.to_toml(), &inputs)?;
             }
             None => out!("{}", r.profile.to_toml()),
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `calibrate` from microbenchmarks: the profile `train` uses for the chip
+/// (or `--from`) with the fields the files give fitted; the profile TOML on
+/// stdout (or `--output`), the fitted fields on stderr.
+fn run_microbench(
+    a: &CalibrateArgs,
+    chip: &meshplan_core::hardware::Chip,
+) -> anyhow::Result<ExitCode> {
+    if a.hold_out {
+        anyhow::bail!("--hold-out splits end-to-end runs; microbenchmarks have none");
+    }
+    let inputs = meshplan_io::microbench(&a.gemm, &a.attention, &a.nccl)?;
+    let start = match user_profile(a.from.as_deref())? {
+        Some(p) => p,
+        None => {
+            meshplan_core::step::predict::active_profile(chip, None)?
+                .with_context(|| {
+                    format!(
+                        "no efficiency profile to start from for {}: give --from FILE",
+                        chip.name
+                    )
+                })?
+                .profile
+        }
+    };
+    let r = meshplan_core::fidelity::microbench::calibrate(chip, &start, &inputs)?;
+    if a.json {
+        print_json(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    errln!("calibrated from microbenchmarks ({}):", chip.name);
+    for f in &r.fitted {
+        errln!("  {:<24} {:>12.6e} -> {:.6e}", f.field, f.before, f.after);
+    }
+    for c in &r.collectives {
+        errln!(
+            "  {} {}: {} GPUs on {} node(s), alpha {:.2} us, busbw {:.1} GB/s ({:.3} of nominal), rms {:.1} %",
+            c.file,
+            c.collective,
+            c.ranks,
+            c.nodes,
+            c.alpha_s * 1e6,
+            c.busbw_gbs,
+            c.efficiency,
+            100.0 * c.rms_rel_residual
+        );
+    }
+    let toml = r.profile.to_toml();
+    match &a.output {
+        Some(p) => {
+            let mut inputs: Vec<&Path> = a
+                .gemm
+                .iter()
+                .chain(&a.attention)
+                .map(PathBuf::as_path)
+                .collect();
+            let nccl: Vec<PathBuf> = a
+                .nccl
+                .iter()
+                .map(|s| PathBuf::from(s.split_once('=').map_or(s.as_str(), |x| x.1)))
+                .collect();
+            inputs.extend(nccl.iter().map(PathBuf::as_path));
+            inputs.extend(a.from.as_deref());
+            crate::plot::write_output("--output", p, &toml, &inputs)?;
+        }
+        None => out!("{toml}"),
     }
     Ok(ExitCode::SUCCESS)
 }

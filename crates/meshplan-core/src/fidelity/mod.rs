@@ -22,6 +22,7 @@ configuration with [`crate::parallelism::RunSpec::from_config`]).
 
 pub mod calibrate;
 pub mod data;
+pub mod microbench;
 pub mod profile;
 pub mod range;
 pub mod report;

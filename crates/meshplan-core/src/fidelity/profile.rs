@@ -173,6 +173,13 @@ pub struct EfficiencyProfile {
     /// any of them name it. `None`: the profile does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted_on: Option<FittedRanges>,
+    /// The fits `meshplan calibrate --gemm / --attention / --nccl` made, per
+    /// dtype and per collective log, beside the fields they set (what the
+    /// pricer's one-number fields average away: other dtypes' GEMM
+    /// efficiency, each collective's α and β). `None`: not calibrated from
+    /// microbenchmarks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub microbench: Option<super::microbench::MicrobenchRecord>,
 }
 
 /// The network part of a profile for one cluster fabric: parameter overrides
