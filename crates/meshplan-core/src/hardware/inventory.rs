@@ -350,13 +350,14 @@ pub fn inventory<T: Tracer>(
 }
 
 impl NetworkInventory {
-    /// Label/value rows for `hw show`.
-    pub fn fields(&self) -> Vec<(String, String)> {
+    /// Label/value rows for `hw show`; `link` names the scale-up link
+    /// ("NVLink", "Infinity Fabric").
+    pub fn fields(&self, link: &str) -> Vec<(String, String)> {
         use crate::units::{fmt_int, fmt_si, sig4};
         use crate::view::field;
         let bw = |v: f64| fmt_si(v, "B/s");
         let mut rows = vec![field(
-            "node NVLink (D_node · W_gpu)",
+            &format!("node {link} (D_node · W_gpu)"),
             format!(
                 "{} GPUs × {} = {}",
                 self.gpus_per_node,

@@ -706,7 +706,7 @@ impl HwReport {
         self.levels_table(d);
         if let Some(n) = &self.network {
             d.line("Network (one direction unless bisection):");
-            d.fields(n.fields());
+            d.fields(n.fields(self.scale_up_name()));
         }
     }
 
