@@ -36,7 +36,7 @@ fn h100_vector_peaks_at_base_and_boost_clock() {
     assert!(rel(a.vector_peak_boost_flops_per_s.unwrap(), 33.5e12) < 0.002);
     assert_eq!(a.vector_alus_per_core, Some(128));
     assert_eq!(a.cores_per_chip, Some(132));
-    assert!(rel(a.vector_flops_per_s_per_core.unwrap(), 67e12 / 2.0 / 132.0) < 1e-12);
+    assert!(rel(a.vector_per_core_flops_per_s.unwrap(), 67e12 / 2.0 / 132.0) < 1e-12);
     // the clock the FP32 peak implies: 67e12 / (2 · 16,896) = 1.983 GHz
     assert!(rel(a.clock_from_fp32_hz.unwrap(), 67e12 / (2.0 * 16_896.0)) < 1e-12);
 }
@@ -102,9 +102,9 @@ fn mxu_flops_per_cycle_is_the_array_size() {
         Some(2.0 * 256.0 * 256.0)
     );
     let a = report("tpu-v5e@book").anatomy;
-    assert!(rel(a.matrix_flops_per_s_per_unit.unwrap(), 1.97e14 / 4.0) < 1e-12);
-    assert!(rel(a.matrix_flops_per_s_per_unit.unwrap(), 5e13) < 0.02);
-    assert!(rel(a.matrix_flops_per_s_per_core.unwrap(), 1.97e14) < 1e-12);
+    assert!(rel(a.matrix_per_unit_flops_per_s.unwrap(), 1.97e14 / 4.0) < 1e-12);
+    assert!(rel(a.matrix_per_unit_flops_per_s.unwrap(), 5e13) < 0.02);
+    assert!(rel(a.matrix_per_core_flops_per_s.unwrap(), 1.97e14) < 1e-12);
     // the text says "32768", not the quotient C/(units·clock) = 32,833
     let doc = meshplan_core::view::Render::doc(&report("tpu-v5e@book"));
     let text = meshplan_core::view::render_text(&doc);
@@ -123,7 +123,7 @@ fn mxu_flops_per_cycle_is_the_array_size() {
 fn tpu_vpu_per_core_and_vmem_bandwidth() {
     let a = report("tpu-v5p@book").anatomy;
     assert_eq!(a.vector_alus_per_core, Some(4096));
-    assert!(rel(a.vector_flops_per_s_per_core.unwrap(), 4096.0 * 1.75e9) < 1e-12);
+    assert!(rel(a.vector_per_core_flops_per_s.unwrap(), 4096.0 * 1.75e9) < 1e-12);
     // a TPU has one clock: no base/boost split
     assert!(a.vector_peak_boost_flops_per_s.is_none());
     let e = report("tpu-v5e@book").anatomy;
@@ -338,7 +338,7 @@ fn explain_steps_in_book_symbols() {
         ("hw.anatomy.clock_from_fp32_hz", "C_fp32 / (2 · N_cuda)"),
         ("hw.anatomy.smem_total_bytes", "N_SM · SMEM_SM"),
         ("hw.anatomy.on_chip_memory_total_bytes", "SMEM + REG + TMEM"),
-        ("hw.anatomy.matrix_flops_per_s_per_core", "C / N_SM"),
+        ("hw.anatomy.matrix_per_core_flops_per_s", "C / N_SM"),
         (
             "hw.network.node_nvswitch_bandwidth_bytes_per_s",
             "N_switch · ports · W_port",

@@ -304,11 +304,11 @@ pub struct AnatomyReport {
     pub cores_per_chip: Option<u64>,
     /// bf16 matmul FLOP/s of one core: C / cores (ch12: H100 7.5e12 per SM).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub matrix_flops_per_s_per_core: Option<f64>,
+    pub matrix_per_core_flops_per_s: Option<f64>,
     /// bf16 matmul FLOP/s of one matrix unit: C / units (ch2: v5e ≈ 5e13
     /// per MXU).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub matrix_flops_per_s_per_unit: Option<f64>,
+    pub matrix_per_unit_flops_per_s: Option<f64>,
     /// VPU ALUs (TPU) or FP32 CUDA cores (GPU) per chip.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vector_alus: Option<u64>,
@@ -321,7 +321,7 @@ pub struct AnatomyReport {
     pub vector_peak_flops_per_s: Option<f64>,
     /// Vector peak of one core: vector peak / cores.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vector_flops_per_s_per_core: Option<f64>,
+    pub vector_per_core_flops_per_s: Option<f64>,
     /// ALUs × base clock (ch12 Q2: H100 26.9e12).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vector_peak_base_flops_per_s: Option<f64>,
@@ -490,7 +490,7 @@ fn matrix_figures<T: Tracer>(ch: &Chip, tr: &mut T) -> [Option<f64>; 3] {
     let per_core = note(
         tr,
         Derived {
-            key: "matrix_flops_per_s_per_core",
+            key: "matrix_per_core_flops_per_s",
             label: "bf16 matmul FLOP/s of one core",
             formula: &f_core,
             binds: &[
@@ -506,7 +506,7 @@ fn matrix_figures<T: Tracer>(ch: &Chip, tr: &mut T) -> [Option<f64>; 3] {
     let per_unit = note(
         tr,
         Derived {
-            key: "matrix_flops_per_s_per_unit",
+            key: "matrix_per_unit_flops_per_s",
             label: "bf16 matmul FLOP/s of one matrix unit",
             formula: &f_unit,
             binds: &[
@@ -533,7 +533,7 @@ fn vector_figures<T: Tracer>(ch: &Chip, tr: &mut T) -> [Option<f64>; 4] {
     let per_core = note(
         tr,
         Derived {
-            key: "vector_flops_per_s_per_core",
+            key: "vector_per_core_flops_per_s",
             label: "Vector ops per second of one core (its VPU / its CUDA cores)",
             formula: &f_core,
             binds: &[
@@ -644,12 +644,12 @@ impl AnatomyReport {
             matrix_units: a.matrix_units(),
             flops_per_cycle_per_matrix_unit: fpc,
             cores_per_chip: cores,
-            matrix_flops_per_s_per_core: m_core,
-            matrix_flops_per_s_per_unit: m_unit,
+            matrix_per_core_flops_per_s: m_core,
+            matrix_per_unit_flops_per_s: m_unit,
             vector_alus: alus,
             vector_alus_per_core: alus.zip(cores).map(|(x, k)| x / k),
             vector_peak_flops_per_s: ch.vector_peak().map(|v| v.get()),
-            vector_flops_per_s_per_core: v_core,
+            vector_per_core_flops_per_s: v_core,
             vector_peak_base_flops_per_s: v_base,
             vector_peak_boost_flops_per_s: v_boost,
             clock_from_fp32_hz: clock_fp32,
@@ -719,11 +719,11 @@ impl AnatomyReport {
         let fl = |v: Option<f64>| v.map(|v| fmt_si(v, "FLOP/s"));
         opt(
             "matmul per core (C / cores)",
-            fl(self.matrix_flops_per_s_per_core),
+            fl(self.matrix_per_core_flops_per_s),
         );
         opt(
             "matmul per matrix unit",
-            fl(self.matrix_flops_per_s_per_unit),
+            fl(self.matrix_per_unit_flops_per_s),
         );
         opt("vector ALUs per chip", self.vector_alus.map(fmt_int));
         opt(
@@ -734,7 +734,7 @@ impl AnatomyReport {
             "vector peak (1 op per ALU per cycle)",
             fl(self.vector_peak_flops_per_s),
         );
-        opt("vector peak per core", fl(self.vector_flops_per_s_per_core));
+        opt("vector peak per core", fl(self.vector_per_core_flops_per_s));
         opt(
             "vector peak at base clock",
             fl(self.vector_peak_base_flops_per_s),
