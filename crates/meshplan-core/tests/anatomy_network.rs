@@ -4,6 +4,8 @@
 //! the book's printed answer within its rounding; and the issue-23 rough
 //! edges of the network tables.
 
+mod common;
+
 use meshplan_core::hardware::report::{hw_report, hw_report_for, HwQuery, HwReport};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::Catalog;
@@ -377,4 +379,45 @@ fn explain_steps_in_book_symbols() {
             .formula,
         "r_vmem · W_hbm"
     );
+}
+
+/// The claims files of these keys: every verdict (a formula regression
+/// flips one), every FAIL an annotated book slip or approximation.
+#[test]
+fn book_claims_files() {
+    use meshplan_core::check::{check, Verdict};
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for (file, fails) in [
+        (
+            "examples/book/ch2-anatomy.toml",
+            vec!["ch2-q4-vmem-bandwidth"],
+        ),
+        (
+            "examples/book/ch12-anatomy.toml",
+            vec!["ch12-q5-registers-total", "ch12-q5-on-chip-total"],
+        ),
+        (
+            "examples/book/ch12-network.toml",
+            vec!["ch12-appb-spine-switch-bandwidth"],
+        ),
+    ] {
+        let f = common::claims_file(&root.join(file));
+        let r = check(&f, Catalog::builtin(), true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.claims.len() >= 6, "{file}");
+        for c in &r.claims {
+            let want = if fails.contains(&c.id.as_str()) {
+                Verdict::Fail
+            } else {
+                Verdict::Pass
+            };
+            assert_eq!(c.verdict, want, "{file}: {}", c.id);
+            if c.verdict == Verdict::Fail {
+                assert!(
+                    c.note.as_deref().unwrap_or("").starts_with("BOOK "),
+                    "{}",
+                    c.id
+                );
+            }
+        }
+    }
 }
