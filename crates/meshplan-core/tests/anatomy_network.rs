@@ -421,3 +421,43 @@ fn book_claims_files() {
         }
     }
 }
+
+/// Issue 23: "1 nodes" and, on a GPU cluster, "17409 chips (17409
+/// exactly), slice 17409". One node is "1 node"; a GPU has no slices (no
+/// `sizing.min_slice`), and the exact count keeps a decimal from 1,000 up
+/// so it never repeats the rounded-up count.
+#[test]
+fn one_node_and_gpu_sizing_words() {
+    use meshplan_core::check::eval::{evaluate, Args, Command};
+    use meshplan_core::mesh::Topology;
+    use meshplan_core::scenario::Scenario;
+    let one = Topology::Gpu {
+        nodes: 1,
+        gpus_per_node: 8,
+    };
+    assert_eq!(one.describe(), "1 node x 8 GPUs");
+    let two = Topology::Gpu {
+        nodes: 2,
+        gpus_per_node: 8,
+    };
+    assert_eq!(two.describe(), "2 nodes x 8 GPUs");
+    let src = "[model]\nname = \"llama-3.1-70b\"\n[hardware]\nchip = \"h100\"\nchips = \"64\"\n[training]\nbatch_tokens = \"4M\"\nseq_len = 4096\n";
+    let s = Scenario::parse(src, "gpu.toml").unwrap();
+    let (v, _) = evaluate(Command::Train, &s, Catalog::builtin(), &Args::new(), false).unwrap();
+    let sizing = &v["sizing"];
+    assert!(sizing["min_slice"].is_null(), "{sizing}");
+    // the memory-only count is ⌈bytes / HBM⌉ of the exact quotient
+    let exact = sizing["min_chips_memory_exact"].as_f64().unwrap();
+    assert_eq!(
+        sizing["min_chips_memory"].as_u64().unwrap(),
+        exact.ceil() as u64
+    );
+    // a TPU keeps its offered slice
+    let tpu = src.replace(
+        "chip = \"h100\"\nchips = \"64\"",
+        "chip = \"tpu-v5p\"\nchips = \"64\"",
+    );
+    let s = Scenario::parse(&tpu, "tpu.toml").unwrap();
+    let (v, _) = evaluate(Command::Train, &s, Catalog::builtin(), &Args::new(), false).unwrap();
+    assert!(v["sizing"]["min_slice"].is_string(), "{}", v["sizing"]);
+}
