@@ -62,7 +62,7 @@ pub struct HwShowArgs {
     /// GPUs in one model-parallel group (TP × PP × EP …) for the network's
     /// data-parallel bandwidth (`network.dp_bandwidth_bytes_per_s`); default
     /// 1 (pure data parallelism).
-    #[arg(long, value_name = "GPUS")]
+    #[arg(long, value_name = "GPUS", value_parser = parse_gpus, allow_hyphen_values = true)]
     pub model_parallel: Option<u64>,
     /// Output.
     #[command(flatten)]
@@ -72,6 +72,12 @@ pub struct HwShowArgs {
 /// `--seq-len`: a whole, positive token count.
 fn parse_seq_len(s: &str) -> std::result::Result<u64, String> {
     meshplan_io::seq_len(s).map_err(|e| e.to_string())
+}
+
+/// `--model-parallel`: a whole count ("64"); 0 is refused by the core's
+/// query check, with the message every front end gives.
+fn parse_gpus(s: &str) -> std::result::Result<u64, String> {
+    meshplan_core::units::parse_count(s).map_err(|e| e.to_string())
 }
 
 /// `--kv-dtype`.
