@@ -461,3 +461,29 @@ fn one_node_and_gpu_sizing_words() {
     let (v, _) = evaluate(Command::Train, &s, Catalog::builtin(), &Args::new(), false).unwrap();
     assert!(v["sizing"]["min_slice"].is_string(), "{}", v["sizing"]);
 }
+
+/// Issue 23 ("`--explain` prints = inf"): every step `hw show` records, for
+/// every catalog chip, binds and yields finite numbers.
+#[test]
+fn explain_has_no_infinite_values() {
+    for ch in Catalog::builtin().chips() {
+        let mut rec = Recorder::default();
+        let q = HwQuery {
+            model_parallel: ch.nvlink.as_ref().map(|_| 16),
+        };
+        hw_report_for(ch, &q, &mut rec).unwrap();
+        for s in rec.steps() {
+            assert!(s.value.is_finite(), "{}: {} = {}", ch.name, s.id, s.value);
+            for b in &s.bindings {
+                assert!(
+                    b.value.is_finite(),
+                    "{}: {} binds {} = {}",
+                    ch.name,
+                    s.id,
+                    b.symbol,
+                    b.value
+                );
+            }
+        }
+    }
+}

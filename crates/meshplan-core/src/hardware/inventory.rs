@@ -137,22 +137,29 @@ fn node_figures<T: Tracer>(
             "B/s",
         ))
     });
-    let peak = rec(
-        tr,
-        "node_bandwidth_bytes_per_s",
-        "A node's peak bandwidth (the smaller of GPUs and switches)",
-        "min(D_node · W_gpu, N_switch · ports · W_port)",
-        &[
-            ("D_node · W_gpu", nvlink, "B/s"),
-            (
-                "N_switch · ports · W_port",
-                switch.unwrap_or(f64::INFINITY),
-                "B/s",
-            ),
-        ],
-        switch.map_or(nvlink, |s| s.min(nvlink)),
-        "B/s",
-    );
+    let peak = match switch {
+        Some(sw) => rec(
+            tr,
+            "node_bandwidth_bytes_per_s",
+            "A node's peak bandwidth (the smaller of GPUs and switches)",
+            "min(D_node · W_gpu, N_switch · ports · W_port)",
+            &[
+                ("D_node · W_gpu", nvlink, "B/s"),
+                ("N_switch · ports · W_port", sw, "B/s"),
+            ],
+            sw.min(nvlink),
+            "B/s",
+        ),
+        None => rec(
+            tr,
+            "node_bandwidth_bytes_per_s",
+            "A node's peak bandwidth (its GPUs' NVLink; no switch figures given)",
+            "D_node · W_gpu",
+            &[("D_node", d as f64, ""), ("W_gpu", w_gpu, "B/s")],
+            nvlink,
+            "B/s",
+        ),
+    };
     let half = (d / 2) as f64;
     let bisection = rec(
         tr,
@@ -279,20 +286,37 @@ fn dp_figures<T: Tracer>(
         Some(wn) => in_node.min(wn * m.max(d) as f64 / d as f64),
         None => in_node,
     };
-    rec(
-        tr,
-        "dp_bandwidth_bytes_per_s",
-        "Data-parallel bandwidth when each model-parallel group spans M GPUs",
-        "min(W_gpu · min(M, D_node), W_node · max(M, D_node) / D_node)",
-        &[
-            ("W_gpu", w_gpu, "B/s"),
-            ("M", m as f64, ""),
-            ("D_node", d as f64, ""),
-            ("W_node", w_node.unwrap_or(f64::INFINITY), "B/s"),
-        ],
-        w,
-        "B/s",
-    );
+    let label = "Data-parallel bandwidth when each model-parallel group spans M GPUs";
+    match w_node {
+        Some(wn) => rec(
+            tr,
+            "dp_bandwidth_bytes_per_s",
+            label,
+            "min(W_gpu · min(M, D_node), W_node · max(M, D_node) / D_node)",
+            &[
+                ("W_gpu", w_gpu, "B/s"),
+                ("M", m as f64, ""),
+                ("D_node", d as f64, ""),
+                ("W_node", wn, "B/s"),
+            ],
+            w,
+            "B/s",
+        ),
+        // no scale-out network: the data-parallel ring stays in the node
+        None => rec(
+            tr,
+            "dp_bandwidth_bytes_per_s",
+            label,
+            "W_gpu · min(M, D_node)",
+            &[
+                ("W_gpu", w_gpu, "B/s"),
+                ("M", m as f64, ""),
+                ("D_node", d as f64, ""),
+            ],
+            w,
+            "B/s",
+        ),
+    };
     let c = ch.flops(DType::Bf16).get();
     let b = rec(
         tr,
