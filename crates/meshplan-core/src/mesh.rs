@@ -183,7 +183,10 @@ impl Topology {
             Topology::Gpu {
                 nodes,
                 gpus_per_node,
-            } => format!("{nodes} nodes x {gpus_per_node} GPUs"),
+            } => format!(
+                "{nodes} node{} x {gpus_per_node} GPUs",
+                if *nodes == 1 { "" } else { "s" }
+            ),
         }
     }
 }

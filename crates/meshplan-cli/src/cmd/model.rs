@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use meshplan_core::hardware::report::{hw_report, ChipList};
+use meshplan_core::hardware::report::{hw_report, hw_report_for, ChipList, HwQuery};
 use meshplan_core::model::report::{model_list, model_report};
 use meshplan_core::trace::{NoTrace, Recorder};
 use meshplan_core::units::DType;
@@ -59,6 +59,11 @@ pub struct HwShowArgs {
     /// A catalog name (NAME@book for the book's numbers) or a chip TOML file.
     #[arg(value_name = "CHIP")]
     pub chip: String,
+    /// GPUs in one model-parallel group (TP × PP × EP …) for the network's
+    /// data-parallel bandwidth (`network.dp_bandwidth_bytes_per_s`); default
+    /// 1 (pure data parallelism).
+    #[arg(long, value_name = "GPUS", value_parser = parse_gpus, allow_hyphen_values = true)]
+    pub model_parallel: Option<u64>,
     /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -67,6 +72,12 @@ pub struct HwShowArgs {
 /// `--seq-len`: a whole, positive token count.
 fn parse_seq_len(s: &str) -> std::result::Result<u64, String> {
     meshplan_io::seq_len(s).map_err(|e| e.to_string())
+}
+
+/// `--model-parallel`: a whole count ("64"); 0 is refused by the core's
+/// query check, with the message every front end gives.
+fn parse_gpus(s: &str) -> std::result::Result<u64, String> {
+    meshplan_core::units::parse_count(s).map_err(|e| e.to_string())
 }
 
 /// `--kv-dtype`.
@@ -112,7 +123,10 @@ pub fn run_hw(c: HwCmd) -> Result<ExitCode> {
         HwCmd::Show(a) => {
             let chip = meshplan_io::chip_arg(&cat, &a.chip)?;
             let mut rec = Recorder::default();
-            let r = hw_report(&chip, &mut rec);
+            let q = HwQuery {
+                model_parallel: a.model_parallel,
+            };
+            let r = hw_report_for(&chip, &q, &mut rec)?;
             emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
         }
     }

@@ -151,3 +151,80 @@ fn show_rejects_hostile_chip_files() {
         assert_no_panic(&args, &err);
     }
 }
+
+/// Issue 24: `hw show` answers ch12's network questions from one cluster
+/// file — node NVLink 8 · 450 GB/s = 3.6 TB/s, NVSwitches 4 · 64 · 25 GB/s
+/// = 6.4 TB/s, 560 switches — and `--model-parallel 64` gives Quiz 5 Q2's
+/// DP bandwidth 8 · 400 GB/s = 3.2 TB/s (990e12 / 3.2e12 = 309 tokens per
+/// GPU); a 0, negative or TPU group is a clear error.
+#[test]
+fn show_network_inventory_and_model_parallel() {
+    let v = json(&["hw", "show", "h100@book", "--json"]);
+    assert_eq!(
+        f(&v, "network.node_nvlink_bandwidth_bytes_per_s"),
+        8.0 * 450e9
+    );
+    assert_eq!(
+        f(&v, "network.node_nvswitch_bandwidth_bytes_per_s"),
+        4.0 * 64.0 * 25e9
+    );
+    assert_eq!(f(&v, "network.switches_total"), 560.0);
+    assert_eq!(f(&v, "network.dp_bandwidth_bytes_per_s"), 400e9);
+    let m = json(&[
+        "hw",
+        "show",
+        "h100@book",
+        "--model-parallel",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(f(&m, "network.dp_bandwidth_bytes_per_s"), 8.0 * 400e9);
+    assert!((f(&m, "network.dp_critical_batch_per_gpu") - 990e12 / 3.2e12).abs() < 1e-9);
+    let (code, out, err) = run(&[
+        "hw",
+        "show",
+        "h100@book",
+        "--model-parallel",
+        "64",
+        "--explain",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(
+        &out,
+        &[
+            "DP bandwidth, model-parallel groups of 64 GPUs",
+            "min(W_gpu · min(M, D_node), W_node · max(M, D_node) / D_node) = 3.2 TB/s",
+            "N_cuda · f_base",
+            "FLOPs per cycle per matrix unit",
+        ],
+    );
+    for (arg, chip, want) in [
+        ("0", "h100", "at least 1"),
+        ("-3", "h100", "-3"),
+        ("8", "tpu-v5e", "TPU"),
+    ] {
+        let args = ["hw", "show", chip, "--model-parallel", arg];
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{arg}: {err}");
+        assert_contains(&err, &[want]);
+        assert_no_panic(&args, &err);
+    }
+}
+
+/// Issue 23: a TPU v5e's MXU does 2 · 128² = 32,768 FLOPs per cycle (not
+/// C / (4 · 1.5 GHz) = 32,833), and no network level joins fewer than two
+/// children ("any" where the catalog gives no size).
+#[test]
+fn show_mxu_and_levels_words() {
+    let (code, out, err) = run(&["hw", "show", "tpu-v5e"]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(
+        &out,
+        &[
+            "FLOPs per cycle per matrix unit       32768",
+            "DCN (between slices)         any",
+        ],
+    );
+    let (_, out, _) = run(&["hw", "show", "tpu-v4p"]);
+    assert!(!out.contains("DCN (between slices)"), "{out}");
+}

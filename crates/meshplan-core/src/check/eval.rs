@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Catalog;
 use crate::error::Error;
-use crate::hardware::report::hw_report;
+use crate::hardware::report::{hw_report_for, HwQuery};
 use crate::model::report::model_report;
 use crate::scenario::{Count, Scenario};
 use crate::trace::{Recorder, Step};
@@ -452,12 +452,15 @@ fn eval_model(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
 
 fn eval_hw(input: &Input) -> Result<(Value, Vec<Step>), EvalError> {
     let s = input.s;
-    check_args(input.args, &[], "hw")?;
+    check_args(input.args, &["model_parallel"], "hw")?;
     if s.hardware.chip.is_none() && s.hardware.inline.is_none() {
         return Err(Error::Invalid("the scenario has no [hardware] chip".into()).into());
     }
     let chip = s.hardware.resolve_chip(input.cat)?;
-    let report = |r: &mut Recorder| Ok(hw_report(&chip, r));
+    let q = HwQuery {
+        model_parallel: arg_count(input.args, "model_parallel")?,
+    };
+    let report = |r: &mut Recorder| Ok(hw_report_for(&chip, &q, r)?);
     traced(input.with_trace, report, |rep| {
         let mut inputs = Step::new("inputs.hw", &format!("Chip {}", chip.name), "inputs")
             .bind("C", chip.flops(DType::Bf16).get(), "FLOP/s")

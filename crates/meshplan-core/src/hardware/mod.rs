@@ -9,6 +9,7 @@ the file to make the variant `<name>@book`, which the book's exercises use.
 */
 
 pub mod anatomy;
+pub mod inventory;
 pub mod network;
 pub mod report;
 

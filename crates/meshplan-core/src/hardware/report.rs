@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::hardware::anatomy::AnatomyReport;
 use crate::hardware::fmt_shape;
+use crate::hardware::inventory::{inventory, NetworkInventory};
 use crate::hardware::network::{levels, slices, NetworkLevel, SliceInventory};
 use crate::hardware::{Chip, ChipKind, Profile, Wraparound};
 use crate::trace::{Step, Tracer};
@@ -159,6 +160,44 @@ pub struct HwReport {
     pub slices: Vec<SliceInventory>,
     /// Network levels: NVLink node, leaf, spine (GPU); ICI, DCN (TPU).
     pub network_levels: Vec<NetworkLevel>,
+    /// GPU: the network's totals (node, cluster, whole-tree collectives, DP
+    /// bandwidth for the query's model-parallel group).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInventory>,
+}
+
+/// What `hw show` is asked beyond the chip.
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HwQuery {
+    /// GPUs in one model-parallel group (TP × PP × EP …) for the
+    /// data-parallel bandwidth; 1 (pure data parallelism) when absent.
+    #[serde(default)]
+    pub model_parallel: Option<u64>,
+}
+
+impl HwQuery {
+    /// Check the query against the chip: a model-parallel group is at
+    /// least one GPU, on a GPU.
+    pub fn validate(&self, ch: &Chip) -> crate::Result<()> {
+        match self.model_parallel {
+            Some(0) => Err(crate::Error::Invalid(
+                "--model-parallel must be at least 1 GPU".into(),
+            )),
+            Some(_) if ch.nvlink.is_none() => Err(crate::Error::Invalid(format!(
+                "--model-parallel applies to GPU clusters; {} is a TPU (see its slices and network levels)",
+                ch.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Build the report for one chip and query; the derived figures are
+/// recorded in `tr`.
+pub fn hw_report_for<T: Tracer>(ch: &Chip, q: &HwQuery, tr: &mut T) -> crate::Result<HwReport> {
+    q.validate(ch)?;
+    Ok(build(ch, q.model_parallel.unwrap_or(1), tr))
 }
 
 /// One critical intensity `C / W`, recorded as a derivation step.
@@ -263,8 +302,14 @@ fn scale_out_intensity<T: Tracer>(
     (node_bw, scale_out)
 }
 
-/// Build the report for one chip; the critical intensities are recorded in `tr`.
+/// Build the report for one chip (pure data parallelism for the DP
+/// bandwidth); the derived figures are recorded in `tr`.
 pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
+    build(ch, 1, tr)
+}
+
+/// The report with model-parallel groups of `m` GPUs.
+fn build<T: Tracer>(ch: &Chip, m: u64, tr: &mut T) -> HwReport {
     let c = ch.flops(DType::Bf16);
     let hbm = intensity(
         "hw.critical_intensity_hbm",
@@ -332,6 +377,7 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         )
     });
     let pk = &ch.peak;
+    let levels = levels(ch);
     HwReport {
         name: ch.name.clone(),
         display_name: ch.display_name.clone(),
@@ -384,9 +430,10 @@ pub fn hw_report<T: Tracer>(ch: &Chip, tr: &mut T) -> HwReport {
         usd_per_chip_hour: ch.usd_per_chip_hour,
         price_source: ch.price_source.clone(),
         notes: ch.notes.clone(),
-        anatomy: AnatomyReport::of(ch),
+        anatomy: AnatomyReport::of(ch, tr),
         slices: slices(ch),
-        network_levels: levels(ch),
+        network: inventory(ch, &levels, m, tr),
+        network_levels: levels,
     }
 }
 
@@ -656,42 +703,47 @@ impl HwReport {
             }
             d.table(t.drop_empty_columns());
         }
-        if !self.network_levels.is_empty() {
-            let mut t = Table::new(
-                &[
-                    "level",
-                    "children D",
-                    "chips",
-                    "child egress W",
-                    "switches",
-                    "AllGather D·W/(D−1)",
-                    "in-network reduction",
-                ],
-                &[
-                    "children D",
-                    "chips",
-                    "child egress W",
-                    "switches",
-                    "AllGather D·W/(D−1)",
-                ],
-            );
-            for l in &self.network_levels {
-                t.row(vec![
-                    l.name.clone(),
-                    fmt_int(l.children),
-                    fmt_int(l.chips),
-                    fmt_si(l.child_egress_bytes_per_s, "B/s"),
-                    l.switches.map_or(String::new(), fmt_int),
-                    fmt_si(l.allgather_bandwidth_bytes_per_s, "B/s"),
-                    if l.in_network_reduction {
-                        "SHARP".into()
-                    } else {
-                        String::new()
-                    },
-                ]);
-            }
-            d.table(t.drop_empty_columns());
+        self.levels_table(d);
+        if let Some(n) = &self.network {
+            d.line("Network (one direction unless bisection):");
+            d.fields(n.fields(self.scale_up_name()));
         }
+    }
+
+    fn levels_table(&self, d: &mut Doc) {
+        if self.network_levels.is_empty() {
+            return;
+        }
+        let num = [
+            "children D",
+            "chips",
+            "child egress W",
+            "switches",
+            "cables D·W",
+            "switch capacity",
+            "AllGather D·W/(D−1)",
+            "AllReduce",
+            "SHARP AllReduce W",
+        ];
+        let mut head = vec!["level"];
+        head.extend(num);
+        let mut t = Table::new(&head, &num);
+        let bw = |x: Option<f64>| x.map_or(String::new(), |v| fmt_si(v, "B/s"));
+        for l in &self.network_levels {
+            t.row(vec![
+                l.name.clone(),
+                l.children.map_or("any".into(), fmt_int),
+                l.chips.map_or(String::new(), fmt_int),
+                fmt_si(l.child_egress_bytes_per_s, "B/s"),
+                l.switches.map_or(String::new(), fmt_int),
+                bw(l.cable_bandwidth_bytes_per_s),
+                bw(l.switch_bandwidth_bytes_per_s),
+                fmt_si(l.allgather_bandwidth_bytes_per_s, "B/s"),
+                fmt_si(l.allreduce_bandwidth_bytes_per_s, "B/s"),
+                bw(l.sharp_allreduce_bandwidth_bytes_per_s),
+            ]);
+        }
+        d.table(t.drop_empty_columns());
     }
 }
 

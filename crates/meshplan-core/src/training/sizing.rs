@@ -55,7 +55,9 @@ pub fn sizing<T: Tracer>(
         Some(i) if !i.slice_shapes.is_empty() => {
             crate::hardware::smallest_slice(&i.slice_shapes, min).map(|s| fmt_shape(&s))
         }
-        _ => Some(min.to_string()),
+        // a GPU cluster has no slices: the chip count says it all
+        Some(_) => Some(min.to_string()),
+        None => None,
     };
     let ck = cfg.activation_dtype.bytes_per_element()
         * cfg.batch_tokens as f64
@@ -108,7 +110,13 @@ impl crate::view::Render for Sizing {
                     "{} in all → {} chips ({} exactly){}",
                     fmt_si(self.memory_bytes, "B"),
                     self.min_chips_memory,
-                    sig4(self.min_chips_memory_exact),
+                    // one decimal from 1,000 up: sig4 would round 17,408.6
+                    // to the 17,409 printed before it
+                    if self.min_chips_memory_exact >= 1000.0 {
+                        format!("{:.1}", self.min_chips_memory_exact)
+                    } else {
+                        sig4(self.min_chips_memory_exact)
+                    },
                     self.min_slice
                         .as_ref()
                         .map_or(String::new(), |s| format!(", slice {s}"))
