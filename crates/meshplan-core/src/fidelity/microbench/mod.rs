@@ -145,6 +145,7 @@ pub fn collective_name(c: Collective) -> &'static str {
         Collective::ReduceScatter => "reduce-scatter",
         Collective::AllToAll => "all-to-all",
         Collective::PointToPoint => "point-to-point",
+        Collective::Gather => "gather",
     }
 }
 
