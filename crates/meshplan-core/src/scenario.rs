@@ -169,6 +169,11 @@ pub struct TrainingSection {
     pub master_weights: Option<bool>,
     /// "none" | "full" | "after-matmuls" | "selective".
     pub remat: Option<String>,
+    /// k: activation checkpoints of [B, D] kept per layer (the book's
+    /// ch5/ch6 convention; the book accounting's saved activations become
+    /// k·B·D·L·bytes_a whatever `remat` says). Default: from `remat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints_per_layer: Option<u64>,
     /// Model-FLOPs utilisation to quote times at.
     pub mfu: Option<f64>,
     /// Tokens to train on (for total time and cost).

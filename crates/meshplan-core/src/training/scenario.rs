@@ -197,6 +197,7 @@ fn workload_config(t: &TrainingSection, profile: Option<&ActiveProfile>) -> Resu
     if let Some(r) = &t.remat {
         cfg.remat = Remat::parse(r)?;
     }
+    cfg.checkpoints_per_layer = crate::memory::checkpoints_per_layer(t.checkpoints_per_layer)?;
     cfg.mfu = t.mfu;
     if let Some(m) = cfg.mfu {
         check_mfu(m)?;
