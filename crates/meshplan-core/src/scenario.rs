@@ -129,6 +129,11 @@ pub struct ModelSection {
     pub sliding_window: Option<SlidingWindow>,
     /// Longest supported context.
     pub max_seq_len: Option<Count>,
+    /// A bare parameter count used as given ("70e9"; the book's
+    /// convention): P and P_active become it, the exact count is shown
+    /// beside it (`params_total_exact`). See [`Arch::params_given`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_given: Option<Count>,
 }
 
 /// `[hardware]`.
@@ -388,6 +393,9 @@ impl ModelSection {
         set(&mut a.d_head, self.d_head);
         set(&mut a.vocab, self.vocab);
         set(&mut a.learned_pos_emb, self.learned_pos_emb);
+        if let Some(g) = self.params_given {
+            a.params_given = Some(g.0);
+        }
         macro_rules! opt {
             ($($f:ident),*) => {$( if let Some(v) = self.$f { a.$f = v; } )*};
         }
