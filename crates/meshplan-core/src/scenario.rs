@@ -177,7 +177,6 @@ pub struct TrainingSection {
     /// k: activation checkpoints of [B, D] kept per layer (the book's
     /// ch5/ch6 convention; the book accounting's saved activations become
     /// k·B·D·L·bytes_a whatever `remat` says). Default: from `remat`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoints_per_layer: Option<u64>,
     /// Model-FLOPs utilisation to quote times at.
     pub mfu: Option<f64>,

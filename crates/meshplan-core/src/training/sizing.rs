@@ -63,6 +63,10 @@ pub struct Sizing {
     /// ⌈params_optimizer_bytes / HBM⌉: the fewest chips that hold the
     /// parameters and optimizer state alone (no gradients, no activations).
     pub min_chips_params_optimizer: u64,
+    /// HBM / (bytes_p + bytes_opt): the most parameters one chip holds with
+    /// their optimizer state (ch5: "num_params = HBM per device / 10" with
+    /// Adam, ≈ 9B on a v5p) — pure data parallelism's largest model.
+    pub max_params_per_chip_params_optimizer: f64,
     /// Params + optimizer state + activations (no gradients): the book's ch6
     /// "three primary uses of HBM", bytes.
     pub params_optimizer_activations_bytes: f64,
@@ -129,6 +133,19 @@ pub fn sizing<T: Tracer>(
     let act = (memory - state).max(0.0);
     let poa = po + act;
     let chips = d.at_least_one().product() as f64;
+    let max_params = hbm / (bp + bo).max(f64::MIN_POSITIVE);
+    tr.record(|| {
+        Step::new(
+            "train.sizing.max_params_per_chip_params_optimizer",
+            "Most parameters one chip holds with their optimizer state",
+            "HBM / (bytes_p + bytes_opt)",
+        )
+        .bind("HBM", hbm, "B")
+        .bind("bytes_p", bp, "B")
+        .bind("bytes_opt", bo, "B")
+        .result(max_params, "params")
+        .source("How To Scale Your Model ch5 (num_params = HBM per device / 10)")
+    });
     tr.record(|| {
         Step::new(
             "train.sizing.min_chips_params_optimizer",
@@ -175,6 +192,7 @@ pub fn sizing<T: Tracer>(
         params_optimizer_bytes: po,
         min_chips_params_optimizer_exact: po / hbm,
         min_chips_params_optimizer: (po / hbm).ceil().max(1.0) as u64,
+        max_params_per_chip_params_optimizer: max_params,
         params_optimizer_activations_bytes: poa,
         min_chips_params_optimizer_activations_exact: poa / hbm,
         min_chips_params_optimizer_activations: (poa / hbm).ceil().max(1.0) as u64,
