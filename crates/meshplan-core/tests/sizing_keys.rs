@@ -37,8 +37,7 @@ fn train(src: &str) -> TrainReport {
 fn infer(src: &str) -> InferReport {
     let s = inference::scenario::resolve(&scenario(src), Catalog::builtin())
         .unwrap_or_else(|e| panic!("{e}"));
-    inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace)
-        .unwrap_or_else(|e| panic!("{e}"))
+    inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn model(src: &str, seq_len: u64) -> ModelReport {
@@ -116,12 +115,7 @@ fn ch6_k_checkpoints_and_the_fewest_chips_without_gradients() {
         1e-12,
     );
     // with gradients (bf16, 2·70e9 more) the older minimum counts more
-    close(
-        "memory_bytes",
-        s.memory_bytes,
-        21.67152e12 + 140e9,
-        1e-12,
-    );
+    close("memory_bytes", s.memory_bytes, 21.67152e12 + 140e9, 1e-12);
     assert_eq!(s.min_chips_memory, 228); // 21.81152e12/96e9 = 227.2
 }
 
@@ -201,7 +195,12 @@ fn ch8_continuous_batching_turnover() {
         32.0 / 4096.0,
         1e-15,
     );
-    close("evicted", r.aggregates.kv_tokens_evicted_per_step, 96.0, 1e-15);
+    close(
+        "evicted",
+        r.aggregates.kv_tokens_evicted_per_step,
+        96.0,
+        1e-15,
+    );
 }
 
 #[test]
@@ -212,9 +211,19 @@ fn weights_only_chip_count_with_the_given_and_exact_counts() {
         r#"name = "llama-3.1-70b", params_given = "70e9""#,
     );
     let r = infer(&given);
-    close("int8 given", r.aggregates.min_chips_weights_exact, 4.375, 1e-12);
+    close(
+        "int8 given",
+        r.aggregates.min_chips_weights_exact,
+        4.375,
+        1e-12,
+    );
     let bf16 = infer(&given.replace(r#"weights_dtype = "int8""#, r#"weights_dtype = "bf16""#));
-    close("bf16 given", bf16.aggregates.min_chips_weights_exact, 8.75, 1e-12);
+    close(
+        "bf16 given",
+        bf16.aggregates.min_chips_weights_exact,
+        8.75,
+        1e-12,
+    );
     // exact: 70,553,706,496 int8 bytes / 16e9 = 4.40961
     let exact = infer(CH8);
     close(
@@ -292,7 +301,12 @@ fn attention_crossover_width_is_t_over_8_for_the_books_mha() {
         r#"model = { n_layers = 2, d_model = 1024, d_ff = 4096, n_heads = 8, vocab = 1000 }"#,
         32_768,
     );
-    close("T*", m.attention_equals_matmuls_seq_len, 8.0 * 1024.0, 1e-12);
+    close(
+        "T*",
+        m.attention_equals_matmuls_seq_len,
+        8.0 * 1024.0,
+        1e-12,
+    );
     close(
         "D*",
         m.attention_equals_matmuls_d_model,
@@ -310,7 +324,7 @@ fn params_given_replaces_p_and_keeps_the_exact_count_beside_it() {
     assert_eq!(m.params_total, 70_000_000_000);
     assert_eq!(m.params_total_exact, 70_553_706_496);
     assert_eq!(m.params_active, 70_000_000_000); // dense: P_active = P
-    // the breakdown stays exact: attention 12,079,595,520
+                                                 // the breakdown stays exact: attention 12,079,595,520
     assert_eq!(m.params_attention, 12_079_595_520);
     // the derivation names the convention
     let spec = scenario(r#"model = { name = "llama-3.1-70b", params_given = "70e9" }"#)
@@ -348,7 +362,11 @@ fn claims_files_keep_their_verdicts() {
         assert_eq!(got, want, "{rel}");
         for c in r.claims.iter().filter(|c| c.verdict == F) {
             let note = c.note.as_deref().unwrap_or("");
-            assert!(note.starts_with("BOOK "), "{rel}: {} fails unannotated", c.id);
+            assert!(
+                note.starts_with("BOOK "),
+                "{rel}: {} fails unannotated",
+                c.id
+            );
         }
     }
 }

@@ -110,7 +110,11 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
     // mixed FSDP + TP on the TPU slice (the book's ch5 Q3)
     (Command::Train, BOOK_CH5_V5P, r#"{"fsdp": 256, "tp": 16}"#),
     // the book's "k checkpoints of [B, D] per layer" (ch6 sizing)
-    (Command::Train, BOOK_CH5_V5P, r#"{"checkpoints_per_layer": 4}"#),
+    (
+        Command::Train,
+        BOOK_CH5_V5P,
+        r#"{"checkpoints_per_layer": 4}"#,
+    ),
     // a parameter count used as given (the book's "70e9")
     (Command::Model, PARAMS_GIVEN, "{}"),
     // experts: expert parallelism, the MoE factor
