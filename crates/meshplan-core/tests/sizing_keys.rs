@@ -144,9 +144,9 @@ fn k_checkpoints_set_the_book_accounting_per_device() {
 #[test]
 fn zero_checkpoints_is_a_clear_error() {
     let sc = scenario(&CH6.replace("checkpoints_per_layer = 4", "checkpoints_per_layer = 0"));
-    let e = training::scenario::resolve(&sc, Catalog::builtin())
-        .err()
-        .expect("k = 0 is refused");
+    let Err(e) = training::scenario::resolve(&sc, Catalog::builtin()) else {
+        panic!("k = 0 is refused");
+    };
     assert!(e.to_string().contains("checkpoints_per_layer"), "{e}");
 }
 
@@ -335,11 +335,12 @@ fn params_given_replaces_p_and_keeps_the_exact_count_beside_it() {
     model_report(&spec, &ModelQuery::default(), &mut rec);
     assert!(rec.steps().iter().any(|s| s.id == "params.given"));
     // a count far from the architecture's is refused, with the reason
-    let e = scenario(r#"model = { name = "llama-3.1-70b", params_given = "7e9" }"#)
+    let Err(e) = scenario(r#"model = { name = "llama-3.1-70b", params_given = "7e9" }"#)
         .model
         .resolve(Catalog::builtin())
-        .err()
-        .expect("7e9 for a 70B architecture is refused");
+    else {
+        panic!("7e9 for a 70B architecture is refused");
+    };
     assert!(e.to_string().contains("params_given"), "{e}");
 }
 
