@@ -252,10 +252,17 @@ impl crate::view::Render for Sizing {
             ),
             field(
                 "one [B, D] checkpoint per layer",
-                format!(
-                    "{} (k checkpoints: k×)",
-                    fmt_si(self.checkpoint_bytes_per_bd, "B")
-                ),
+                match self.checkpoints_per_layer {
+                    Some(k) => format!(
+                        "{}; k = {k} per layer: {}",
+                        fmt_si(self.checkpoint_bytes_per_bd, "B"),
+                        fmt_si(self.activation_bytes, "B")
+                    ),
+                    None => format!(
+                        "{} (k checkpoints: k×)",
+                        fmt_si(self.checkpoint_bytes_per_bd, "B")
+                    ),
+                },
             ),
         ]);
         d
