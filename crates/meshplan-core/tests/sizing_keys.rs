@@ -350,11 +350,12 @@ fn params_given_replaces_p_and_keeps_the_exact_count_beside_it() {
 fn claims_files_keep_their_verdicts() {
     use Verdict::{Fail as F, Pass as P};
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let files: [(&str, &[Verdict]); 4] = [
+    let files: [(&str, &[Verdict]); 5] = [
+        ("examples/book/ch4-thresholds.toml", &[P, P, F, P, F]),
         ("examples/book/ch5-sizing.toml", &[P, P, P, P]),
         ("examples/book/ch6-sizing.toml", &[P, P, P, P, P, P, F]),
         ("examples/book/ch7-moe-factor.toml", &[P, F]),
-        ("examples/book/ch8-sizing.toml", &[P, P, F, F, F, P, P]),
+        ("examples/book/ch8-sizing.toml", &[P, P, F, F, F, P, P, P]),
     ];
     for (rel, want) in files {
         let f = common::claims_file(&root.join(rel));
