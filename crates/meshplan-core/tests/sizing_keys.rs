@@ -353,7 +353,10 @@ fn claims_files_keep_their_verdicts() {
     let files: [(&str, &[Verdict]); 5] = [
         ("examples/book/ch4-thresholds.toml", &[P, P, F, P, F]),
         ("examples/book/ch5-sizing.toml", &[P, P, P, P]),
-        ("examples/book/ch6-sizing.toml", &[P, P, P, P, P, P, F, P, P]),
+        (
+            "examples/book/ch6-sizing.toml",
+            &[P, P, P, P, P, P, F, P, P],
+        ),
         ("examples/book/ch7-moe-factor.toml", &[P, F]),
         ("examples/book/ch8-sizing.toml", &[P, P, F, F, F, P, P, P]),
     ];
