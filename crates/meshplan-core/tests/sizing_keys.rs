@@ -375,3 +375,26 @@ fn claims_files_keep_their_verdicts() {
         }
     }
 }
+
+#[test]
+fn params_given_scales_an_moes_active_count_alike() {
+    // DeepSeek-V3: 671,026,419,200 total, 37,552,297,472 active; given
+    // "671e9" keeps P_active/P: 37,552,297,472 · 671e9/671,026,419,200
+    // (rounded to a whole parameter)
+    let m = model(
+        r#"model = { name = "deepseek-v3", params_given = "671e9" }"#,
+        4096,
+    );
+    assert_eq!(m.params_total, 671_000_000_000);
+    assert_eq!(m.params_total_exact, 671_026_419_200);
+    let want = (37_552_297_472.0 * 671e9 / 671_026_419_200.0_f64).round();
+    assert_eq!(m.params_active as f64, want);
+    // the book's factor is the same; the exact one barely moves
+    assert_eq!(m.moe_factor_book, 32.0);
+    close(
+        "P/P_active",
+        m.moe_factor_exact,
+        671_026_419_200.0 / 37_552_297_472.0,
+        1e-9,
+    );
+}
