@@ -398,3 +398,29 @@ fn params_given_scales_an_moes_active_count_alike() {
         1e-9,
     );
 }
+
+#[test]
+fn k_checkpoints_need_the_book_accounting() {
+    // H100 defaults to Megatron's tensor list, which k cannot describe:
+    // refused with the way out, never silently ignored
+    let src = r#"
+model = { name = "llama-3-8b" }
+hardware = { chip = "h100", chips = 8 }
+training = { checkpoints_per_layer = 4 }
+"#;
+    let Err(e) = training::scenario::resolve(&scenario(src), Catalog::builtin()) else {
+        panic!("k under megatron is refused");
+    };
+    assert!(e.to_string().contains("framework = \"book\""), "{e}");
+    let ok = train(&src.replace(
+        "checkpoints_per_layer = 4",
+        "checkpoints_per_layer = 4, framework = \"book\"",
+    ));
+    // 4·2·B·D·L with the default B = 2^20 tokens, D = 4096, L = 32
+    close(
+        "A",
+        ok.sizing.activation_bytes,
+        4.0 * 2.0 * 1_048_576.0 * 4096.0 * 32.0,
+        1e-12,
+    );
+}
