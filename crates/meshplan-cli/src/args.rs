@@ -28,6 +28,9 @@ pub struct TargetArgs {
     /// Number of chips ("64", "16k"): GPUs in NVLink domains, or the TPU slice offered with that many.
     #[arg(long)]
     pub chips: Option<String>,
+    /// A bare parameter count to use as P ("70e9", the book's convention; the exact count is reported beside it).
+    #[arg(long, value_name = "COUNT")]
+    pub params_given: Option<String>,
 }
 
 impl TargetArgs {
@@ -39,6 +42,9 @@ impl TargetArgs {
         // --model replaces the scenario's model, a [model] file included
         let sc = meshplan_io::target(cat, self.scenario.as_deref(), self.model.as_deref())?;
         flags["hardware"] = json!({"chip": self.hw, "mesh": self.mesh, "chips": self.chips});
+        if self.params_given.is_some() {
+            flags["model"] = json!({"params_given": self.params_given});
+        }
         let sc = overrides::apply(&sc, &flags, &flag_name)?;
         sc.require_model("use --model NAME or a scenario with [model]")?;
         Ok(sc)

@@ -129,6 +129,11 @@ pub struct ModelSection {
     pub sliding_window: Option<SlidingWindow>,
     /// Longest supported context.
     pub max_seq_len: Option<Count>,
+    /// A bare parameter count used as given ("70e9"; the book's
+    /// convention): P and P_active become it, the exact count is shown
+    /// beside it (`params_total_exact`). See [`Arch::params_given`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_given: Option<Count>,
 }
 
 /// `[hardware]`.
@@ -169,6 +174,10 @@ pub struct TrainingSection {
     pub master_weights: Option<bool>,
     /// "none" | "full" | "after-matmuls" | "selective".
     pub remat: Option<String>,
+    /// k: activation checkpoints of [B, D] kept per layer (the book's
+    /// ch5/ch6 convention; the book accounting's saved activations become
+    /// k·B·D·L·bytes_a whatever `remat` says). Default: from `remat`.
+    pub checkpoints_per_layer: Option<u64>,
     /// Model-FLOPs utilisation to quote times at.
     pub mfu: Option<f64>,
     /// Tokens to train on (for total time and cost).
@@ -383,6 +392,9 @@ impl ModelSection {
         set(&mut a.d_head, self.d_head);
         set(&mut a.vocab, self.vocab);
         set(&mut a.learned_pos_emb, self.learned_pos_emb);
+        if let Some(g) = self.params_given {
+            a.params_given = Some(g.0);
+        }
         macro_rules! opt {
             ($($f:ident),*) => {$( if let Some(v) = self.$f { a.$f = v; } )*};
         }

@@ -97,6 +97,7 @@ fn arch() -> impl Strategy<Value = Arch> {
                 window: w,
                 global_every: ge,
             }),
+            params_given: None,
         }
     })
 }

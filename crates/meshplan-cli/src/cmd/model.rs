@@ -39,6 +39,10 @@ pub struct ShowArgs {
     /// Count attention FLOPs for bidirectional (non-causal) attention.
     #[arg(long)]
     pub non_causal: bool,
+    /// A bare parameter count to use as P ("70e9", the book's convention);
+    /// the exact count is shown beside it.
+    #[arg(long, value_name = "COUNT")]
+    pub params_given: Option<String>,
     /// Output.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -92,7 +96,15 @@ pub fn run_model(c: ModelCmd) -> Result<ExitCode> {
         ModelCmd::List(a) => emit(&model_list(cat.models()), None, a.out("model")?)?,
         ModelCmd::Show(a) => {
             let (name, scen) = io::model_arg(&mut cat, &a.model)?;
-            let spec = &cat.model_or_bare(&name)?;
+            let mut spec = cat.model_or_bare(&name)?;
+            if let Some(g) = &a.params_given {
+                spec.arch.params_given = Some(
+                    meshplan_core::units::parse_count(g)
+                        .map_err(|e| anyhow::anyhow!("--params-given: {e}"))?,
+                );
+                spec.arch.validate()?;
+            }
+            let spec = &spec;
             let q = meshplan_core::scenario::model_query(
                 scen.as_ref(),
                 a.seq_len,

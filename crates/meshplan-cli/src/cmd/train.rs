@@ -130,6 +130,11 @@ pub struct RunArgs {
     /// Activation checkpointing: none, full, after-matmuls, selective.
     #[arg(long)]
     pub remat: Option<String>,
+    /// k activation checkpoints of [B, D] per layer (the book's ch5/ch6
+    /// convention: saved activations k·B·D·L·bytes under the book accounting).
+    #[arg(long, value_name = "K")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints_per_layer: Option<u64>,
     /// Model-FLOPs utilisation to quote the step time at (0–1).
     #[arg(long)]
     pub mfu: Option<f64>,

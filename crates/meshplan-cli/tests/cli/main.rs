@@ -19,6 +19,7 @@ mod polish;
 mod ranges;
 mod readme;
 mod serving_request;
+mod sizing_flags;
 mod snapshots;
 mod trace;
 mod train;

@@ -109,6 +109,14 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
     (Command::Train, BOOK_CH5_V5P, "{}"),
     // mixed FSDP + TP on the TPU slice (the book's ch5 Q3)
     (Command::Train, BOOK_CH5_V5P, r#"{"fsdp": 256, "tp": 16}"#),
+    // the book's "k checkpoints of [B, D] per layer" (ch6 sizing)
+    (
+        Command::Train,
+        BOOK_CH5_V5P,
+        r#"{"checkpoints_per_layer": 4}"#,
+    ),
+    // a parameter count used as given (the book's "70e9")
+    (Command::Model, PARAMS_GIVEN, "{}"),
     // experts: expert parallelism, the MoE factor
     (Command::Train, MIXTRAL_H100, "{}"),
     // experts predicted: the inventory's all-to-all, context parallelism's
@@ -388,6 +396,13 @@ hbm_bandwidth = "3.35 TB/s"
 [hardware.inline.nvlink]
 bandwidth_per_gpu_one_way = "450 GB/s"
 domain_size = 8
+"#;
+
+/// LLaMA 3-70B with the book's "70e9 parameters" as given.
+const PARAMS_GIVEN: &str = r#"
+[model]
+name = "llama-3.1-70b"
+params_given = "70e9"
 "#;
 
 const V5P: &str = "[hardware]\nchip = \"tpu-v5p@book\"\n";

@@ -2,8 +2,33 @@
 //! them: the book's tensor counts (ch4, Korthikanti et al. 2022 for
 //! selective recompute) and a framework's FlashAttention tensor list.
 
+use crate::error::{Error, Result};
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::Remat;
+
+/// The most checkpoints per layer a question may ask for: the book's
+/// no-remat count is ≈20 `[B, D]` per layer, so 1000 is surely a typo.
+const MAX_CHECKPOINTS_PER_LAYER: u64 = 1000;
+
+/// Check a "k checkpoints per layer" given by the user: 1 ≤ k ≤ 1000.
+pub fn checkpoints_per_layer(k: Option<u64>) -> Result<Option<u64>> {
+    match k {
+        Some(k) if k == 0 || k > MAX_CHECKPOINTS_PER_LAYER => Err(Error::Invalid(format!(
+            "checkpoints_per_layer = {k}: give k in 1..={MAX_CHECKPOINTS_PER_LAYER} ([B, D] activations kept per layer)"
+        ))),
+        k => Ok(k),
+    }
+}
+
+/// Saved activation *elements* per token per layer when the plan keeps
+/// `k` checkpoints of `[B, D]` per layer (book ch5 Q2, ch6: "2·L·B·D·k"
+/// bytes in bf16): `k·D`, sharded by `tp` under sequence parallelism (or
+/// when tp = 1) like the book's other D-wide tensors.
+pub fn checkpoint_elems_per_token_layer(a: &Arch, k: u64, tp: u64, sp: bool) -> f64 {
+    let d = a.d_model as f64;
+    let t = tp.max(1) as f64;
+    k as f64 * if sp { d / t } else { d }
+}
 
 /// The book's saved activation *elements* per token per layer on one device
 /// under `remat`, with `tp` and sequence parallelism `sp`.

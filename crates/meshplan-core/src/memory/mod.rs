@@ -27,7 +27,8 @@ pub mod runtime;
 pub mod verdict;
 
 pub use activations::{
-    book_elems_per_token_layer, framework_bytes_per_token_layer, megatron_bytes_per_token_layer,
+    book_elems_per_token_layer, checkpoint_elems_per_token_layer, checkpoints_per_layer,
+    framework_bytes_per_token_layer, megatron_bytes_per_token_layer,
 };
 pub use verdict::{FitLevel, MemoryVerdict};
 
@@ -74,6 +75,8 @@ pub struct MemoryQuery {
     pub seq_local: u64,
     /// Checkpoint policy.
     pub remat: Remat,
+    /// k [B, D] checkpoints per layer (book accounting), overriding `remat`'s count.
+    pub checkpoints_per_layer: Option<u64>,
     /// Parameter dtype.
     pub param_dtype: DType,
     /// Gradient dtype (book accounting).
@@ -139,6 +142,7 @@ impl MemoryQuery {
             ),
             seq_local: cfg.seq_len / d.cp,
             remat: cfg.remat,
+            checkpoints_per_layer: cfg.checkpoints_per_layer,
             param_dtype: cfg.param_dtype,
             grad_dtype: cfg.grad_dtype,
             optimizer: cfg.optimizer,
@@ -353,7 +357,10 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
     let emp = (q.etp * q.pp) as f64;
     let p_shard = p_dense / mp + p_exp / (emp * q.ep as f64);
     let state = sharded(q, p_shard, state_bytes_per_param(q, a, cal));
-    let e = book_elems_per_token_layer(a, q.remat, q.tp, q.sp);
+    let e = match q.checkpoints_per_layer {
+        Some(k) => checkpoint_elems_per_token_layer(a, k, q.tp, q.sp),
+        None => book_elems_per_token_layer(a, q.remat, q.tp, q.sp),
+    };
     let layers = a.n_layers as f64 / q.pp as f64;
     let act = q.tokens_mb * q.in_flight * layers * e * q.activation_dtype.bytes_per_element();
     let params_dev = p_shard / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });

@@ -191,6 +191,14 @@ pub struct Arch {
     /// Sliding-window attention, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<SlidingWindow>,
+    /// A bare parameter count to use as given (the book's "70e9
+    /// parameters" for LLaMA 3-70B, whose architecture has 70.55e9): P and
+    /// P_active (scaled by the same ratio, as is the matmul count behind the
+    /// FLOPs) become it; the breakdown by part stays exact and
+    /// `params_total_exact` is reported beside it. A convention, never
+    /// applied unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_given: Option<u64>,
 }
 
 /// A published parameter count to pin the catalog entry against.
@@ -296,6 +304,7 @@ impl Arch {
             moe: None,
             mla: None,
             sliding_window: None,
+            params_given: None,
         }
     }
 
@@ -457,6 +466,18 @@ impl Arch {
                 "size",
                 format!("the parameter count ({total}) overflows; check the hyperparameters"),
             );
+        }
+        if let Some(g) = self.params_given {
+            // a rounding convention ("70e9" for 70.55e9), not another model
+            let r = g as f64 / total as f64;
+            if !(0.5..=2.0).contains(&r) {
+                return inv(
+                    "params_given",
+                    format!(
+                        "{g} is {r:.3}× the architecture's {total} parameters; a given count is a rounding of the exact one (within 0.5×–2×): change the hyperparameters instead"
+                    ),
+                );
+            }
         }
         Ok(())
     }

@@ -212,6 +212,9 @@ pub struct ParamCounts {
     /// 2 × this per token, before attention): attention, active MLP, router,
     /// and the V×D output projection (counted even when tied).
     pub matmul_active: u64,
+    /// The architecture's exact total (= `total` unless a count is given:
+    /// [`Arch::params_given`]).
+    pub total_exact: u64,
 }
 
 impl ParamCounts {
@@ -263,9 +266,10 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
         + router
         + a.vocab * a.d_model;
 
+    let given = Given::new(a.params_given, total);
     let counts = ParamCounts {
-        total,
-        active,
+        total: given.total,
+        active: given.scale(active),
         embedding,
         attention,
         mlp_dense,
@@ -275,12 +279,43 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
         norms,
         per_dense_layer,
         per_moe_layer,
-        matmul_active,
+        matmul_active: given.scale(matmul_active),
+        total_exact: total,
     };
     if T::ENABLED {
         record(a, &r, &counts, tr);
     }
     counts
+}
+
+/// A parameter count given as a bare number (the book's "70e9"): the total
+/// it replaces and the ratio that scales the active and matmul counts.
+struct Given {
+    total: u64,
+    ratio: f64,
+}
+
+impl Given {
+    fn new(given: Option<u64>, exact: u64) -> Given {
+        match given {
+            Some(g) if exact > 0 => Given {
+                total: g,
+                ratio: g as f64 / exact as f64,
+            },
+            _ => Given {
+                total: exact,
+                ratio: 1.0,
+            },
+        }
+    }
+    /// `x` scaled to the given total (exactly `x` without one).
+    fn scale(&self, x: u64) -> u64 {
+        if self.ratio == 1.0 {
+            x
+        } else {
+            (x as f64 * self.ratio).round() as u64
+        }
+    }
 }
 
 /// The embedding step.
@@ -416,10 +451,23 @@ fn record<T: Tracer>(a: &Arch, r: &Raw, pc: &ParamCounts, tr: &mut T) {
             tr.record(|| embedding_step(a, pc.embedding));
             tr.record(|| attention_step(a, pc.attention));
             mlp_steps(a, r, pc, tr);
-            pc.total
+            pc.total_exact
         },
         |t, s| s.result(*t as f64, "params"),
     );
+    if let Some(g) = a.params_given {
+        tr.record(|| {
+            Step::new(
+                "params.given",
+                "Parameter count used as given (convention)",
+                "P := P_given; P_active, matmul params × P_given/P_exact",
+            )
+            .bind("P_given", g as f64, "params")
+            .bind("P_exact", pc.total_exact as f64, "params")
+            .result(pc.total as f64, "params")
+            .source("How To Scale Your Model ch6 (\"70e9 parameters\")")
+        });
+    }
     if let Some(m) = &a.moe {
         tr.record(|| {
             Step::new(

@@ -43,8 +43,11 @@ pub struct ModelReport {
     pub source: String,
     /// The hyperparameters (L, D, F, N, K, H, V, …).
     pub arch: Arch,
-    /// Total parameters.
+    /// Total parameters (the given count under `arch.params_given`).
     pub params_total: u64,
+    /// The architecture's exact total, beside a given count (= params_total
+    /// when none is given).
+    pub params_total_exact: u64,
     /// Parameters one token uses.
     pub params_active: u64,
     /// Vocabulary parameters (input + output embeddings, positions).
@@ -91,6 +94,19 @@ pub struct ModelReport {
     /// matmuls (projections and the active MLP): (2·D·(N+K)·H + m·D·F)/(2·N·H)
     /// (8D for MHA with a gated F = 4D, book ch4).
     pub attention_equals_matmuls_seq_len: f64,
+    /// D at which attention FLOPs equal the layer's matmuls at the report's
+    /// T, the model's shape ratios (N·H/D, K·H/D, F/D) held: T·D/T*
+    /// (the book's "T < 8·D": D = T/8 for MHA with F = 4D). Wider models are
+    /// matmul-dominated at this T.
+    pub attention_equals_matmuls_d_model: f64,
+    /// Attention parameters / all parameters (exact counts).
+    pub attention_params_fraction: f64,
+    /// P/P_active: the exact factor by which an MoE's critical batch
+    /// exceeds a dense model's (1 for dense; book ch7: ≈ E/k).
+    pub moe_factor_exact: f64,
+    /// E/k: the book's approximation of that factor (1 for dense; routed
+    /// experts only, ignoring dense and attention parameters).
+    pub moe_factor_book: f64,
 }
 
 /// Compute the report.
@@ -106,6 +122,7 @@ pub fn model_report<T: Tracer>(m: &ModelSpec, q: &ModelQuery, tr: &mut T) -> Mod
         source: m.source.clone(),
         arch: a.clone(),
         params_total: p.total,
+        params_total_exact: p.total_exact,
         params_active: p.active,
         params_embedding: p.embedding,
         params_non_embedding: p.non_embedding(),
@@ -127,7 +144,72 @@ pub fn model_report<T: Tracer>(m: &ModelSpec, q: &ModelQuery, tr: &mut T) -> Mod
         published_params: m.published.as_ref().map(|p| p.params),
         attention_equals_projections_seq_len: attention_crossover(a, false, tr),
         attention_equals_matmuls_seq_len: attention_crossover(a, true, tr),
+        attention_equals_matmuls_d_model: attention_crossover_width(a, q.seq_len, tr),
+        attention_params_fraction: attention_share(&p, tr),
+        moe_factor_exact: p.total as f64 / p.active.max(1) as f64,
+        moe_factor_book: moe_factor_book(a, &p, tr),
     }
+}
+
+/// D at which non-causal attention FLOPs equal the layer's matmuls at
+/// sequence length `t`, holding the model's shape ratios: the crossover
+/// T* is linear in D (T* = c·D), so D* = t/c = t·D/T*.
+fn attention_crossover_width<T: Tracer>(a: &Arch, t: u64, tr: &mut T) -> f64 {
+    let t_star = attention_crossover(a, true, &mut crate::trace::NoTrace);
+    let d = a.d_model as f64;
+    let w = t as f64 * d / t_star.max(f64::MIN_POSITIVE);
+    tr.record(|| {
+        Step::new(
+            "model.attention_equals_matmuls_d_model",
+            "Width at which attention FLOPs equal the layer's matmuls at T",
+            "D* = T·D / T*  (T* = (2·D·(N+K)·H + m·D·F)/(2·N·H) ∝ D)",
+        )
+        .bind("T", t as f64, "tokens")
+        .bind("D", d, "")
+        .bind("T*", t_star, "tokens")
+        .result(w, "")
+        .source("How To Scale Your Model ch4 (\"T < 8·D\")")
+    });
+    w
+}
+
+/// The attention parameters' share of all parameters (exact counts).
+fn attention_share<T: Tracer>(p: &params::ParamCounts, tr: &mut T) -> f64 {
+    let f = p.attention as f64 / p.total_exact.max(1) as f64;
+    tr.record(|| {
+        Step::new(
+            "model.attention_params_fraction",
+            "Attention's share of the parameters",
+            "P_attn / P",
+        )
+        .bind("P_attn", p.attention as f64, "params")
+        .bind("P", p.total_exact as f64, "params")
+        .result(f, "")
+        .source("How To Scale Your Model ch4, ch6 (parameter breakdown)")
+    });
+    f
+}
+
+/// The book's MoE factor E/k (1 for a dense model), with the exact
+/// P/P_active beside it in the derivation.
+fn moe_factor_book<T: Tracer>(a: &Arch, p: &params::ParamCounts, tr: &mut T) -> f64 {
+    let Some(m) = &a.moe else {
+        return 1.0;
+    };
+    let f = m.n_experts as f64 / m.top_k.max(1) as f64;
+    tr.record(|| {
+        Step::new(
+            "model.moe_factor_book",
+            "The book's MoE critical-batch factor (exact: P/P_active)",
+            "E / k  (exact: P / P_active)",
+        )
+        .bind("E", m.n_experts as f64, "")
+        .bind("k", m.top_k as f64, "")
+        .bind("P/P_active", p.total as f64 / p.active.max(1) as f64, "")
+        .result(f, "")
+        .source("How To Scale Your Model ch7 (MoE: batch ≥ E/k × the dense bound)")
+    });
+    f
 }
 
 /// T at which non-causal attention FLOPs equal the projections' (or, with
@@ -206,13 +288,22 @@ pub fn hyperparameters(a: &Arch) -> String {
 impl ModelReport {
     fn params_fields(&self) -> Vec<(String, String)> {
         let r = self;
-        let mut rows = vec![
-            field("params total", params_cell(r.params_total)),
+        let mut rows = vec![field("params total", params_cell(r.params_total))];
+        if r.params_total != r.params_total_exact {
+            rows.push(field(
+                "params total, exact",
+                format!(
+                    "{} (the total above is given: params_given)",
+                    params_cell(r.params_total_exact)
+                ),
+            ));
+        }
+        rows.extend([
             field("params active (per token)", params_cell(r.params_active)),
             field("params embedding", params_cell(r.params_embedding)),
             field("params non-embedding", params_cell(r.params_non_embedding)),
             field("params attention", params_cell(r.params_attention)),
-        ];
+        ]);
         if r.params_per_dense_layer > 0 {
             rows.push(field("params dense MLP", params_cell(r.params_mlp)));
         }

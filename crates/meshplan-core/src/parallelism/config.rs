@@ -30,6 +30,11 @@ pub struct TrainConfig {
     pub master_weights: bool,
     /// Checkpoint policy.
     pub remat: Remat,
+    /// The book's "k checkpoints of [B, D] per layer" (ch5 Q2, ch6): when
+    /// set, the book accounting saves k·D activation elements per token and
+    /// layer whatever `remat` says (`remat` still sets the recompute FLOPs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints_per_layer: Option<u64>,
     /// Model-FLOPs utilisation to quote a step time at.
     pub mfu: Option<f64>,
     /// Tokens to train on (total time, chip-hours, cost).
@@ -78,6 +83,7 @@ impl Default for TrainConfig {
             optimizer: Optimizer::Adam,
             master_weights: false,
             remat: Remat::Full,
+            checkpoints_per_layer: None,
             mfu: None,
             train_tokens: None,
             causal: true,

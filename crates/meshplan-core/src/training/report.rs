@@ -254,7 +254,10 @@ fn unsharded<T: Tracer>(ctx: &TrainCtx, tr: &mut T) -> f64 {
     let state: f64 = state_bytes_per_param(&MemoryQuery::from_config(cfg), a, &ctx.cal)
         .iter()
         .sum();
-    let e = book_elems_per_token_layer(a, cfg.remat, 1, false);
+    let e = match cfg.checkpoints_per_layer {
+        Some(k) => crate::memory::checkpoint_elems_per_token_layer(a, k, 1, false),
+        None => book_elems_per_token_layer(a, cfg.remat, 1, false),
+    };
     let total = p * state
         + cfg.batch_tokens as f64
             * a.n_layers as f64
@@ -413,7 +416,21 @@ fn assemble<T: Tracer>(
         chip_hours: tp.run.chip_hours,
         cost_usd: tp.run.cost_usd,
         rules,
-        sizing: super::sizing::sizing(&ctx.spec.arch, ctx.chip, cfg, unsharded, tr),
+        sizing: super::sizing::sizing(
+            &ctx.spec.arch,
+            ctx.chip,
+            cfg,
+            super::sizing::JobMemory {
+                params: ctx.pc.total as f64,
+                state_bytes_per_param: state_bytes_per_param(
+                    &MemoryQuery::from_config(cfg),
+                    &ctx.spec.arch,
+                    &ctx.cal,
+                ),
+                total_bytes: unsharded,
+            },
+            tr,
+        ),
         predicted: None,
         prediction_note: None,
         offload: e.offload,

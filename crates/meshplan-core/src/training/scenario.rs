@@ -201,6 +201,7 @@ fn workload_config(
     if let Some(r) = &t.remat {
         cfg.remat = Remat::parse(r)?;
     }
+    cfg.checkpoints_per_layer = crate::memory::checkpoints_per_layer(t.checkpoints_per_layer)?;
     cfg.mfu = t.mfu;
     if let Some(m) = cfg.mfu {
         check_mfu(m)?;
@@ -216,6 +217,13 @@ fn workload_config(
         Some(f) => Framework::parse(f)?,
         None => default_framework(profile, chip.profile == crate::hardware::Profile::Book),
     };
+    if cfg.checkpoints_per_layer.is_some() && cfg.framework != Framework::Book {
+        // a framework saves its own tensor list: k would be silently ignored
+        return Err(Error::Invalid(format!(
+            "checkpoints_per_layer (the book's k checkpoints of [B, D] per layer) needs the book's memory accounting: set framework = \"book\" (--framework book); this plan uses {}",
+            cfg.framework
+        )));
+    }
     if let Some(o) = &t.offload {
         if !o.iter().any(|x| x.trim().eq_ignore_ascii_case("auto")) {
             cfg.offload = crate::parallelism::Offload::parse_names(o.iter().map(String::as_str))?;
