@@ -67,6 +67,14 @@ pub struct InferRunArgs {
     /// static | concurrency=N | rate=R (requests/s): continuous batching.
     #[arg(long)]
     pub workload: Option<String>,
+    /// Closed loop: N users, each sending its next request when the previous one completes (= --workload concurrency=N).
+    #[arg(long, value_name = "N", conflicts_with_all = ["workload", "request_rate"])]
+    #[serde(skip)]
+    pub concurrency: Option<u64>,
+    /// Open loop: Poisson arrivals at R requests/s over the slice (= --workload rate=R).
+    #[arg(long, value_name = "R", conflicts_with = "workload")]
+    #[serde(skip)]
+    pub request_rate: Option<f64>,
     /// Speculative decoding: ngram | mtp | draft:MODEL.
     #[arg(long)]
     pub speculative: Option<String>,
@@ -99,8 +107,16 @@ pub struct InferParallelArgs {
 }
 
 /// Run the command.
-pub fn run(a: InferArgs) -> Result<ExitCode> {
+pub fn run(mut a: InferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
+    finite("--request-rate", a.run.request_rate)?;
+    // the benchmark-style flags are the [inference] workload key
+    if let Some(n) = a.run.concurrency {
+        a.run.workload = Some(format!("concurrency={n}"));
+    }
+    if let Some(r) = a.run.request_rate {
+        a.run.workload = Some(format!("rate={r}"));
+    }
     finite("--mfu", a.run.mfu)?;
     finite("--spec-acceptance", a.run.spec_acceptance)?;
     finite("--prefix-cache-hit", a.run.prefix_cache_hit)?;
