@@ -110,6 +110,12 @@ pub struct InferParallelArgs {
 pub fn run(mut a: InferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
     finite("--request-rate", a.run.request_rate)?;
+    if a.run.concurrency == Some(0) {
+        anyhow::bail!("--concurrency must be at least 1 user");
+    }
+    if a.run.request_rate.is_some_and(|r| r <= 0.0) {
+        anyhow::bail!("--request-rate must be above 0 requests/s");
+    }
     // the benchmark-style flags are the [inference] workload key
     if let Some(n) = a.run.concurrency {
         a.run.workload = Some(format!("concurrency={n}"));

@@ -493,17 +493,26 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         Workload::Rate(_) => (
             "serving.open_loop",
             "Open loop (Poisson arrivals at a rate), per replica",
-            "C = R·(t_fe + s_1 + t_d/2 + ρ·s_p/(2(1 − ρ)) + (T_out − 1)·t_d/(1 − ρ)), ρ = R·s_p",
+            "C = R·(t_fe + s_1 + t_res/2 + ρ·s_p/(2(1 − ρ)) + (T_out − 1)·t_d/(1 − ρ)), ρ = R·s_p, t_res = t_d·min(1, R·life)",
         ),
         _ => (
             "serving.closed_loop",
             "Closed loop (N users, each sends its next request when the previous completes), per replica",
-            "N = R·(TTFT + (T_out − 1)·TPOT), C = min(N, B), ρ_o = R·s_p·(C − 1)/C",
+            "R solving N = R·(TTFT + (T_out − 1)·TPOT), C = min(N, B), ρ_o = R·s_p·(C − 1)/C",
         ),
     };
+    let users = match w {
+        Workload::Concurrency(n) => Some(n as f64),
+        Workload::Static => Some(q.batch as f64),
+        Workload::Rate(_) => None,
+    };
     tr.record(|| {
-        Step::new(id, label, formula)
-            .bind("C", pt.c, "requests")
+        let st = Step::new(id, label, formula);
+        let st = match users {
+            Some(n) => st.bind("N", n, "users"),
+            None => st.bind("R_in", pt.r, "requests/s"),
+        };
+        st.bind("C", pt.c, "requests")
             .bind("B", c.slots as f64, "requests")
             .bind("t_d", pt.t_d, "s")
             .bind("s_p", pt.s_p, "s")
