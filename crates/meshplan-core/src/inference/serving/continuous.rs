@@ -97,7 +97,8 @@ pub struct Continuous {
     /// Time per output token, s.
     pub tpot_s: Percentiles,
     /// End-to-end request latency `TTFT + (T_out − 1)·TPOT`, s (the
-    /// percentiles add the two percentiles: an upper bound).
+    /// percentiles add the two percentiles: exact if a request's TTFT and
+    /// TPOT rise together).
     pub e2e_s: Percentiles,
     /// Whether the request rate exceeds what the replicas can serve
     /// (numbers are then at capacity: every slot busy).
