@@ -194,9 +194,10 @@ inference = { batch = 32, prompt_len = 1000, gen_len = 500, workload = "concurre
     let r_rep = c.requests_per_s / 2.0;
     let life = c.ttft_s.mean + 499.0 * c.tpot_s.mean;
     close(r_rep * life, 32.0, 1e-6, "Little's law");
+    // a request's own prefill never delays its tokens: the others' share, ρ·(C − 1)/C
     close(
         c.tpot_s.mean,
-        c.decode_step_s / (1.0 - c.prefill_utilisation),
+        c.decode_step_s / (1.0 - c.prefill_utilisation * 31.0 / 32.0),
         1e-9,
         "TPOT",
     );
@@ -287,6 +288,9 @@ fn plan_infer_searches_engines_and_quantisation() {
     s.engines = engines_for("all", chip).unwrap();
     let names: Vec<&str> = s.engines.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["vllm", "sglang", "trtllm", "trtllm-2023"]);
+    // a bf16 model stays bf16 unless quantisation is allowed
+    assert_eq!(s.weights_dtypes, [meshplan_core::units::DType::Bf16]);
+    s.allow_quantization();
     assert!(s.weights_dtypes.contains(&meshplan_core::units::DType::Fp8));
     s.prompt_len = 1000;
     s.gen_len = 500;

@@ -155,6 +155,8 @@ pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
         ttft_slo: q.ttft_slo.clone(),
         tpot_slo: q.tpot_slo.clone(),
         objective: q.objective.clone(),
+        // the web form has no quantisation switch yet: the model's bf16
+        allow_quantization: None,
         top: q.top,
         explain_rank: None,
         threads: None,

@@ -67,6 +67,14 @@ pub struct InferRunArgs {
     /// static | concurrency=N | rate=R (requests/s): continuous batching.
     #[arg(long)]
     pub workload: Option<String>,
+    /// Closed loop: N users, each sending its next request when the previous one completes (= --workload concurrency=N).
+    #[arg(long, value_name = "N", conflicts_with_all = ["workload", "request_rate"])]
+    #[serde(skip)]
+    pub concurrency: Option<u64>,
+    /// Open loop: Poisson arrivals at R requests/s over the slice (= --workload rate=R).
+    #[arg(long, value_name = "R", conflicts_with = "workload")]
+    #[serde(skip)]
+    pub request_rate: Option<f64>,
     /// Speculative decoding: ngram | mtp | draft:MODEL.
     #[arg(long)]
     pub speculative: Option<String>,
@@ -99,8 +107,22 @@ pub struct InferParallelArgs {
 }
 
 /// Run the command.
-pub fn run(a: InferArgs) -> Result<ExitCode> {
+pub fn run(mut a: InferArgs) -> Result<ExitCode> {
     let mut cat = io::catalog()?;
+    finite("--request-rate", a.run.request_rate)?;
+    if a.run.concurrency == Some(0) {
+        anyhow::bail!("--concurrency must be at least 1 user");
+    }
+    if a.run.request_rate.is_some_and(|r| r <= 0.0) {
+        anyhow::bail!("--request-rate must be above 0 requests/s");
+    }
+    // the benchmark-style flags are the [inference] workload key
+    if let Some(n) = a.run.concurrency {
+        a.run.workload = Some(format!("concurrency={n}"));
+    }
+    if let Some(r) = a.run.request_rate {
+        a.run.workload = Some(format!("rate={r}"));
+    }
     finite("--mfu", a.run.mfu)?;
     finite("--spec-acceptance", a.run.spec_acceptance)?;
     finite("--prefix-cache-hit", a.run.prefix_cache_hit)?;

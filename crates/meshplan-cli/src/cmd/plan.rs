@@ -99,6 +99,9 @@ pub struct PlanInferArgs {
     /// throughput (default) | cost | latency.
     #[arg(long)]
     pub objective: Option<String>,
+    /// Also search int8/fp8 weights and KV (default: the model's bf16 only, unless --weights-dtype/--kv-dtype pin one).
+    #[arg(long)]
+    pub allow_quantization: bool,
     /// Listing and derivation.
     #[command(flatten)]
     pub search: InferListArgs,
@@ -186,6 +189,7 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         ttft_slo: a.ttft_slo.map(SloValue::Text),
         tpot_slo: a.tpot_slo.map(SloValue::Text),
         objective: a.objective,
+        allow_quantization: a.allow_quantization.then_some(true),
         top: Some(a.search.top),
         explain_rank: a.search.explain_rank.or(a.search.out.explain.then_some(1)),
         threads: a.search.threads,

@@ -95,7 +95,10 @@ pub struct EngineProfile {
     pub memory_utilization: f64,
     /// Whether `memory_utilization` is of the memory left after the weights.
     pub memory_of_free: bool,
-    /// Prefill chunk, tokens (0: the whole batch in one step).
+    /// Token budget of one step, tokens: the prefill chunk and, with
+    /// chunked prefill, the prompt plus decode tokens a step may carry
+    /// (vLLM `max_num_batched_tokens`, SGLang `chunked_prefill_size`,
+    /// TensorRT-LLM `max_num_tokens`; 0: the whole batch in one step).
     pub max_prefill_tokens: u64,
     /// ALU ops per weight to dequantise a weight-only quantised matrix.
     pub dequant_ops_per_weight: f64,
@@ -126,6 +129,22 @@ pub struct EngineProfile {
     /// sampler (softmax, top-k/top-p, draw), on one chip at η_hbm.
     #[serde(default)]
     pub sampling_bytes_per_logit: f64,
+    /// Most requests the scheduler runs at once (vLLM `max_num_seqs`,
+    /// TensorRT-LLM `max_batch_size`; 0: only the KV cache bounds it).
+    /// Requests beyond it wait in the engine's queue.
+    #[serde(default)]
+    pub max_num_seqs: u64,
+    /// Whether a waiting prompt's prefill runs in a step of its own, the
+    /// running decodes paused (SGLang's default), rather than sharing a
+    /// step with them under the token budget (vLLM V1, TensorRT-LLM's
+    /// in-flight batching).
+    #[serde(default)]
+    pub prefill_priority: bool,
+    /// Time a request spends outside the GPU steps before its first token
+    /// reaches the client (HTTP, chat template and tokenisation, IPC to the
+    /// engine, streaming the token back), s.
+    #[serde(default)]
+    pub frontend_s: f64,
     /// Where each number comes from (`all` covers every field).
     pub sources: BTreeMap<String, String>,
 }
@@ -170,6 +189,15 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     }
     if p.sampling_bytes_per_logit > 0.0 {
         v.push("sampling_bytes_per_logit");
+    }
+    if p.max_num_seqs > 0 {
+        v.push("max_num_seqs");
+    }
+    if p.prefill_priority {
+        v.push("prefill_priority");
+    }
+    if p.frontend_s > 0.0 {
+        v.push("frontend_s");
     }
     v
 }
@@ -218,6 +246,7 @@ impl EngineProfile {
             ),
             ("allreduce_step_latency_s", self.allreduce_step_latency_s),
             ("sampling_bytes_per_logit", self.sampling_bytes_per_logit),
+            ("frontend_s", self.frontend_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} = {v} must be finite and ≥ 0"));
@@ -270,6 +299,23 @@ impl EngineProfile {
             "vllm"
         };
         EngineProfile::builtin(name).expect("built-in engine profiles are valid")
+    }
+
+    /// Requests the scheduler runs at once when the KV cache holds
+    /// `kv_max` sequences: `min(max_num_seqs, kv_max)`, at least 1.
+    pub fn slots(&self, kv_max: u64) -> u64 {
+        match self.max_num_seqs {
+            0 => kv_max,
+            n => n.min(kv_max),
+        }
+        .max(1)
+    }
+
+    /// Whether prefill chunks share a step with the running decodes under
+    /// the token budget (chunked prefill, decodes scheduled first): the
+    /// step then carries at most `max_prefill_tokens` tokens.
+    pub fn mixes_prefill(&self) -> bool {
+        self.max_prefill_tokens > 0 && !self.prefill_priority
     }
 
     /// Whether this is the book's ideal roofline.

@@ -137,6 +137,8 @@ pub struct InferSearch<'a> {
     pub weights_dtypes: Vec<DType>,
     /// KV dtypes tried.
     pub kv_dtypes: Vec<DType>,
+    /// Whether int8/fp8 weights and KV were allowed (`--allow-quantization`).
+    pub quantization_allowed: bool,
     /// Compute dtype.
     pub compute_dtype: DType,
     /// Prefill MFU.
@@ -188,9 +190,45 @@ pub struct InferPoint {
     pub cost_per_million_tokens_usd: Option<f64>,
     /// Meets both SLOs.
     pub meets_slo: bool,
+    /// Replica counts (slice sizes) at which the same plan serves equally
+    /// well per chip, this point's first: one plan, listed once.
+    pub replica_options: Vec<u64>,
+    /// Other weight/KV dtypes ("fp8/fp8") of the same plan that also meet
+    /// the SLOs, ranked below this one.
+    pub dtype_variants: Vec<String>,
 }
 
 impl InferPoint {
+    /// What makes two points one plan: the layout per replica (tp, ep, pp,
+    /// sharding), the engine and the batch — not the replica count (the
+    /// slice size) nor the dtypes.
+    fn plan_key(&self) -> (u64, u64, u64, bool, String, u64) {
+        (
+            self.tp,
+            self.ep,
+            self.pp,
+            self.sharding == Sharding::TwoDWs,
+            self.engine.clone(),
+            self.batch,
+        )
+    }
+
+    /// "weights/kv", e.g. "bf16/bf16".
+    pub fn dtypes(&self) -> String {
+        format!("{}/{}", self.weights_dtype.name(), self.kv_dtype.name())
+    }
+
+    /// Fold a lower-ranked point of the same plan into this one.
+    fn fold(&mut self, other: &InferPoint) {
+        if !self.replica_options.contains(&other.replicas) {
+            self.replica_options.push(other.replicas);
+        }
+        let d = other.dtypes();
+        if d != self.dtypes() && !self.dtype_variants.contains(&d) {
+            self.dtype_variants.push(d);
+        }
+    }
+
     /// The query that reproduces this point.
     pub fn query(&self, s: &InferSearch) -> InferQuery {
         let e = s
@@ -267,8 +305,9 @@ struct Layout {
 }
 
 impl InferSearch<'_> {
-    /// A search with the serving [`defaults`]: bf16 and int8 (and fp8
-    /// where the chip has it) weights and KV, bf16 compute.
+    /// A search with the serving [`defaults`]: the model's bf16 weights and
+    /// KV (quantisation only when asked, [`Self::allow_quantization`]),
+    /// bf16 compute.
     pub fn new<'b>(spec: &'b ModelSpec, chip: &'b Chip, chips: ChipBudget) -> InferSearch<'b> {
         InferSearch {
             spec,
@@ -280,14 +319,41 @@ impl InferSearch<'_> {
             tpot_slo: None,
             objective: InferObjective::default(),
             top_k: defaults::PLAN_TOP,
-            weights_dtypes: quant_choices(chip),
-            kv_dtypes: quant_choices(chip),
+            weights_dtypes: vec![DType::Bf16],
+            kv_dtypes: vec![DType::Bf16],
+            quantization_allowed: false,
             compute_dtype: DType::Bf16,
             mfu: defaults::MFU,
             max_batch: defaults::PLAN_MAX_BATCH,
             threads: None,
             engines: vec![EngineProfile::default_for(chip)],
         }
+    }
+
+    /// Also search int8 weights and KV, and fp8 where the chip has an fp8
+    /// peak (`--allow-quantization`).
+    pub fn allow_quantization(&mut self) {
+        self.weights_dtypes = quant_choices(self.chip);
+        self.kv_dtypes = quant_choices(self.chip);
+        self.quantization_allowed = true;
+    }
+
+    /// What the search tried for the weights and KV, and why (the report
+    /// says it: a bf16 model is never quantised silently).
+    pub fn dtypes_note(&self) -> String {
+        let names = |v: &[DType]| v.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ");
+        let why = if self.quantization_allowed {
+            "quantisation allowed (--allow-quantization)"
+        } else if self.weights_dtypes == [DType::Bf16] && self.kv_dtypes == [DType::Bf16] {
+            "the model's own bf16; --allow-quantization or --weights-dtype/--kv-dtype to search int8/fp8"
+        } else {
+            "as given (--weights-dtype/--kv-dtype)"
+        };
+        format!(
+            "weights {}; KV {} ({why})",
+            names(&self.weights_dtypes),
+            names(&self.kv_dtypes)
+        )
     }
 
     /// The compute dtype of weights in `wdt` under engine `e`.
@@ -622,6 +688,7 @@ impl InferSearch<'_> {
             }
         }
         ok.sort_by(|a, b| self.cmp(a, b));
+        let mut ok = distinct(ok);
         ok.truncate(self.top_k);
         InferResult {
             plans: ok,
@@ -639,6 +706,25 @@ impl InferSearch<'_> {
     pub fn report(&self, p: &InferPoint) -> crate::Result<InferReport> {
         evaluate(self.spec, self.chip, &p.query(self), &mut NoTrace)
     }
+}
+
+/// Each plan once, at its best-ranked point, its other replica counts and
+/// dtypes folded into it (`ranked` is best first, so the kept point is the
+/// best of its plan).
+fn distinct(ranked: Vec<InferPoint>) -> Vec<InferPoint> {
+    let mut out: Vec<InferPoint> = Vec::new();
+    let mut seen: std::collections::HashMap<(u64, u64, u64, bool, String, u64), usize> =
+        std::collections::HashMap::new();
+    for p in ranked {
+        match seen.get(&p.plan_key()) {
+            Some(&i) => out[i].fold(&p),
+            None => {
+                seen.insert(p.plan_key(), out.len());
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
@@ -660,6 +746,8 @@ fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
         tokens_per_s: r.tokens_per_s,
         cost_per_million_tokens_usd: r.cost_per_million_tokens_usd,
         meets_slo: true,
+        replica_options: vec![r.replicas],
+        dtype_variants: Vec::new(),
     }
 }
 

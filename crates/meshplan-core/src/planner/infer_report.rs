@@ -43,6 +43,8 @@ pub struct PlanInferReport {
     pub ttft_slo_s: Option<f64>,
     /// TPOT SLO (s).
     pub tpot_slo_s: Option<f64>,
+    /// The weight and KV dtypes searched, and why.
+    pub dtypes: String,
     /// Slice shapes tried.
     pub slices: Vec<String>,
     /// Points of the space.
@@ -144,6 +146,7 @@ pub fn plan_infer_search(
         gen_len: s.gen_len,
         ttft_slo_s: s.ttft_slo,
         tpot_slo_s: s.tpot_slo,
+        dtypes: s.dtypes_note(),
         slices: r.slices.iter().map(|x| fmt_shape(x)).collect(),
         candidates: r.candidates,
         fitting: r.fitting,
@@ -158,6 +161,22 @@ pub fn plan_infer_search(
         plans,
         derivation,
     })
+}
+
+/// "1" or "1 (2, 4)": the point's replicas, then the other replica counts
+/// of the same plan.
+fn replicas_cell(p: &InferPoint) -> String {
+    let others: Vec<String> = p
+        .replica_options
+        .iter()
+        .filter(|r| **r != p.replicas)
+        .map(|r| r.to_string())
+        .collect();
+    if others.is_empty() {
+        p.replicas.to_string()
+    } else {
+        format!("{} ({})", p.replicas, others.join(", "))
+    }
 }
 
 fn points_table(points: &[InferPoint], every: usize) -> Table {
@@ -178,6 +197,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             "TTFT",
             "tok/s/chip",
             "$/Mtok",
+            "also",
         ],
         &[
             "#",
@@ -203,7 +223,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             p.tp.to_string(),
             p.ep.to_string(),
             p.pp.to_string(),
-            p.replicas.to_string(),
+            replicas_cell(p),
             p.sharding.to_string(),
             p.weights_dtype.name().into(),
             p.kv_dtype.name().into(),
@@ -213,6 +233,11 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             fmt_si(p.ttft_s, "s"),
             sig4_grouped(p.tokens_per_s_per_chip),
             p.cost_per_million_tokens_usd.map_or("-".into(), sig4),
+            if p.dtype_variants.is_empty() {
+                "-".into()
+            } else {
+                p.dtype_variants.join(", ")
+            },
         ]);
     }
     t
@@ -242,6 +267,7 @@ impl Render for PlanInferReport {
             fmt_si(self.search_time_s, "s"),
             fmt_int(self.fitting)
         ));
+        d.line(format!("dtypes: {}", self.dtypes));
         d.table(points_table(&self.points, 1));
         d.line(self.objective.ranking());
         d.line(format!(

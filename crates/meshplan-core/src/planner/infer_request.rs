@@ -41,6 +41,10 @@ pub struct PlanInferRequest {
     /// Time-per-output-token SLO (seconds or "50ms").
     #[serde(default)]
     pub tpot_slo: Option<SloValue>,
+    /// Also search int8/fp8 weights and KV (default: the model's bf16 only,
+    /// unless the scenario pins a dtype).
+    #[serde(default)]
+    pub allow_quantization: Option<bool>,
     /// throughput | cost | latency (default throughput).
     #[serde(default)]
     pub objective: Option<String>,
@@ -115,6 +119,9 @@ impl PlanInferRequest {
                 format!("{} + {}", s.prompt_len, s.gen_len),
                 "a total length below 2^64 tokens",
             ));
+        }
+        if self.allow_quantization == Some(true) {
+            s.allow_quantization();
         }
         if let Some(d) = &inf.weights_dtype {
             s.weights_dtypes = vec![DType::parse(d)?];

@@ -1,18 +1,40 @@
-//! Continuous batching in steady state, and disaggregated prefill/decode.
+//! Continuous batching in steady state, as serving benchmarks measure it,
+//! and disaggregated prefill/decode.
 //!
-//! Per replica, with `C` requests in flight, prompt `T_in`, output `T_out`:
-//! * decode step `t_d = T_step(C, T_in + T_out/2)` (the engine's step);
-//! * a request's prefill costs the engine `s_p = T_prefill(C·T_in)/C` (the
-//!   prompts of the batch prefilled together, in chunks) and its own
-//!   prefill latency is `s_1 = T_prefill(T_in)`;
-//! * with `R` requests/s per replica the GPU spends `ρ = R·s_p` of its time
-//!   prefilling, so a decoding request advances one token every
-//!   `TPOT = t_d/(1 − ρ)`;
-//! * `TTFT = s_1 + t_d/2 + W̄` (the step in flight, then the M/D/1 prefill
-//!   queue, [`super::queue`]);
-//! * Little's law closes the loop: `C = R·(TTFT + (T_out − 1)·TPOT)`.
+//! A closed loop (`concurrency=N`: N users, each sending its next request
+//! when the previous one completes — vLLM/SGLang `benchmark_serving
+//! --max-concurrency`, genai-perf/AIPerf) or an open loop (`rate=R`:
+//! Poisson arrivals), per replica, prompt `T_in`, output `T_out`, under the
+//! engine's scheduler: at most `B = min(max_num_seqs, KV capacity)` requests
+//! run at once, the rest wait in its queue; a step carries at most
+//! `K = max_prefill_tokens` tokens; chunked prefill shares steps with the
+//! running decodes (or runs first with them paused, `prefill_priority`).
+//! With `C = min(N, B)` requests running:
+//! * decode step `t_d = T_step(C, T_in + T_out/2)` (the engine's
+//!   [`StepModel`], the one step model);
+//! * a request's share of the batched prefill `s_p = T_prefill(C·T_in)/C`,
+//!   its own prefill latency `s_1 = T_prefill(T_in)` plus, when its chunks
+//!   share steps with the others' decodes, `chunks·(t_d − t_fixed)`;
+//! * the others' prefill load a request sees, `ρ_o = R·s_p·(C − 1)/C` (a
+//!   user's own prefill never delays its own tokens; an open loop sees
+//!   `ρ = R·s_p`, Poisson arrivals see time averages);
+//! * `TPOT = min(t_d/(1 − ρ_o), t_full)`: a decoding request advances one
+//!   token per step, the others' prefills stretching the steps, and a mixed
+//!   step holds at most `K` tokens, so it never exceeds the full-budget step
+//!   `t_full = t_d + T_prefill(K − C) − t_fixed`;
+//! * `TTFT = t_fe + W_q + s_1 + t_d/2 + W̄`: the frontend, the wait for a
+//!   slot or for the token budget `W_q`, the prefill, the step in flight and
+//!   the M/D/1 prefill queue of the others ([`super::queue`]);
+//! * the closed loop closes with Little's law on the user cycle,
+//!   `N = R·(TTFT + (T_out − 1)·TPOT)`: the requests beyond `B` (or the
+//!   prefills beyond the budget) wait in `W_q` — TPOT holds, TTFT grows.
 //!
-//! A fixed concurrency solves it for `R`, a request rate for `C`.
+//! Why analytic rather than a discrete-event simulation: every quantity is a
+//! closed form or a one-dimensional monotone root (bisection on R), so the
+//! planner can call it per candidate, `--explain` can show each term in
+//! symbols, and the tests derive it by hand; a simulation of the same
+//! deterministic requests would need a warm-up and an iteration bound and
+//! adds no information the mean-value model lacks for equal-length requests.
 
 use serde::Serialize;
 
@@ -41,24 +63,45 @@ pub struct Percentiles {
 pub struct Continuous {
     /// "concurrency=N" or "rate=R".
     pub workload: String,
-    /// Requests in flight per replica (C).
+    /// Requests running in the engine per replica (C ≤ slots).
     pub concurrency: f64,
+    /// B: requests the engine runs at once per replica, `min(max_num_seqs,
+    /// KV capacity)`.
+    pub slots: u64,
+    /// K: the engine's token budget per step (0: none).
+    pub token_budget: u64,
+    /// What bounds the operating point: "none", "slots" (requests beyond B
+    /// wait) or "token-budget" (prompts wait for room in the steps).
+    pub limited_by: String,
     /// Finished requests per second, slice.
     pub requests_per_s: f64,
     /// Output tokens per second, slice.
     pub output_tokens_per_s: f64,
     /// The same per chip.
     pub output_tokens_per_s_per_chip: f64,
+    /// Output tokens per second one user receives, `1/TPOT`.
+    pub output_tokens_per_s_per_user: f64,
     /// ρ: fraction of GPU time spent on prefill.
     pub prefill_utilisation: f64,
     /// Decode step at C, s.
     pub decode_step_s: f64,
+    /// A request's own prefill latency, with the decode rows it shares its
+    /// steps with, s.
+    pub prefill_s: f64,
+    /// The engine's frontend time per request (HTTP, tokenisation), s.
+    pub frontend_s: f64,
+    /// W_q: mean wait for a slot or for the token budget, s.
+    pub queue_wait_s: f64,
     /// Time to first token, s.
     pub ttft_s: Percentiles,
     /// Time per output token, s.
     pub tpot_s: Percentiles,
-    /// Whether the rate or concurrency exceeds what the replicas can serve
-    /// (numbers are then at capacity: the largest batch, ρ ≤ 0.95).
+    /// End-to-end request latency `TTFT + (T_out − 1)·TPOT`, s (the
+    /// percentiles add the two percentiles: exact if a request's TTFT and
+    /// TPOT rise together).
+    pub e2e_s: Percentiles,
+    /// Whether the request rate exceeds what the replicas can serve
+    /// (numbers are then at capacity: every slot busy).
     pub saturated: bool,
 }
 
@@ -81,7 +124,7 @@ pub struct Disaggregated {
     pub prefill_utilisation: f64,
     /// KV hand-off of one prompt over the scale-up link, s.
     pub kv_transfer_s: f64,
-    /// TTFT: prefill queue + prefill + KV transfer, s.
+    /// TTFT: frontend + prefill queue + prefill + KV transfer, s.
     pub ttft_s: Percentiles,
     /// TPOT: the decode step, no prefill interference (deterministic), s.
     pub tpot_s: Percentiles,
@@ -89,38 +132,54 @@ pub struct Disaggregated {
     pub saturated: bool,
 }
 
-/// One solved operating point of a replica.
-struct Point {
-    c: f64,
-    r: f64,
-    rho: f64,
-    t_d: f64,
-    s_p: f64,
-    s_1: f64,
-    w_mean: f64,
-    tpot: f64,
-    saturated: bool,
+/// What bounds an operating point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    None,
+    Slots,
+    TokenBudget,
 }
 
-const RHO_MAX: f64 = 0.95;
-
-impl Point {
-    /// The operating point at arrival rate `r` per replica.
-    fn new(c: f64, r: f64, (t_d, s_p, s_1): (f64, f64, f64), saturated: bool) -> Point {
-        let rho = r * s_p;
-        Point {
-            c,
-            r,
-            rho,
-            t_d,
-            s_p,
-            s_1,
-            w_mean: md1_wait_mean(rho, s_p),
-            tpot: t_d / (1.0 - rho),
-            saturated,
+impl Limit {
+    fn name(self) -> &'static str {
+        match self {
+            Limit::None => "none",
+            Limit::Slots => "slots",
+            Limit::TokenBudget => "token-budget",
         }
     }
 }
+
+/// One solved operating point of a replica.
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    /// Requests running (≤ B).
+    c: f64,
+    /// Requests/s.
+    r: f64,
+    /// Prefill share of the GPU time, all requests.
+    rho: f64,
+    /// The others' prefill load one request sees.
+    rho_o: f64,
+    t_d: f64,
+    s_p: f64,
+    s_1: f64,
+    /// Length of the step a new request may find in flight (0: none).
+    t_res: f64,
+    /// M/D/1 wait behind the others' prefills.
+    w_mean: f64,
+    tpot: f64,
+    /// Whether every step is full (TPOT = t_full, deterministic).
+    tpot_capped: bool,
+    /// Wait for a slot or the token budget.
+    queue_s: f64,
+    limit: Limit,
+    saturated: bool,
+}
+
+/// Open-loop stability bound: past ρ = 0.95 an M/D/1 queue's wait grows
+/// without bound; a rate that needs more is reported at capacity.
+const RHO_MAX: f64 = 0.95;
 
 /// Decode step and per-request prefill cost at concurrency `c`.
 fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
@@ -132,59 +191,192 @@ fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
     (t_d, s_p)
 }
 
-/// Solve one replica at concurrency `c` (requests in flight).
-fn at_concurrency(sm: &StepModel, c: f64, s_1: f64, saturated: bool) -> Point {
-    let q = sm.q;
-    let (t_d, s_p) = costs(sm, c);
-    let gaps = q.gen_len.saturating_sub(1) as f64;
-    let mut r = c / (gaps * t_d + s_1);
-    let mut sat = saturated;
-    for _ in 0..200 {
-        let rho = (r * s_p).min(RHO_MAX);
-        let tpot = t_d / (1.0 - rho);
-        let life = s_1 + t_d / 2.0 + md1_wait_mean(rho, s_p) + gaps * tpot;
-        let next = c / life;
-        if (next - r).abs() <= 1e-12 * r.max(1e-30) {
-            r = next;
-            break;
-        }
-        r = 0.5 * (r + next);
-    }
-    if r * s_p > RHO_MAX {
-        sat = true;
-        r = RHO_MAX / s_p;
-    }
-    Point::new(c, r, (t_d, s_p, s_1), sat)
+/// A request's own prefill latency: `T_prefill(T_in)`, plus the decode rows
+/// of the `others` running requests in each of its chunks when the engine
+/// mixes them into the same steps (`chunks·(t_d − t_fixed)`).
+fn prefill_latency(sm: &StepModel, others: f64, t_d: f64) -> f64 {
+    let pf = sm.prefill(1, sm.q.prompt_len, &mut NoTrace);
+    let shared = if others >= 1.0 && sm.engine.mixes_prefill() {
+        pf.chunks as f64 * (t_d - sm.fixed().get()).max(0.0)
+    } else {
+        0.0
+    };
+    pf.total.get() + shared
 }
 
-/// Solve one replica at arrival rate `r` (requests/s): the concurrency
-/// Little's law gives, capped at the largest batch.
-fn at_rate(sm: &StepModel, r: f64, s_1: f64, max_batch: u64) -> Point {
+/// The step of `c` decode rows that fills the token budget with a prompt
+/// chunk of `K − c` tokens: `t_full = t_d + T_prefill(K − c) − t_fixed`;
+/// None when the engine does not mix prefill into decode steps or the
+/// decodes alone fill the budget.
+fn full_step(sm: &StepModel, c: f64, t_d: f64) -> Option<f64> {
+    let e = sm.engine;
+    if !e.mixes_prefill() {
+        return None;
+    }
+    let room = e.max_prefill_tokens as f64 - c.ceil();
+    if room < 1.0 {
+        return None;
+    }
+    // prefill() prefills (1 − h) of the prompt: ask for the chunk's tokens
+    let h = sm.q.prefix_cache_hit.clamp(0.0, 0.999);
+    let len = (room / (1.0 - h)).round().max(1.0) as u64;
+    let chunk = sm.prefill(1, len, &mut NoTrace).total.get() - sm.fixed().get();
+    Some(t_d + chunk.max(0.0))
+}
+
+/// Prompt tokens a request prefills (the uncached share).
+fn prefill_tokens(sm: &StepModel) -> f64 {
+    let h = sm.q.prefix_cache_hit.clamp(0.0, 0.999);
+    (sm.q.prompt_len.max(1) as f64 * (1.0 - h)).max(1.0)
+}
+
+/// The closed loop of `n` users per replica on `slots` slots.
+fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
     let q = sm.q;
+    let c = n.min(slots).max(1) as f64;
+    let (t_d, s_p) = costs(sm, c);
+    let others = c - 1.0;
+    let share = others / c;
+    let s_1 = prefill_latency(sm, others, t_d);
+    let t_fe = sm.engine.frontend_s;
+    let t_res = if others > 0.0 { t_d } else { 0.0 };
     let gaps = q.gen_len.saturating_sub(1) as f64;
-    let cap = max_batch.max(1) as f64;
+    // the user cycle at R requests/s: frontend, prefill, step in flight,
+    // M/D/1 wait behind the others' prefills, T_out − 1 stretched steps
+    let cycle = |r: f64| {
+        let rho_o = r * s_p * share;
+        t_fe + s_1 + t_res / 2.0 + md1_wait_mean(rho_o, s_p) + gaps * t_d / (1.0 - rho_o)
+    };
+    // C = R·cycle(R) is increasing in R on [0, 1/(s_p·share)): bisection
+    let r = if share <= 0.0 || s_p <= 0.0 {
+        c / cycle(0.0)
+    } else {
+        let (mut lo, mut hi) = (0.0, 1.0 / (s_p * share));
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if mid * cycle(mid) < c {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    let rho_o = r * s_p * share;
+    let in_engine = |rho_o: f64| t_fe + s_1 + t_res / 2.0 + md1_wait_mean(rho_o, s_p);
+    let mut pt = Point {
+        c,
+        r,
+        rho: r * s_p,
+        rho_o,
+        t_d,
+        s_p,
+        s_1,
+        t_res,
+        w_mean: md1_wait_mean(rho_o, s_p),
+        tpot: t_d / (1.0 - rho_o),
+        tpot_capped: false,
+        queue_s: 0.0,
+        limit: Limit::None,
+        saturated: false,
+    };
+    // a mixed step holds at most K tokens: TPOT holds at the full step, the
+    // prompts the budget cannot take wait (TTFT grows)
+    if let Some(t_full) = full_step(sm, c, t_d).filter(|t| pt.tpot > *t) {
+        let room = sm.engine.max_prefill_tokens as f64 - c.ceil();
+        pt.tpot = t_full;
+        pt.tpot_capped = true;
+        pt.r = room / (t_full * prefill_tokens(sm));
+        pt.rho = 1.0 - t_d / t_full;
+        pt.rho_o = pt.rho * share;
+        pt.w_mean = 0.0;
+        pt.limit = Limit::TokenBudget;
+    }
+    // Little's law on the user cycle: N = R·(TTFT + (T_out − 1)·TPOT)
+    let base = in_engine(if pt.tpot_capped { 0.0 } else { pt.rho_o });
+    let little = n as f64 / pt.r - gaps * pt.tpot;
+    if n as f64 > c && pt.limit == Limit::None {
+        pt.limit = Limit::Slots;
+    }
+    // (a loop within its slots and budget closes at W_q = 0, to rounding)
+    let wait = little - base;
+    pt.queue_s = if wait > 1e-9 * little.abs() {
+        wait
+    } else {
+        0.0
+    };
+    // a TTFT above Little's law lowers the rate to keep the loop closed
+    pt.r = n as f64 / (base + pt.queue_s + gaps * pt.tpot);
+    pt
+}
+
+/// The open loop at `r` requests/s per replica: the concurrency Little's
+/// law gives; past the slots, the token budget or ρ = 0.95 the rate is more
+/// than the replica serves and the point is its capacity (every slot busy).
+fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
+    let cap = slots.max(1) as f64;
+    let capacity = || Point {
+        saturated: true,
+        ..closed_loop(sm, slots, slots)
+    };
     let mut c = 1.0f64;
     for _ in 0..200 {
         let (t_d, s_p) = costs(sm, c);
         let rho = r * s_p;
         if rho >= RHO_MAX {
-            return at_concurrency(sm, cap, s_1, true);
+            return capacity();
         }
         let tpot = t_d / (1.0 - rho);
-        let next = (r * (s_1 + t_d / 2.0 + md1_wait_mean(rho, s_p) + gaps * tpot)).max(1.0);
-        if next > cap {
-            return at_concurrency(sm, cap, s_1, true);
+        if full_step(sm, c, t_d).is_some_and(|t| tpot > t) {
+            return capacity();
         }
-        if (next - c).abs() < 1e-9 * c {
-            c = next;
+        let (life, _) = open_life(sm, r, c, (t_d, s_p));
+        let next = (r * life).max(1.0);
+        if next > cap {
+            return capacity();
+        }
+        let done = (next - c).abs() < 1e-9 * c;
+        c = next;
+        if done {
             break;
         }
-        c = next;
     }
     let (t_d, s_p) = costs(sm, c);
-    Point::new(c, r, (t_d, s_p, s_1), false)
+    let rho = r * s_p;
+    let (_, t_res) = open_life(sm, r, c, (t_d, s_p));
+    Point {
+        c,
+        r,
+        rho,
+        rho_o: rho,
+        t_d,
+        s_p,
+        s_1: prefill_latency(sm, c - 1.0, t_d),
+        t_res,
+        w_mean: md1_wait_mean(rho, s_p),
+        tpot: t_d / (1.0 - rho),
+        tpot_capped: false,
+        queue_s: 0.0,
+        limit: Limit::None,
+        saturated: false,
+    }
 }
 
+/// A request's time in the system at rate `r` with `c` in flight, and the
+/// step it may find in flight: a decode step with the probability the
+/// engine is busy, `min(1, R·(life without it))` (Poisson arrivals see time
+/// averages; an idle engine has no step in flight).
+fn open_life(sm: &StepModel, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f64) {
+    let gaps = sm.q.gen_len.saturating_sub(1) as f64;
+    let rho = r * s_p;
+    let s_1 = prefill_latency(sm, c - 1.0, t_d);
+    let life = sm.engine.frontend_s + s_1 + md1_wait_mean(rho, s_p) + gaps * t_d / (1.0 - rho);
+    let t_res = t_d * (r * life).min(1.0);
+    (life + t_res / 2.0, t_res)
+}
+
+/// TTFT: `t_fe + W_q + s_1 + U·t_res + W`, U uniform on [0, 1], W the
+/// M/D/1 wait (exponential tail, [`wait_quantile`]).
 fn ttft_percentiles(base: f64, t_res: f64, rho: f64, w_mean: f64) -> Percentiles {
     let q = |p| base + wait_quantile(p, t_res, rho, w_mean);
     Percentiles {
@@ -195,12 +387,23 @@ fn ttft_percentiles(base: f64, t_res: f64, rho: f64, w_mean: f64) -> Percentiles
     }
 }
 
-/// TPOT percentiles: `t_d + K·s_p/(T_out − 1)`, K ~ Poisson(R·(T_out − 1)·TPOT).
+/// TPOT percentiles: `t_d + K·s_p/(T_out − 1)`, K ~ Poisson(R_o·(T_out −
+/// 1)·TPOT) the others' prefills in a request's decode window; every step
+/// full (the token budget binds): TPOT = t_full for every request.
 fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
     if gaps <= 0.0 {
         return Percentiles::default();
     }
-    let mean_k = pt.r * gaps * pt.tpot;
+    if pt.tpot_capped {
+        return Percentiles {
+            mean: pt.tpot,
+            p50: pt.tpot,
+            p90: pt.tpot,
+            p99: pt.tpot,
+        };
+    }
+    let r_o = if pt.s_p > 0.0 { pt.rho_o / pt.s_p } else { 0.0 };
+    let mean_k = r_o * gaps * pt.tpot;
     let q = |p| pt.t_d + poisson_quantile(p, mean_k) as f64 * pt.s_p / gaps;
     Percentiles {
         mean: pt.tpot,
@@ -210,7 +413,18 @@ fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
     }
 }
 
-/// Steady-state continuous batching of `w` on the slice.
+/// `TTFT + (T_out − 1)·TPOT`, percentile by percentile.
+fn e2e_percentiles(ttft: &Percentiles, tpot: &Percentiles, gaps: f64) -> Percentiles {
+    Percentiles {
+        mean: ttft.mean + gaps * tpot.mean,
+        p50: ttft.p50 + gaps * tpot.p50,
+        p90: ttft.p90 + gaps * tpot.p90,
+        p99: ttft.p99 + gaps * tpot.p99,
+    }
+}
+
+/// Steady-state continuous batching of `w` on the slice (`max_batch`: the
+/// sequences the engine's KV cache holds per replica).
 pub(crate) fn steady_state<T: Tracer>(
     sm: &StepModel,
     w: Workload,
@@ -219,44 +433,135 @@ pub(crate) fn steady_state<T: Tracer>(
     tr: &mut T,
 ) -> Result<Continuous> {
     let q = sm.q;
-    let s_1 = sm.prefill(1, q.prompt_len, &mut NoTrace).total.get();
+    let e = sm.engine;
+    let slots = e.slots(max_batch);
     let reps = replicas.max(1) as f64;
     let pt = match w {
-        Workload::Concurrency(c) => {
-            let cap = max_batch.max(1);
-            at_concurrency(sm, c.min(cap) as f64, s_1, c > cap)
-        }
-        Workload::Rate(r) => at_rate(sm, r / reps, s_1, max_batch),
-        Workload::Static => at_concurrency(sm, q.batch as f64, s_1, false),
+        Workload::Concurrency(n) => closed_loop(sm, n, slots),
+        Workload::Rate(r) => open_loop(sm, r / reps, slots),
+        Workload::Static => closed_loop(sm, q.batch, slots),
     };
     let gaps = q.gen_len.saturating_sub(1) as f64;
+    let base = e.frontend_s + pt.queue_s + pt.s_1;
+    let ttft = ttft_percentiles(base, pt.t_res, pt.rho_o, pt.w_mean);
+    let tpot = tpot_percentiles(&pt, gaps);
     let out = Continuous {
         workload: w.to_string(),
         concurrency: pt.c,
+        slots,
+        token_budget: e.max_prefill_tokens,
+        limited_by: pt.limit.name().into(),
         requests_per_s: pt.r * reps,
         output_tokens_per_s: pt.r * reps * q.gen_len as f64,
         output_tokens_per_s_per_chip: pt.r * q.gen_len as f64 / sm.replica_chips() as f64,
+        output_tokens_per_s_per_user: if tpot.mean > 0.0 {
+            1.0 / tpot.mean
+        } else {
+            0.0
+        },
         prefill_utilisation: pt.rho,
         decode_step_s: pt.t_d,
-        ttft_s: ttft_percentiles(pt.s_1, pt.t_d, pt.rho, pt.w_mean),
-        tpot_s: tpot_percentiles(&pt, gaps),
+        prefill_s: pt.s_1,
+        frontend_s: e.frontend_s,
+        queue_wait_s: pt.queue_s,
+        e2e_s: e2e_percentiles(&ttft, &tpot, gaps),
+        ttft_s: ttft,
+        tpot_s: tpot,
         saturated: pt.saturated,
     };
+    record(sm, w, &pt, &out, tr);
+    Ok(out)
+}
+
+/// The `--explain` steps of the steady state.
+fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr: &mut T) {
+    let q = sm.q;
     tr.record(|| {
         Step::new(
-            "serving.continuous",
-            "Continuous batching, steady state (per replica)",
-            "ρ = R·s_p; TPOT = t_d/(1 − ρ); TTFT = s_1 + t_d/2 + ρ·s_p/(2(1 − ρ)); C = R·(TTFT + (T_out − 1)·TPOT)",
+            "serving.slots",
+            "Requests the engine runs at once (per replica)",
+            "B = min(max_num_seqs, KV capacity)",
         )
-        .bind("C", pt.c, "requests")
-        .bind("t_d", pt.t_d, "s")
-        .bind("s_p", pt.s_p, "s")
-        .bind("s_1", pt.s_1, "s")
-        .bind("T_out", q.gen_len as f64, "tokens")
-        .result(pt.r, "requests/s")
-        .source("Little's law; M/D/1 prefill queue (Pollaczek–Khinchine), Poisson arrivals (docs/inference.md)")
+        .bind(
+            "max_num_seqs",
+            sm.engine.max_num_seqs as f64,
+            "requests (0: none)",
+        )
+        .result(c.slots as f64, "requests")
+        .source("engine profile (data/engines): max_num_seqs; serving.engine_max_batch")
     });
-    Ok(out)
+    let (id, label, formula) = match w {
+        Workload::Rate(_) => (
+            "serving.open_loop",
+            "Open loop (Poisson arrivals at a rate), per replica",
+            "C = R·(t_fe + s_1 + t_res/2 + ρ·s_p/(2(1 − ρ)) + (T_out − 1)·t_d/(1 − ρ)), ρ = R·s_p, t_res = t_d·min(1, R·life)",
+        ),
+        _ => (
+            "serving.closed_loop",
+            "Closed loop (N users, each sends its next request when the previous completes), per replica",
+            "R solving N = R·(TTFT + (T_out − 1)·TPOT), C = min(N, B), ρ_o = R·s_p·(C − 1)/C",
+        ),
+    };
+    let users = match w {
+        Workload::Concurrency(n) => Some(n as f64),
+        Workload::Static => Some(q.batch as f64),
+        Workload::Rate(_) => None,
+    };
+    tr.record(|| {
+        let st = Step::new(id, label, formula);
+        let st = match users {
+            Some(n) => st.bind("N", n, "users"),
+            None => st.bind("R_in", pt.r, "requests/s"),
+        };
+        st.bind("C", pt.c, "requests")
+            .bind("B", c.slots as f64, "requests")
+            .bind("t_d", pt.t_d, "s")
+            .bind("s_p", pt.s_p, "s")
+            .bind("T_out", q.gen_len as f64, "tokens")
+            .result(pt.r, "requests/s")
+            .source("Little's law; M/D/1 prefill queue (Pollaczek–Khinchine); the engine's scheduler (docs/inference.md)")
+    });
+    tr.record(|| {
+        let mut s = Step::new(
+            "serving.tpot",
+            "Time per output token (mean)",
+            "TPOT = min(t_d/(1 − ρ_o), t_full), t_full = t_d + T_prefill(K − C) − t_fixed",
+        )
+        .bind("t_d", pt.t_d, "s")
+        .bind("ρ_o", pt.rho_o, "")
+        .bind("K", sm.engine.max_prefill_tokens as f64, "tokens");
+        if let Some(t) = full_step(sm, pt.c, pt.t_d) {
+            s = s.bind("t_full", t, "s");
+        }
+        s.result(c.tpot_s.mean, "s")
+            .source("the engine's scheduler: decodes first, prompt chunks fill the token budget (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens)")
+    });
+    tr.record(|| {
+        Step::new(
+            "serving.ttft",
+            "Time to first token (mean)",
+            "TTFT = t_fe + W_q + s_1 + t_res/2 + ρ_o·s_p/(2(1 − ρ_o))",
+        )
+        .bind("t_fe", c.frontend_s, "s")
+        .bind("W_q", pt.queue_s, "s")
+        .bind("s_1", pt.s_1, "s")
+        .bind("t_res", pt.t_res, "s")
+        .bind("W̄", pt.w_mean, "s")
+        .result(c.ttft_s.mean, "s")
+            .source("frontend (engine profile frontend_s), queue for a slot or the token budget, prefill, the step in flight, M/D/1 prefill queue")
+    });
+    tr.record(|| {
+        Step::new(
+            "serving.e2e",
+            "End-to-end request latency (mean)",
+            "E2E = TTFT + (T_out − 1)·TPOT",
+        )
+        .bind("TTFT", c.ttft_s.mean, "s")
+        .bind("TPOT", c.tpot_s.mean, "s")
+        .bind("T_out", q.gen_len as f64, "tokens")
+        .result(c.e2e_s.mean, "s")
+        .source("benchmark_serving / genai-perf definitions")
+    });
 }
 
 /// One prefill/decode split of the slice's replicas.
@@ -360,7 +665,7 @@ pub(crate) fn disaggregated<T: Tracer>(
         output_tokens_per_s_per_chip: r * q.gen_len as f64 / (replicas * sm.replica_chips()) as f64,
         prefill_utilisation: rho,
         kv_transfer_s,
-        ttft_s: ttft_percentiles(s_1 + kv_transfer_s, 0.0, rho, w_mean),
+        ttft_s: ttft_percentiles(sm.engine.frontend_s + s_1 + kv_transfer_s, 0.0, rho, w_mean),
         tpot_s: tpot,
         saturated,
     }))

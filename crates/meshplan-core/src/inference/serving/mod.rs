@@ -195,7 +195,8 @@ pub(crate) fn report<T: Tracer>(
         Workload::Static => (None, None),
         w => {
             let c = continuous::steady_state(sm, w, replicas, engine_max_batch, tr)?;
-            let d = continuous::disaggregated(sm, chip, w, replicas, engine_max_batch, tr)?;
+            let slots = sm.engine.slots(engine_max_batch);
+            let d = continuous::disaggregated(sm, chip, w, replicas, slots, tr)?;
             (Some(c), d)
         }
     };

@@ -1,0 +1,327 @@
+//! Serving as benchmarks measure it (issue 26): the closed loop at a fixed
+//! concurrency and the open loop at a request rate under the engine's
+//! scheduler (slots, token budget, frontend), and `plan infer` listing each
+//! plan once without quantising a bf16 model silently. Expected values are
+//! derived by hand in the comments, from quantities the report computes
+//! elsewhere (the static batch's prefill and decode step) and from
+//! Little's law.
+
+#![allow(clippy::print_stdout)] // the plan-search timing is part of the report
+
+use meshplan_core::inference::serving::{Continuous, EngineProfile, Workload};
+use meshplan_core::inference::{self, scenario::resolve, InferQuery, InferReport};
+use meshplan_core::planner::{ChipBudget, InferSearch};
+use meshplan_core::scenario::Scenario;
+use meshplan_core::trace::NoTrace;
+use meshplan_core::units::DType;
+use meshplan_core::Catalog;
+
+/// Llama-3.1-70B, bf16, on `chips` H100 at TP `tp`, under `engine`.
+fn query(engine: EngineProfile, chips: u64, (t_in, t_out): (u64, u64), w: Workload) -> InferQuery {
+    InferQuery {
+        batch: 1,
+        prompt_len: t_in,
+        gen_len: t_out,
+        context: t_in + t_out,
+        mesh: vec![chips],
+        tp: Some(chips),
+        engine: Some(engine),
+        workload: w,
+        ..InferQuery::default()
+    }
+}
+
+fn eval(q: &InferQuery) -> InferReport {
+    let cat = Catalog::builtin();
+    let m = cat.model("llama-3.1-70b").unwrap();
+    let chip = cat.chip("h100").unwrap();
+    inference::evaluate(m, chip, q, &mut NoTrace).unwrap()
+}
+
+fn cont(r: &InferReport) -> &Continuous {
+    r.serving.continuous.as_ref().unwrap()
+}
+
+fn close(got: f64, want: f64, rel: f64, what: &str) {
+    assert!(
+        ((got - want) / want).abs() <= rel,
+        "{what}: got {got}, want {want} (rel {rel})"
+    );
+}
+
+fn vllm() -> EngineProfile {
+    EngineProfile::builtin("vllm").unwrap()
+}
+
+/// One user: nobody else's step is in flight and nobody else prefills, so
+/// TTFT = t_fe + T_prefill(T_in) (the static batch of one prompt's TTFT),
+/// TPOT = the decode step of one sequence at T_in + T_out/2 (the static
+/// batch of one's TPOT), E2E = TTFT + (T_out − 1)·TPOT, and the loop
+/// closes at R = 1/E2E requests/s (8 chips, one TP-8 replica).
+#[test]
+fn concurrency_one_is_frontend_plus_prefill() {
+    let q = query(vllm(), 8, (1000, 200), Workload::Concurrency(1));
+    let r = eval(&q);
+    let c = cont(&r);
+    let sb = &r.serving.static_batch;
+    let t_fe = vllm().frontend_s;
+    assert!(t_fe > 0.0);
+    close(c.ttft_s.mean, t_fe + sb.ttft_s, 1e-12, "TTFT");
+    // deterministic: every percentile is the mean
+    assert_eq!(c.ttft_s.p99, c.ttft_s.mean);
+    close(c.tpot_s.mean, sb.tpot_s, 1e-12, "TPOT");
+    assert_eq!(c.tpot_s.p99, c.tpot_s.mean);
+    let e2e = t_fe + sb.ttft_s + 199.0 * sb.tpot_s;
+    close(c.e2e_s.mean, e2e, 1e-12, "E2E");
+    close(c.requests_per_s, 1.0 / e2e, 1e-9, "R");
+    close(c.output_tokens_per_s, 200.0 / e2e, 1e-9, "tokens/s");
+    close(
+        c.output_tokens_per_s_per_chip,
+        200.0 / e2e / 8.0,
+        1e-9,
+        "per chip",
+    );
+    close(
+        c.output_tokens_per_s_per_user,
+        1.0 / sb.tpot_s,
+        1e-12,
+        "per user",
+    );
+    assert_eq!(c.limited_by, "none");
+    assert_eq!(c.queue_wait_s, 0.0);
+}
+
+/// More users than slots (an engine with max_num_seqs = B = 8): the engine
+/// runs B requests and the rest wait. The B running requests see exactly
+/// the closed loop of B users, so TPOT and R are those of concurrency B;
+/// Little's law on the user cycle, N = R·(TTFT_N + (T_out − 1)·TPOT), with
+/// the B-user loop's B = R·(TTFT_B + (T_out − 1)·TPOT), gives
+/// TTFT_N = TTFT_B + (N − B)/R: TPOT holds, TTFT grows by the wait.
+#[test]
+fn users_beyond_the_slots_wait_and_tpot_holds() {
+    let mut e = vllm();
+    e.max_num_seqs = 8;
+    let at = |n| eval(&query(e.clone(), 8, (256, 512), Workload::Concurrency(n)));
+    let (rb, rn) = (at(8), at(32));
+    let (b, n) = (cont(&rb), cont(&rn));
+    assert_eq!((b.slots, n.slots), (8, 8));
+    assert_eq!(b.limited_by, "none");
+    assert_eq!(n.limited_by, "slots");
+    assert_eq!(n.concurrency, 8.0);
+    close(n.tpot_s.mean, b.tpot_s.mean, 1e-12, "TPOT holds");
+    close(n.requests_per_s, b.requests_per_s, 1e-9, "throughput holds");
+    let wait = (32.0 - 8.0) / b.requests_per_s;
+    close(n.queue_wait_s, wait, 1e-6, "W_q");
+    close(
+        n.ttft_s.mean,
+        b.ttft_s.mean + wait,
+        1e-9,
+        "TTFT grows by the wait",
+    );
+    // the 20× inflation of the old model is gone: TPOT stays within the
+    // full batch's step stretched by its prefills
+    assert!(n.tpot_s.mean < 1.5 * n.decode_step_s, "{n:?}");
+}
+
+/// Long prompts, short outputs, 64 users on vLLM (K = 8192 tokens a step):
+/// the prefills need more than the steps can carry, so every step is full —
+/// C = 64 decode rows and K − C = 8128 prompt tokens — and TPOT is that
+/// full step for every request, while the loop serves R = (K − C)/(T_in·TPOT)
+/// requests/s (the budget's prompt tokens per second over a prompt's
+/// tokens) and the rest of the cycle is TTFT: TTFT = N/R − (T_out − 1)·TPOT.
+#[test]
+fn the_token_budget_holds_tpot_and_queues_prompts() {
+    let q = query(vllm(), 8, (8000, 16), Workload::Concurrency(64));
+    let r = eval(&q);
+    let c = cont(&r);
+    assert_eq!(c.limited_by, "token-budget", "{c:?}");
+    assert_eq!(c.token_budget, 8192);
+    assert_eq!(c.tpot_s.p50, c.tpot_s.mean);
+    assert_eq!(c.tpot_s.p99, c.tpot_s.mean);
+    close(
+        c.requests_per_s,
+        (8192.0 - 64.0) / (8000.0 * c.tpot_s.mean),
+        1e-9,
+        "R from the budget",
+    );
+    close(
+        c.ttft_s.mean,
+        64.0 / c.requests_per_s - 15.0 * c.tpot_s.mean,
+        1e-9,
+        "Little",
+    );
+    assert!(c.queue_wait_s > 0.0);
+    // the full step carries the decode rows and more: longer than the decode step
+    assert!(c.tpot_s.mean > c.decode_step_s);
+}
+
+/// SGLang runs prefill first (decodes paused, no token budget on the
+/// decode steps): TPOT is the decode step stretched by the others' prefill
+/// share, t_d/(1 − ρ·(C − 1)/C), never capped.
+#[test]
+fn prefill_priority_stretches_tpot_instead() {
+    let e = EngineProfile::builtin("sglang").unwrap();
+    assert!(e.prefill_priority && !e.mixes_prefill());
+    let r = eval(&query(e, 8, (8000, 16), Workload::Concurrency(64)));
+    let c = cont(&r);
+    assert_eq!(c.limited_by, "none");
+    let rho_o = c.prefill_utilisation * 63.0 / 64.0;
+    close(c.tpot_s.mean, c.decode_step_s / (1.0 - rho_o), 1e-9, "TPOT");
+    close(
+        64.0 / c.requests_per_s,
+        c.ttft_s.mean + 15.0 * c.tpot_s.mean,
+        1e-6,
+        "Little",
+    );
+}
+
+/// The open loop at a trickle (one request every 1000 s) sees an idle
+/// engine: C → 1, TTFT → t_fe + T_prefill, TPOT → the batch-1 step; past
+/// the capacity it is flagged and reported at capacity (every slot busy:
+/// the closed loop of B users), never NaN.
+#[test]
+fn open_loop_from_idle_to_saturated() {
+    let r = eval(&query(vllm(), 8, (1000, 200), Workload::Rate(1e-3)));
+    let c = cont(&r);
+    let sb = &r.serving.static_batch;
+    assert!(!c.saturated);
+    close(
+        c.ttft_s.p50,
+        vllm().frontend_s + sb.ttft_s,
+        1e-2,
+        "TTFT p50",
+    );
+    close(c.tpot_s.mean, sb.tpot_s, 1e-3, "TPOT");
+    let over = eval(&query(vllm(), 8, (1000, 200), Workload::Rate(1e6)));
+    let o = cont(&over);
+    assert!(o.saturated);
+    let cap = eval(&query(
+        vllm(),
+        8,
+        (1000, 200),
+        Workload::Concurrency(o.slots),
+    ));
+    close(
+        o.requests_per_s,
+        cont(&cap).requests_per_s,
+        1e-12,
+        "capacity",
+    );
+    for v in [o.ttft_s.p99, o.tpot_s.p99, o.e2e_s.p99] {
+        assert!(v.is_finite() && v > 0.0);
+    }
+}
+
+/// The engines' documented scheduler defaults: vLLM max_num_seqs 1024 and
+/// max_num_batched_tokens 8192 on H100-class GPUs; TensorRT-LLM
+/// max_batch_size 2048, max_num_tokens 8192; SGLang chunked_prefill_size
+/// 8192 with prefill first; the slots are min(max_num_seqs, KV capacity).
+#[test]
+fn engine_scheduler_defaults() {
+    let v = vllm();
+    assert_eq!((v.max_num_seqs, v.max_prefill_tokens), (1024, 8192));
+    let t = EngineProfile::builtin("trtllm").unwrap();
+    assert_eq!((t.max_num_seqs, t.max_prefill_tokens), (2048, 8192));
+    let s = EngineProfile::builtin("sglang").unwrap();
+    assert_eq!((s.max_num_seqs, s.max_prefill_tokens), (0, 8192));
+    assert_eq!(v.slots(5000), 1024);
+    assert_eq!(v.slots(300), 300);
+    assert_eq!(s.slots(5000), 5000);
+    assert_eq!(v.slots(0), 1);
+    // the book's roofline has no frontend
+    assert_eq!(EngineProfile::builtin("ideal").unwrap().frontend_s, 0.0);
+}
+
+/// A scenario file states the workload as benchmarks do, and the
+/// percentiles are ordered.
+#[test]
+fn percentiles_are_ordered() {
+    let cat = Catalog::builtin();
+    let sc = Scenario::parse(
+        r#"
+model = { name = "llama-3.1-70b" }
+hardware = { chip = "h100", chips = 8 }
+inference = { prompt_len = 1000, gen_len = 500, workload = "concurrency=64" }
+"#,
+        "t.toml",
+    )
+    .unwrap();
+    let s = resolve(&sc, cat).unwrap();
+    let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap();
+    let c = cont(&r);
+    for p in [&c.ttft_s, &c.tpot_s, &c.e2e_s] {
+        assert!(p.p50 <= p.p90 && p.p90 <= p.p99, "{p:?}");
+        assert!(p.mean.is_finite() && p.mean > 0.0);
+    }
+    close(
+        c.e2e_s.mean,
+        c.ttft_s.mean + 499.0 * c.tpot_s.mean,
+        1e-12,
+        "E2E",
+    );
+}
+
+fn plan_70b(max_chips: u64) -> InferSearch<'static> {
+    let cat = Catalog::builtin();
+    let mut s = InferSearch::new(
+        cat.model("llama-3.1-70b").unwrap(),
+        cat.chip("h100").unwrap(),
+        ChipBudget::AtMost(max_chips),
+    );
+    s.tpot_slo = Some(0.05);
+    s.top_k = 10;
+    s
+}
+
+/// `plan infer` for 70B on up to 16 H100 under a 50 ms TPOT: a bf16 model
+/// stays bf16 (weights and KV) unless quantisation is allowed, the report
+/// says which dtypes it searched, and each plan (tp, ep, pp, sharding,
+/// engine, batch) is listed once, its other replica counts folded into it.
+#[test]
+fn plan_infer_lists_distinct_plans_and_keeps_bf16() {
+    let s = plan_70b(16);
+    let r = s.run();
+    assert!(!r.plans.is_empty());
+    let mut keys = std::collections::BTreeSet::new();
+    for p in &r.plans {
+        assert_eq!((p.weights_dtype, p.kv_dtype), (DType::Bf16, DType::Bf16));
+        assert!(
+            keys.insert((p.tp, p.ep, p.pp, p.engine.clone(), p.batch)),
+            "{p:?} twice"
+        );
+        assert_eq!(p.replica_options[0], p.replicas);
+    }
+    // TP 4 fits 1, 2 or 4 replicas in 16 chips: one row
+    assert!(r.plans.iter().any(|p| p.replica_options.len() > 1));
+    assert!(
+        s.dtypes_note().contains("--allow-quantization"),
+        "{}",
+        s.dtypes_note()
+    );
+    let mut q = plan_70b(16);
+    q.allow_quantization();
+    let rq = q.run();
+    assert!(rq
+        .plans
+        .iter()
+        .any(|p| p.weights_dtype != DType::Bf16 || !p.dtype_variants.is_empty()));
+}
+
+/// `plan infer` for 70B on up to 64 H100 with every GPU engine stays fast
+/// (a debug build; the bound is loose, the time printed).
+#[test]
+fn plan_infer_70b_on_64_gpus_is_fast() {
+    let cat = Catalog::builtin();
+    let mut s = plan_70b(64);
+    s.engines =
+        meshplan_core::planner::infer::engines_for("all", cat.chip("h100").unwrap()).unwrap();
+    let r = s.run();
+    println!(
+        "plan infer 70B up to 64 H100, {} engines: {} candidates in {:?}",
+        s.engines.len(),
+        r.candidates,
+        r.elapsed
+    );
+    assert!(!r.plans.is_empty());
+    assert!(r.elapsed.as_secs_f64() < 60.0, "{:?}", r.elapsed);
+}
