@@ -181,6 +181,7 @@ fn pareto_plot_of_a_plan_search() {
         top: 60,
         threads: Some(2),
         explain_rank: None,
+        cancel: None,
     };
     let r = plan_train(&req, &|_, _| {}).unwrap();
     assert!(!r.plans.is_empty());
