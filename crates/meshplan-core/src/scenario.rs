@@ -25,8 +25,9 @@ tp = 4
 
 Keys mirror the CLI flags in snake_case (`--batch-tokens` ↔ `batch_tokens`);
 flags override the file. Counts accept integers or strings with a suffix
-(`"3M"`, `"128k"` = 128,000, `"128Ki"` = 131,072). Unknown keys are errors
-(with file, line and field), so typos do not pass silently.
+(`"3M"`, `"128k"` = 128,000, `"128Ki"` = 131,072). Unknown keys and
+misspelled choices (`remat = "ful"`) are errors with file, line and field,
+so typos do not pass silently.
 */
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -725,6 +726,27 @@ mod tests {
             }
             e => panic!("{e}"),
         }
+    }
+
+    /// A misspelled choice is found where it is written: the same key in
+    /// two sections (`compute_dtype`) is told apart by its section, and an
+    /// inline table's line is its own.
+    #[test]
+    fn choice_typos_have_line_and_field() {
+        let src = "[training]\ncompute_dtype = \"bf16\"\n\n[inference]\ncompute_dtype = \"bf61\"\n";
+        match Scenario::parse(src, "s.toml").unwrap_err() {
+            Error::Parse { line, field, message, .. } => {
+                assert_eq!((line, field.as_deref()), (5, Some("inference.compute_dtype")));
+                assert!(message.contains("did you mean 'bf16'"), "{message}");
+            }
+            e => panic!("{e}"),
+        }
+        let src = "description = \"x\"\nparallelism = { tp = 2, schedule = \"gpipe2\" }\n";
+        let e = Scenario::parse(src, "s.toml").unwrap_err().to_string();
+        assert!(e.starts_with("s.toml:2:1: field `parallelism.schedule`"), "{e}");
+        // "auto" is plan train's, not a typo
+        let ok = "[training]\noffload = [\"auto\"]\n[parallelism]\nrank_order = \"auto\"\n";
+        Scenario::parse(ok, "s.toml").unwrap();
     }
 
     #[test]
