@@ -2,6 +2,8 @@
 //! with `--explain`), or its document (`meshplan_core::view`) as text or
 //! Markdown followed by the derivation.
 
+use std::io::Write;
+
 use anyhow::Result;
 pub use meshplan_core::check::render::Format;
 use meshplan_core::trace::{render_markdown, render_text, Step};
@@ -129,7 +131,9 @@ impl Progress {
             let Ok(mut next) = l.next.lock() else { return };
             if now >= next.0 {
                 *next = (now + LINES_EVERY, true);
-                eprintln!(
+                // best effort: a closed stderr does not stop the search
+                let _ = writeln!(
+                    std::io::stderr().lock(),
                     "meshplan: searching, {done}/{total} {} ({:.0} s)",
                     l.what,
                     now.as_secs_f64()
@@ -146,7 +150,8 @@ impl Progress {
         }
         if let Some(l) = &self.lines {
             if l.next.lock().is_ok_and(|n| n.1) {
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr().lock(),
                     "meshplan: search done ({:.1} s)",
                     l.t0.elapsed().as_secs_f64()
                 );

@@ -325,13 +325,36 @@ impl Scenario {
         let fields: [(&str, &str, Option<&str>, Check); 20] = [
             ("training", "param_dtype", t.param_dtype.as_deref(), dtype),
             ("training", "grad_dtype", t.grad_dtype.as_deref(), dtype),
-            ("training", "optimizer_dtype", t.optimizer_dtype.as_deref(), dtype),
-            ("training", "activation_dtype", t.activation_dtype.as_deref(), dtype),
-            ("training", "compute_dtype", t.compute_dtype.as_deref(), dtype),
-            ("training", "optimizer", t.optimizer.as_deref(), |v| Optimizer::parse(v).map(drop)),
-            ("training", "remat", t.remat.as_deref(), |v| Remat::parse(v).map(drop)),
-            ("training", "flops", t.flops.as_deref(), |v| FlopConvention::parse(v).map(drop)),
-            ("training", "framework", t.framework.as_deref(), |v| Framework::parse(v).map(drop)),
+            (
+                "training",
+                "optimizer_dtype",
+                t.optimizer_dtype.as_deref(),
+                dtype,
+            ),
+            (
+                "training",
+                "activation_dtype",
+                t.activation_dtype.as_deref(),
+                dtype,
+            ),
+            (
+                "training",
+                "compute_dtype",
+                t.compute_dtype.as_deref(),
+                dtype,
+            ),
+            ("training", "optimizer", t.optimizer.as_deref(), |v| {
+                Optimizer::parse(v).map(drop)
+            }),
+            ("training", "remat", t.remat.as_deref(), |v| {
+                Remat::parse(v).map(drop)
+            }),
+            ("training", "flops", t.flops.as_deref(), |v| {
+                FlopConvention::parse(v).map(drop)
+            }),
+            ("training", "framework", t.framework.as_deref(), |v| {
+                Framework::parse(v).map(drop)
+            }),
             ("training", "tp_overlap", t.tp_overlap.as_deref(), |v| {
                 Overlap::parse(Some(v), None, None).map(drop)
             }),
@@ -341,17 +364,31 @@ impl Scenario {
             ("training", "sp_allgather", t.sp_allgather.as_deref(), |v| {
                 Overlap::parse(None, None, Some(v)).map(drop)
             }),
-            ("inference", "weights_dtype", i.weights_dtype.as_deref(), dtype),
+            (
+                "inference",
+                "weights_dtype",
+                i.weights_dtype.as_deref(),
+                dtype,
+            ),
             ("inference", "kv_dtype", i.kv_dtype.as_deref(), dtype),
-            ("inference", "compute_dtype", i.compute_dtype.as_deref(), dtype),
+            (
+                "inference",
+                "compute_dtype",
+                i.compute_dtype.as_deref(),
+                dtype,
+            ),
             ("inference", "engine", i.engine.as_deref(), |v| {
                 crate::inference::engine::EngineProfile::builtin(v).map(drop)
             }),
             ("inference", "workload", i.workload.as_deref(), |v| {
                 crate::inference::serving::Workload::parse(v).map(drop)
             }),
-            ("parallelism", "schedule", p.schedule.as_deref(), |v| Schedule::parse(v).map(drop)),
-            ("parallelism", "rank_order", rank_order, |v| RankOrder::parse(v).map(drop)),
+            ("parallelism", "schedule", p.schedule.as_deref(), |v| {
+                Schedule::parse(v).map(drop)
+            }),
+            ("parallelism", "rank_order", rank_order, |v| {
+                RankOrder::parse(v).map(drop)
+            }),
             ("parallelism", "sharding", p.sharding.as_deref(), |v| {
                 crate::inference::Sharding::parse(v).map(drop)
             }),
@@ -735,15 +772,26 @@ mod tests {
     fn choice_typos_have_line_and_field() {
         let src = "[training]\ncompute_dtype = \"bf16\"\n\n[inference]\ncompute_dtype = \"bf61\"\n";
         match Scenario::parse(src, "s.toml").unwrap_err() {
-            Error::Parse { line, field, message, .. } => {
-                assert_eq!((line, field.as_deref()), (5, Some("inference.compute_dtype")));
+            Error::Parse {
+                line,
+                field,
+                message,
+                ..
+            } => {
+                assert_eq!(
+                    (line, field.as_deref()),
+                    (5, Some("inference.compute_dtype"))
+                );
                 assert!(message.contains("did you mean 'bf16'"), "{message}");
             }
             e => panic!("{e}"),
         }
         let src = "description = \"x\"\nparallelism = { tp = 2, schedule = \"gpipe2\" }\n";
         let e = Scenario::parse(src, "s.toml").unwrap_err().to_string();
-        assert!(e.starts_with("s.toml:2:1: field `parallelism.schedule`"), "{e}");
+        assert!(
+            e.starts_with("s.toml:2:1: field `parallelism.schedule`"),
+            "{e}"
+        );
         // "auto" is plan train's, not a typo
         let ok = "[training]\noffload = [\"auto\"]\n[parallelism]\nrank_order = \"auto\"\n";
         Scenario::parse(ok, "s.toml").unwrap();

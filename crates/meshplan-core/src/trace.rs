@@ -202,7 +202,12 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
         return "undefined".into();
     }
     if v.is_infinite() {
-        return if v > 0.0 { "unbounded" } else { "unbounded below" }.into();
+        return if v > 0.0 {
+            "unbounded"
+        } else {
+            "unbounded below"
+        }
+        .into();
     }
     match unit {
         "" | "params" | "tokens" | "chips" | "sequences" | "ways" => {

@@ -175,7 +175,11 @@ fn draw_key(strip: &DrawingArea<SVGBackend<'_>, Shift>, key: &Key) -> Result<()>
         }
         .map_err(err)?;
         strip
-            .draw(&Text::new(label.clone(), (x + 22, y), ("sans-serif", KEY_FONT)))
+            .draw(&Text::new(
+                label.clone(),
+                (x + 22, y),
+                ("sans-serif", KEY_FONT),
+            ))
             .map_err(err)?;
     }
     Ok(())
@@ -610,7 +614,10 @@ pub fn serving_svg(
                 c.stroke_width(2),
             ))
             .map_err(err)?;
-            key.push((Swatch::Line(c.into()), format!("{name} (dashed) {y:.3} {unit}")));
+            key.push((
+                Swatch::Line(c.into()),
+                format!("{name} (dashed) {y:.3} {unit}"),
+            ));
         }
         let mut b = ChartBuilder::on(&right)
             .margin(10)
@@ -768,7 +775,10 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
                 RED.stroke_width(2),
             )))
             .map_err(err)?;
-            key.push((Swatch::Dot(RED.stroke_width(2), 6), format!("rank 1: {label}")));
+            key.push((
+                Swatch::Dot(RED.stroke_width(2), 6),
+                format!("rank 1: {label}"),
+            ));
         }
         Ok(key)
     })

@@ -115,8 +115,12 @@ fn legend_strip(
             key.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], kind_color(k)))
                 .map_err(err)?;
         }
-        key.draw(&Text::new(name, (x + 16, y), ("sans-serif", crate::KEY_FONT)))
-            .map_err(err)?;
+        key.draw(&Text::new(
+            name,
+            (x + 16, y),
+            ("sans-serif", crate::KEY_FONT),
+        ))
+        .map_err(err)?;
         x += w;
     }
     Ok(())

@@ -214,14 +214,22 @@ fn key_below_the_data(svg: &str, labels: &[&str]) {
             .descendants()
             .find(|n| n.has_tag_name("text") && n.text().is_some_and(|s| s.contains(l)))
             .unwrap_or_else(|| panic!("no text '{l}'"));
-        assert!(num(t, "y") >= chart_h, "'{l}' at y = {} inside the chart", num(t, "y"));
+        assert!(
+            num(t, "y") >= chart_h,
+            "'{l}' at y = {} inside the chart",
+            num(t, "y")
+        );
     }
     for r in doc.descendants().filter(|n| n.has_tag_name("rect")) {
         let (y, h) = (num(r, "y"), num(r, "height"));
         // the white background fills the whole drawing
         let background = num(r, "x") == 0.0 && y == 0.0;
         if y < chart_h && !background {
-            assert!(y + h <= chart_h, "a bar from y = {y} to {} crosses the key", y + h);
+            assert!(
+                y + h <= chart_h,
+                "a bar from y = {y} to {} crosses the key",
+                y + h
+            );
         }
     }
 }
@@ -238,7 +246,10 @@ fn keys_are_below_the_data() {
         .map(|c| c.what.as_str())
         .collect();
     let step = step_time_svg(&r).unwrap();
-    key_below_the_data(&step, &[&["T_math", "compute + bubble"][..], &comms].concat());
+    key_below_the_data(
+        &step,
+        &[&["T_math", "compute + bubble"][..], &comms].concat(),
+    );
     key_below_the_data(&memory_svg(&r).unwrap(), &["params:", "usable HBM"]);
     let s = infer_setup();
     let ir = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap();
@@ -262,5 +273,7 @@ fn the_page_shows_plots_at_their_own_width() {
     assert!(rule.contains(&format!("width: {}px", SIZE.0)), "{rule}");
     // the timeline is wider (one row per stream, read across)
     let t = meshplan_plot::TIMELINE_WIDTH_PX;
-    assert!(css.contains(&format!("#plots img[data-kind=\"timeline\"] {{ width: {t}px; }}")));
+    assert!(css.contains(&format!(
+        "#plots img[data-kind=\"timeline\"] {{ width: {t}px; }}"
+    )));
 }

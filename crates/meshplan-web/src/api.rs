@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::Json;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, PlanInferRequest,
-    Cancel, PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train as core_plan_train, Cancel, ChipBudget,
+    PlanInferRequest, PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::trace::{NoTrace, Recorder, Step};
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
@@ -205,8 +205,12 @@ macro_rules! endpoint {
 }
 endpoint!(Train, EvalRequest, false, |cat, q, _c| eval_train(cat, q));
 endpoint!(Infer, EvalRequest, false, |cat, q, _c| eval_infer(cat, q));
-endpoint!(PlanTrain, PlanRequest, true, |cat, q, c| search_train(cat, q, c));
-endpoint!(PlanInfer, PlanRequest, true, |cat, q, _c| search_infer(cat, q));
+endpoint!(PlanTrain, PlanRequest, true, |cat, q, c| search_train(
+    cat, q, c
+));
+endpoint!(PlanInfer, PlanRequest, true, |cat, q, _c| search_infer(
+    cat, q
+));
 
 /// Sets the flag when dropped: the handler's future holds it, so a client
 /// that leaves (hyper drops the future) cancels the search it started.

@@ -68,11 +68,15 @@ fn a_search_whose_client_left_stops_and_frees_the_permit() {
     a.write_all(&request(&big)).unwrap();
     // no answer within 1.5 s: the search is running (a refused request
     // would have been answered at once); the client leaves
-    a.set_read_timeout(Some(Duration::from_millis(1500))).unwrap();
+    a.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
     let mut first = [0u8; 64];
     match a.read(&mut first) {
         Err(e) => assert!(
-            matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
             "{e}"
         ),
         Ok(n) => panic!("answered at once: {}", String::from_utf8_lossy(&first[..n])),

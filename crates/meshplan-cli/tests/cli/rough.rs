@@ -107,9 +107,9 @@ fn markdown_explain_escapes_underscores_in_mathrm() {
     assert!(!math.is_empty(), "{out}");
     for m in &math {
         // every underscore is a subscript opener `_{` or an escaped `\_`
-        let bare = m.match_indices('_').any(|(i, _)| {
-            !m[i + 1..].starts_with('{') && !m[..i].ends_with('\\')
-        });
+        let bare = m
+            .match_indices('_')
+            .any(|(i, _)| !m[i + 1..].starts_with('{') && !m[..i].ends_with('\\'));
         assert!(!bare, "a bare underscore in ${m}$");
     }
 }

@@ -142,7 +142,10 @@ mod tests {
     fn a_bare_70b_is_gqa_and_names_its_guess() {
         let m = bare_model(70_000_000_000).unwrap();
         let a = &m.arch;
-        assert_eq!((a.n_heads * a.d_head, a.n_kv_heads, a.d_head), (a.d_model, 8, 128));
+        assert_eq!(
+            (a.n_heads * a.d_head, a.n_kv_heads, a.d_head),
+            (a.d_model, 8, 128)
+        );
         assert!(a.n_heads >= 32, "{a:?}");
         assert!(m.source.contains("GQA with K = 8"), "{}", m.source);
         // bf16: 2 (K and V) · 8 · 128 · L · 2 bytes = 4096·L bytes per token
