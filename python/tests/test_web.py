@@ -211,6 +211,14 @@ def test_page_shows_the_cli_numbers_in_a_real_browser(server, browser):
     # the H100 plan is predicted: its step timeline is drawn too
     assert plots.keys() == {"memory", "step-time", "timeline"}, plots
     assert all(w > 0 for w in plots.values()), plots
+    # legible at the page's size: each plot is shown at (nearly) its own
+    # width, so its smallest text, 14/1.24 = 11.29 px in the SVG, is at
+    # least 11 px on the screen
+    for i in d.find_elements(By.CSS_SELECTOR, "#plots img"):
+        shown_px = d.execute_script("return arguments[0].getBoundingClientRect().width", i)
+        natural = d.execute_script("return arguments[0].naturalWidth", i)
+        smallest = 14 / 1.24 * shown_px / natural
+        assert smallest >= 11, (i.get_attribute("data-kind"), shown_px, natural)
     assert screenshot(d, "page-train.png").stat().st_size > 10_000
 
     # change inputs: the infer tab, a scenario typed into the form

@@ -2,6 +2,8 @@
 //! with `--explain`), or its document (`meshplan_core::view`) as text or
 //! Markdown followed by the derivation.
 
+use std::io::Write;
+
 use anyhow::Result;
 pub use meshplan_core::check::render::Format;
 use meshplan_core::trace::{render_markdown, render_text, Step};
@@ -79,4 +81,81 @@ pub fn progress(enabled: bool, template: &str) -> Option<indicatif::ProgressBar>
         }
         b
     })
+}
+
+/// Progress of a long search on stderr: a bar on a terminal; on a file or
+/// pipe (a CI log, `2> log`), a plain line once the work has run for
+/// [`LINES_AFTER`] and then at most every [`LINES_EVERY`]; never with
+/// `--json` (whoever reads the JSON wants stdout alone and stderr quiet),
+/// never on stdout.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    lines: Option<Lines>,
+}
+
+/// A quick run prints no progress line.
+pub const LINES_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// The least time between two progress lines.
+pub const LINES_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+struct Lines {
+    what: &'static str,
+    t0: std::time::Instant,
+    /// When the next line may be printed (time since `t0`); `None` until
+    /// one has been.
+    next: std::sync::Mutex<(std::time::Duration, bool)>,
+}
+
+impl Progress {
+    /// `template` draws the terminal bar; `what` names the counted units
+    /// in the plain lines ("degree tuples").
+    pub fn new(enabled: bool, template: &str, what: &'static str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = progress(enabled, template);
+        let lines = (enabled && bar.is_none() && !std::io::stderr().is_terminal()).then(|| Lines {
+            what,
+            t0: std::time::Instant::now(),
+            next: std::sync::Mutex::new((LINES_AFTER, false)),
+        });
+        Progress { bar, lines }
+    }
+
+    /// `done` of `total` units (called from worker threads).
+    pub fn tick(&self, done: u64, total: u64) {
+        if let Some(b) = &self.bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+        if let Some(l) = &self.lines {
+            let now = l.t0.elapsed();
+            let Ok(mut next) = l.next.lock() else { return };
+            if now >= next.0 {
+                *next = (now + LINES_EVERY, true);
+                // best effort: a closed stderr does not stop the search
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "meshplan: searching, {done}/{total} {} ({:.0} s)",
+                    l.what,
+                    now.as_secs_f64()
+                );
+            }
+        }
+    }
+
+    /// The work is done: the bar is cleared; after progress lines, one
+    /// more says so.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        if let Some(l) = &self.lines {
+            if l.next.lock().is_ok_and(|n| n.1) {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "meshplan: search done ({:.1} s)",
+                    l.t0.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
 }

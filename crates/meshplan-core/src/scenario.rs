@@ -25,8 +25,9 @@ tp = 4
 
 Keys mirror the CLI flags in snake_case (`--batch-tokens` ↔ `batch_tokens`);
 flags override the file. Counts accept integers or strings with a suffix
-(`"3M"`, `"128k"` = 128,000, `"128Ki"` = 131,072). Unknown keys are errors
-(with file, line and field), so typos do not pass silently.
+(`"3M"`, `"128k"` = 128,000, `"128Ki"` = 131,072). Unknown keys and
+misspelled choices (`remat = "ful"`) are errors with file, line and field,
+so typos do not pass silently.
 */
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -311,7 +312,117 @@ pub struct Scenario {
 impl Scenario {
     /// Parse scenario TOML; errors carry file, line and field.
     pub fn parse(src: &str, file: &str) -> Result<Scenario> {
-        from_toml(src, file)
+        let sc: Scenario = from_toml(src, file)?;
+        sc.check_choices(src, file)?;
+        Ok(sc)
+    }
+
+    /// Every named choice (dtype, optimizer, remat, schedule, engine, …)
+    /// read as the commands will read it, so a typo (`remat = "ful"`) is
+    /// refused with file, line and field like a wrong type is, not later
+    /// without them. Flags given over the file are checked by the commands.
+    fn check_choices(&self, src: &str, file: &str) -> Result<()> {
+        use crate::parallelism::{
+            FlopConvention, Framework, Offload, Optimizer, Overlap, RankOrder, Remat, Schedule,
+        };
+        type Check = fn(&str) -> Result<()>;
+        let dtype: Check = |v| DType::parse(v).map(drop);
+        let (t, i, p) = (&self.training, &self.inference, &self.parallelism);
+        let auto = |v: &str| v.trim().eq_ignore_ascii_case("auto");
+        let offload = t.offload.as_ref().filter(|o| !o.iter().any(|x| auto(x)));
+        let rank_order = p.rank_order.as_deref().filter(|o| !auto(o));
+        let fields: [(&str, &str, Option<&str>, Check); 20] = [
+            ("training", "param_dtype", t.param_dtype.as_deref(), dtype),
+            ("training", "grad_dtype", t.grad_dtype.as_deref(), dtype),
+            (
+                "training",
+                "optimizer_dtype",
+                t.optimizer_dtype.as_deref(),
+                dtype,
+            ),
+            (
+                "training",
+                "activation_dtype",
+                t.activation_dtype.as_deref(),
+                dtype,
+            ),
+            (
+                "training",
+                "compute_dtype",
+                t.compute_dtype.as_deref(),
+                dtype,
+            ),
+            ("training", "optimizer", t.optimizer.as_deref(), |v| {
+                Optimizer::parse(v).map(drop)
+            }),
+            ("training", "remat", t.remat.as_deref(), |v| {
+                Remat::parse(v).map(drop)
+            }),
+            ("training", "flops", t.flops.as_deref(), |v| {
+                FlopConvention::parse(v).map(drop)
+            }),
+            ("training", "framework", t.framework.as_deref(), |v| {
+                Framework::parse(v).map(drop)
+            }),
+            ("training", "tp_overlap", t.tp_overlap.as_deref(), |v| {
+                Overlap::parse(Some(v), None, None).map(drop)
+            }),
+            ("training", "dp_overlap", t.dp_overlap.as_deref(), |v| {
+                Overlap::parse(None, Some(v), None).map(drop)
+            }),
+            ("training", "sp_allgather", t.sp_allgather.as_deref(), |v| {
+                Overlap::parse(None, None, Some(v)).map(drop)
+            }),
+            (
+                "inference",
+                "weights_dtype",
+                i.weights_dtype.as_deref(),
+                dtype,
+            ),
+            ("inference", "kv_dtype", i.kv_dtype.as_deref(), dtype),
+            (
+                "inference",
+                "compute_dtype",
+                i.compute_dtype.as_deref(),
+                dtype,
+            ),
+            ("inference", "engine", i.engine.as_deref(), |v| {
+                crate::inference::engine::EngineProfile::builtin(v).map(drop)
+            }),
+            ("inference", "workload", i.workload.as_deref(), |v| {
+                crate::inference::serving::Workload::parse(v).map(drop)
+            }),
+            ("parallelism", "schedule", p.schedule.as_deref(), |v| {
+                Schedule::parse(v).map(drop)
+            }),
+            ("parallelism", "rank_order", rank_order, |v| {
+                RankOrder::parse(v).map(drop)
+            }),
+            ("parallelism", "sharding", p.sharding.as_deref(), |v| {
+                crate::inference::Sharding::parse(v).map(drop)
+            }),
+        ];
+        let offload_check = offload.map(|o| {
+            Offload::parse_names(o.iter().map(String::as_str))
+                .map(drop)
+                .map_err(|e| ("training", "offload", e))
+        });
+        let found = fields
+            .into_iter()
+            .find_map(|(sec, key, v, check)| Some((sec, key, check(v?).err()?)))
+            .map(Err)
+            .or(offload_check)
+            .unwrap_or(Ok(()));
+        found.map_err(|(sec, key, e)| {
+            let (line, column) = key_position(src, sec, key);
+            Error::Parse {
+                file: file.to_string(),
+                line,
+                column,
+                field: Some(format!("{sec}.{key}")),
+                message: e.to_string(),
+            }
+        })
     }
 
     /// Refuse a scenario that names no model: neither a `[model] name` (a
@@ -486,6 +597,35 @@ impl HardwareSection {
     }
 }
 
+/// Line and column of `key = …` inside `[section]` (or an inline
+/// `section = { key = … }`, or `section.key = …`); anywhere in the text
+/// when not found there; (0, 0) when not written at all.
+fn key_position(src: &str, section: &str, key: &str) -> (usize, usize) {
+    let mut current = String::new();
+    for (n, l) in src.lines().enumerate() {
+        let t = l.trim_start();
+        if let Some(h) = t.strip_prefix('[').and_then(|h| h.split(']').next()) {
+            current = h.trim().to_string();
+            continue;
+        }
+        let col = l.len() - t.len() + 1;
+        let assigns = |rest: &str| rest.trim_start().starts_with('=');
+        let here = current == section && t.strip_prefix(key).is_some_and(assigns);
+        let dotted = current.is_empty()
+            && t.strip_prefix(section)
+                .and_then(|r| r.trim_start().strip_prefix('.'))
+                .and_then(|r| r.trim_start().strip_prefix(key))
+                .is_some_and(assigns);
+        let inline = current.is_empty()
+            && t.strip_prefix(section).is_some_and(assigns)
+            && t.contains(&format!("{key} ="));
+        if here || dotted || inline {
+            return (n + 1, col);
+        }
+    }
+    crate::error::toml_key_position(src, key)
+}
+
 /// Add a model from a file's text — a Hugging Face `config.json`, a model
 /// TOML in catalog format (it has an `[arch]` table), or a scenario whose
 /// `[model]` names or describes one — findable afterwards under `path`
@@ -635,6 +775,38 @@ mod tests {
             }
             e => panic!("{e}"),
         }
+    }
+
+    /// A misspelled choice is found where it is written: the same key in
+    /// two sections (`compute_dtype`) is told apart by its section, and an
+    /// inline table's line is its own.
+    #[test]
+    fn choice_typos_have_line_and_field() {
+        let src = "[training]\ncompute_dtype = \"bf16\"\n\n[inference]\ncompute_dtype = \"bf61\"\n";
+        match Scenario::parse(src, "s.toml").unwrap_err() {
+            Error::Parse {
+                line,
+                field,
+                message,
+                ..
+            } => {
+                assert_eq!(
+                    (line, field.as_deref()),
+                    (5, Some("inference.compute_dtype"))
+                );
+                assert!(message.contains("did you mean 'bf16'"), "{message}");
+            }
+            e => panic!("{e}"),
+        }
+        let src = "description = \"x\"\nparallelism = { tp = 2, schedule = \"gpipe2\" }\n";
+        let e = Scenario::parse(src, "s.toml").unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.toml:2:1: field `parallelism.schedule`"),
+            "{e}"
+        );
+        // "auto" is plan train's, not a typo
+        let ok = "[training]\noffload = [\"auto\"]\n[parallelism]\nrank_order = \"auto\"\n";
+        Scenario::parse(ok, "s.toml").unwrap();
     }
 
     #[test]

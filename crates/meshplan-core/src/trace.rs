@@ -196,6 +196,19 @@ impl Tracer for Recorder {
 /// Format a value with its unit for humans: SI prefix for physical units,
 /// thousands separators for exact counts.
 pub fn fmt_value(v: f64, unit: &str) -> String {
+    // no finite value (an intensity with no bytes, a batch that never
+    // turns compute-bound): words, never "inf" or "NaN"
+    if v.is_nan() {
+        return "undefined".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 {
+            "unbounded"
+        } else {
+            "unbounded below"
+        }
+        .into();
+    }
     match unit {
         "" | "params" | "tokens" | "chips" | "sequences" | "ways" => {
             if v.fract() == 0.0 && v.abs() < 1e18 {
@@ -314,6 +327,9 @@ pub fn to_latex(f: &str) -> String {
             } else {
                 base.to_string()
             };
+            // an underscore inside \mathrm is a literal one ("per_layer"),
+            // not a second subscript
+            let sub = sub.replace('_', "\\_");
             out.push_str(&format!("{base}_{{\\mathrm{{{sub}}}}}"));
         } else if word.chars().count() > 1 && word.chars().all(|c| c.is_alphabetic()) {
             out.push_str(&format!("\\mathrm{{{word}}}"));
@@ -397,5 +413,17 @@ mod tests {
     fn latex() {
         assert_eq!(to_latex("2·K·H"), "2 \\cdot K \\cdot H");
         assert_eq!(to_latex("W_ici"), "W_{\\mathrm{ici}}");
+        // the second underscore is literal, not a nested subscript
+        assert_eq!(
+            to_latex("norms_per_layer"),
+            "\\mathrm{norms}_{\\mathrm{per\\_layer}}"
+        );
+    }
+
+    #[test]
+    fn no_finite_value_is_said_in_words() {
+        assert_eq!(fmt_value(f64::INFINITY, "FLOPs/B"), "unbounded");
+        assert_eq!(fmt_value(f64::NAN, ""), "undefined");
+        assert_eq!(fmt_value(2.0, "tokens"), "2 tokens");
     }
 }

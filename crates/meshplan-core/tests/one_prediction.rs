@@ -186,6 +186,7 @@ fn every_example_scenario_train_equals_plan_train() {
             top: 3,
             threads: None,
             explain_rank: None,
+            cancel: None,
         };
         let plan = plan_train(&req, &|_, _| {}).unwrap();
         for e in &plan.plans {

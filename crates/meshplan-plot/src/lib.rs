@@ -22,18 +22,34 @@ sweep, from the core's own inference evaluation), never from formulas here.
 pub mod kinds;
 mod timeline;
 
-pub use timeline::timeline_svg;
+pub use timeline::{timeline_svg, WIDTH_PX as TIMELINE_WIDTH_PX};
 
 use meshplan_core::inference::{self, scenario::InferSetup, InferReport};
 use meshplan_core::planner::PlanTrainReport;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::TrainReport;
 use plotters::coord::ranged1d::AsRangedCoord;
-use plotters::coord::{CoordTranslate, Shift};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
-/// Width and height of every plot, pixels.
+/// Width and height of every plot's chart, pixels; the key (legend) is a
+/// strip below it, so it never covers the data, and the SVG is that much
+/// taller. The page shows a plot at its own width (style.css).
 pub const SIZE: (u32, u32) = (900, 520);
+
+/// The smallest text of every plot, in SVG pixels: at the page's size
+/// (1:1) and in the README, as legible as the page's own 12–14 px text.
+pub const MIN_TEXT_PX: f64 = 11.0;
+
+/// Font sizes as plotters takes them: it writes a font of size `s` as
+/// `s / 1.24` px in SVG, so 14 is 11.3 px ([`MIN_TEXT_PX`]).
+pub(crate) const TICK_FONT: u32 = 14;
+/// Axis titles (12.1 px).
+pub(crate) const DESC_FONT: u32 = 15;
+/// Key entries (11.3 px).
+pub(crate) const KEY_FONT: u32 = 14;
+/// Height of one row of the key, pixels.
+const KEY_ROW_PX: i32 = 22;
 
 /// A plotting error (plotters' drawing errors, an empty report, or the core's
 /// evaluation failing during a sweep), as text.
@@ -72,14 +88,6 @@ fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-/// Render into a fresh SVG string.
-fn render<F>(draw: F) -> Result<String>
-where
-    F: FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
-{
-    render_sized(SIZE, draw)
-}
-
 /// Render into a fresh SVG string of `size` pixels.
 fn render_sized<F>(size: (u32, u32), draw: F) -> Result<String>
 where
@@ -104,7 +112,7 @@ type Chart<'b, X, Y> = ChartContext<
 
 /// A chart captioned `caption` over the whole of `root`, with room `labels`
 /// (x, y) for the axis labels: the frame every single-chart plot shares.
-fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
+pub(crate) fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
     root: &DrawingArea<SVGBackend<'b>, Shift>,
     caption: &str,
     labels: (u32, u32),
@@ -120,23 +128,95 @@ fn captioned<'b, X: AsRangedCoord, Y: AsRangedCoord>(
         .map_err(err)
 }
 
-/// The series legend of every plot: at `pos`, on a translucent white box
-/// with a black border, in plotters' default font or `font_size`.
-fn legend<'a, CT: CoordTranslate>(
-    ch: &mut ChartContext<'a, SVGBackend<'a>, CT>,
-    pos: SeriesLabelPosition,
-    font_size: Option<u32>,
-) -> Result<()> {
-    let mut labels = ch.configure_series_labels();
-    labels
-        .position(pos)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK);
-    if let Some(size) = font_size {
-        labels.label_font(("sans-serif", size));
-    }
-    labels.draw().map_err(err)
+/// How a key entry is drawn: a filled box (a bar or stacked term), a line
+/// (a series), or a marker of radius `r` (points).
+#[derive(Clone, Copy)]
+enum Swatch {
+    Bar(ShapeStyle),
+    Line(ShapeStyle),
+    Dot(ShapeStyle, i32),
 }
+
+/// A plot's key: its entries in order.
+type Key = Vec<(Swatch, String)>;
+
+/// Width of one key entry: swatch, gap, ~7 px per character of the
+/// 11.3 px sans-serif.
+fn entry_px(label: &str) -> i32 {
+    30 + 7 * label.chars().count() as i32
+}
+
+/// Where each entry goes: left to right, a new row when the next would
+/// pass `width`.
+fn key_positions(key: &Key, width: i32) -> Vec<(i32, i32)> {
+    let (mut x, mut y) = (15, 8);
+    key.iter()
+        .map(|(_, label)| {
+            let w = entry_px(label);
+            if x > 15 && x + w > width - 10 {
+                (x, y) = (15, y + KEY_ROW_PX);
+            }
+            let at = (x, y);
+            x += w + 10;
+            at
+        })
+        .collect()
+}
+
+/// Draw the key in its strip.
+fn draw_key(strip: &DrawingArea<SVGBackend<'_>, Shift>, key: &Key) -> Result<()> {
+    let width = strip.dim_in_pixel().0 as i32;
+    for ((swatch, label), (x, y)) in key.iter().zip(key_positions(key, width)) {
+        let mid = y + 7;
+        match *swatch {
+            Swatch::Bar(st) => strip.draw(&Rectangle::new([(x, y + 1), (x + 14, y + 13)], st)),
+            Swatch::Line(st) => strip.draw(&PathElement::new([(x, mid), (x + 16, mid)], st)),
+            Swatch::Dot(st, r) => strip.draw(&Circle::new((x + 7, mid), r, st)),
+        }
+        .map_err(err)?;
+        strip
+            .draw(&Text::new(
+                label.clone(),
+                (x + 22, y),
+                ("sans-serif", KEY_FONT),
+            ))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Render a chart of [`SIZE`] whose `draw` returns its key, with the key
+/// in a strip below the chart (as tall as its rows need): drawn once to
+/// learn the key, then again over the taller canvas.
+fn render_keyed<F>(draw: F) -> Result<String>
+where
+    F: Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<Key>,
+{
+    let mut key = Key::new();
+    render_sized(SIZE, |root| {
+        key = draw(root)?;
+        Ok(())
+    })?;
+    let rows = key_positions(&key, SIZE.0 as i32)
+        .last()
+        .map_or(0, |&(_, y)| (y - 8) / KEY_ROW_PX + 1);
+    let strip = (rows * KEY_ROW_PX + 12) as u32;
+    render_sized((SIZE.0, SIZE.1 + strip), |root| {
+        let (chart, below) = root.split_vertically(SIZE.1);
+        let key = draw(&chart)?;
+        draw_key(&below, &key)
+    })
+}
+
+/// The axis fonts every chart uses (ticks 11.3 px, titles 12.1 px).
+macro_rules! mesh_fonts {
+    ($mesh:expr) => {
+        $mesh
+            .label_style(("sans-serif", $crate::TICK_FONT))
+            .axis_desc_style(("sans-serif", $crate::DESC_FONT))
+    };
+}
+pub(crate) use mesh_fonts;
 
 /// 1.23 GB / 45.6 MB … (decimal prefixes, like the CLI).
 fn gb(x: f64) -> f64 {
@@ -176,9 +256,10 @@ pub fn memory_svg(r: &TrainReport) -> Result<String> {
         r.chip,
         if r.fits { "fits" } else { "DOES NOT FIT" }
     );
-    render(|root| {
+    render_keyed(|root| {
+        let mut key = Key::new();
         let mut ch = captioned(root, &caption, (35, 70), 0f64..3f64, 0f64..top)?;
-        ch.configure_mesh()
+        mesh_fonts!(ch.configure_mesh())
             .disable_x_mesh()
             .disable_x_axis()
             .y_desc("GB per device")
@@ -195,25 +276,26 @@ pub fn memory_svg(r: &TrainReport) -> Result<String> {
                 [(0.8, base), (2.2, base + v)],
                 c.filled(),
             )))
-            .map_err(err)?
-            .label(format!("{name}: {v:.2} GB"))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+            .map_err(err)?;
+            key.push((Swatch::Bar(c.filled()), format!("{name}: {v:.2} GB")));
             base += v;
         }
         ch.draw_series(LineSeries::new(
             [(0.0, hbm), (3.0, hbm)],
             RED.stroke_width(2),
         ))
-        .map_err(err)?
-        .label(format!("usable HBM: {hbm:.2} GB"))
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], RED.stroke_width(2)));
+        .map_err(err)?;
+        key.push((
+            Swatch::Line(RED.stroke_width(2)),
+            format!("usable HBM: {hbm:.2} GB"),
+        ));
         ch.draw_series(std::iter::once(Text::new(
             format!("total {total:.2} GB"),
             (0.85, total + top * 0.02),
             ("sans-serif", 15),
         )))
         .map_err(err)?;
-        legend(&mut ch, SeriesLabelPosition::UpperRight, None)
+        Ok(key)
     })
 }
 
@@ -229,9 +311,10 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
     let (k, unit) = time_unit(upper.max(lower));
     let top = upper.max(lower) * k * 1.1;
     let caption = format!("Step time: {} on {} × {}", r.model, r.chips, r.chip);
-    render(|root| {
-        let mut ch = captioned(root, &caption, (40, 200), 0f64..top * 1.6, 0f64..2f64)?;
-        ch.configure_mesh()
+    render_keyed(|root| {
+        let mut key = Key::new();
+        let mut ch = captioned(root, &caption, (45, 20), 0f64..top, 0f64..2f64)?;
+        mesh_fonts!(ch.configure_mesh())
             .disable_y_mesh()
             .y_labels(0)
             .x_desc(format!("time per step ({unit})"))
@@ -240,11 +323,9 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
         // bar rows: 1.5 = no overlap, 0.5 = lower bound
         let bar = |y: f64, x0: f64, x1: f64| [(x0, y - 0.3), (x1, y + 0.3)];
         let mut seg = |x0: f64, w: f64, y: f64, c: ShapeStyle, name: String| -> Result<()> {
-            let lc = c;
             ch.draw_series(std::iter::once(Rectangle::new(bar(y, x0, x0 + w), c)))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], lc));
+                .map_err(err)?;
+            key.push((Swatch::Bar(c), name));
             Ok(())
         };
         // the no-overlap row: compute, the bubble, then every collective, end to end
@@ -307,7 +388,7 @@ pub fn step_time_svg(r: &TrainReport) -> Result<String> {
             )))
             .map_err(err)?;
         }
-        legend(&mut ch, SeriesLabelPosition::UpperRight, Some(11))
+        Ok(key)
     })
 }
 
@@ -339,15 +420,16 @@ pub fn roofline_svg(r: &InferReport) -> Result<String> {
         "Roofline: {} on {} × {} (B = {}, ridge {:.0} FLOPs/byte)",
         r.model, r.chips_per_replica, r.chip, r.batch, ridge
     );
-    render(|root| {
+    render_keyed(|root| {
+        let mut key = Key::new();
         let mut ch = captioned(
             root,
             &caption,
-            (45, 80),
+            (50, 90),
             (x0..x1).log_scale(),
             (y0..y1).log_scale(),
         )?;
-        ch.configure_mesh()
+        mesh_fonts!(ch.configure_mesh())
             .x_desc("arithmetic intensity (FLOPs/byte)")
             .y_desc("attainable FLOP/s (replica)")
             .y_label_formatter(&|v| format!("{v:.0e}"))
@@ -360,9 +442,11 @@ pub fn roofline_svg(r: &InferReport) -> Result<String> {
             (x, att(x))
         });
         ch.draw_series(LineSeries::new(line, BLACK.stroke_width(2)))
-            .map_err(err)?
-            .label("roofline min(N·C, I·N·W_hbm)")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], BLACK.stroke_width(2)));
+            .map_err(err)?;
+        key.push((
+            Swatch::Line(BLACK.stroke_width(2)),
+            "roofline min(N·C, I·N·W_hbm)".into(),
+        ));
         for (i, (phase, c)) in comps.iter().enumerate() {
             let col = color(i + 1);
             let p = (c.intensity, att(c.intensity));
@@ -371,15 +455,16 @@ pub fn roofline_svg(r: &InferReport) -> Result<String> {
             } else {
                 TriangleMarker::new(p, 9, col.filled()).into_dyn()
             };
-            ch.draw_series(std::iter::once(shape))
-                .map_err(err)?
-                .label(format!(
+            ch.draw_series(std::iter::once(shape)).map_err(err)?;
+            key.push((
+                Swatch::Dot(col.filled(), 5),
+                format!(
                     "{phase} {}: I = {:.3}, {:?}-bound",
                     c.name, c.intensity, c.bound
-                ))
-                .legend(move |(x, y)| Circle::new((x + 5, y), 5, col.filled()));
+                ),
+            ));
         }
-        legend(&mut ch, SeriesLabelPosition::LowerRight, None)
+        Ok(key)
     })
 }
 
@@ -477,7 +562,8 @@ pub fn serving_svg(
         setup.query.prompt_len,
         setup.query.gen_len
     );
-    render(|root| {
+    render_keyed(|root| {
+        let mut key = Key::new();
         let root = root
             .titled(&caption, ("sans-serif", 20))
             .map_err(err)?
@@ -490,7 +576,7 @@ pub fn serving_svg(
             .y_label_area_size(60)
             .build_cartesian_2d(xr.clone(), 0f64..lat_max * k * 1.15)
             .map_err(err)?;
-        a.configure_mesh()
+        mesh_fonts!(a.configure_mesh())
             .x_desc("batch B (sequences)")
             .y_desc(format!("latency ({unit})"))
             .x_label_formatter(&|v| format!("{v:.0}"))
@@ -509,9 +595,8 @@ pub fn serving_svg(
             let c = color(i);
             let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.batch as f64, f(p) * k)).collect();
             a.draw_series(LineSeries::new(xy.clone(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+                .map_err(err)?;
+            key.push((Swatch::Line(c.stroke_width(2)), name.into()));
             a.draw_series(xy.into_iter().map(|p| Circle::new(p, 3, c.filled())))
                 .map_err(err)?;
         }
@@ -528,18 +613,19 @@ pub fn serving_svg(
                 4,
                 c.stroke_width(2),
             ))
-            .map_err(err)?
-            .label(format!("{name} {y:.3} {unit}"))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c));
+            .map_err(err)?;
+            key.push((
+                Swatch::Line(c.into()),
+                format!("{name} (dashed) {y:.3} {unit}"),
+            ));
         }
-        legend(&mut a, SeriesLabelPosition::UpperLeft, None)?;
         let mut b = ChartBuilder::on(&right)
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(xr, 0f64..tps_max * 1.15)
             .map_err(err)?;
-        b.configure_mesh()
+        mesh_fonts!(b.configure_mesh())
             .x_desc("batch B (sequences)")
             .y_desc("output tokens/s (slice)")
             .x_label_formatter(&|v| format!("{v:.0}"))
@@ -552,15 +638,18 @@ pub fn serving_svg(
             .map(|p| (p.batch as f64, p.tokens_per_s))
             .collect();
         b.draw_series(LineSeries::new(xy.clone(), c.stroke_width(2)))
-            .map_err(err)?
-            .label("throughput")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+            .map_err(err)?;
+        key.push((Swatch::Line(c.stroke_width(2)), "throughput".into()));
         b.draw_series(pts.iter().map(|p| {
             let st = if p.fits { c.filled() } else { RED.filled() };
             Circle::new((p.batch as f64, p.tokens_per_s), 3, st)
         }))
         .map_err(err)?;
-        legend(&mut b, SeriesLabelPosition::UpperLeft, None)
+        key.push((
+            Swatch::Dot(RED.filled(), 3),
+            "batch that does not fit".into(),
+        ));
+        Ok(key)
     })
 }
 
@@ -635,12 +724,13 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
         r.chips,
         r.chip
     );
-    render(|root| {
+    render_keyed(|root| {
+        let mut key = Key::new();
         let x = (xmin - pad)..(xmax + pad);
         let y = ((tmin - tpad).max(0.0) * k)..((tmax + tpad) * k);
-        let mut ch = captioned(root, &caption, (45, 70), x, y)?;
-        ch.configure_mesh()
-            .x_desc(xdesc)
+        let mut ch = captioned(root, &caption, (50, 75), x, y)?;
+        mesh_fonts!(ch.configure_mesh())
+            .x_desc(xdesc.clone())
             .y_desc(format!("step time ({unit})"))
             .draw()
             .map_err(err)?;
@@ -649,15 +739,16 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
             xy.iter()
                 .map(|&(x, t)| Circle::new((x, t * k), 3, c.mix(0.5).filled())),
         )
-        .map_err(err)?
-        .label("plan")
-        .legend(move |(x, y)| Circle::new((x + 5, y), 3, c.mix(0.5).filled()));
+        .map_err(err)?;
+        key.push((Swatch::Dot(c.mix(0.5).filled(), 3), "plan".into()));
         let line: Vec<(f64, f64)> = front.iter().map(|&i| (xy[i].0, xy[i].1 * k)).collect();
         let f = color(1);
         ch.draw_series(LineSeries::new(line.clone(), f.stroke_width(2)))
-            .map_err(err)?
-            .label(format!("Pareto front ({} plans)", front.len()))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], f.stroke_width(2)));
+            .map_err(err)?;
+        key.push((
+            Swatch::Line(f.stroke_width(2)),
+            format!("Pareto front ({} plans)", front.len()),
+        ));
         ch.draw_series(line.into_iter().map(|p| Circle::new(p, 5, f.filled())))
             .map_err(err)?;
         if let Some(w) = pts.iter().find(|p| p.2 == 1) {
@@ -683,10 +774,12 @@ pub fn pareto_svg(r: &PlanTrainReport, axis: ParetoAxis) -> Result<String> {
                 8,
                 RED.stroke_width(2),
             )))
-            .map_err(err)?
-            .label(format!("rank 1: {label}"))
-            .legend(|(x, y)| Circle::new((x + 5, y), 6, RED.stroke_width(2)));
+            .map_err(err)?;
+            key.push((
+                Swatch::Dot(RED.stroke_width(2), 6),
+                format!("rank 1: {label}"),
+            ));
         }
-        legend(&mut ch, SeriesLabelPosition::UpperRight, None)
+        Ok(key)
     })
 }

@@ -12,8 +12,8 @@ const TRACK_PX: u32 = 22;
 const FRAME_PX: u32 = 180;
 /// Pixels of the legend rows under the plot.
 const LEGEND_PX: u32 = 50;
-/// Width of the plot and of the track labels.
-const WIDTH_PX: u32 = 1000;
+/// Width of the plot (the page shows it at this width, style.css).
+pub const WIDTH_PX: u32 = 1000;
 const LABEL_PX: u32 = 190;
 
 /// The colour of a kind of event.
@@ -66,7 +66,7 @@ pub fn timeline_svg(t: &Timeline) -> Result<String> {
     render_sized(size, |root| {
         let (plot, key) = root.split_vertically(size.1 - LEGEND_PX);
         let mut ch = captioned(&plot, &caption, (40, LABEL_PX), 0f64..end, 0f64..n)?;
-        ch.configure_mesh()
+        crate::mesh_fonts!(ch.configure_mesh())
             .disable_y_mesh()
             .y_labels(0)
             .x_desc(format!("time in the step ({unit})"))
@@ -87,7 +87,7 @@ pub fn timeline_svg(t: &Timeline) -> Result<String> {
             plot.draw(&Text::new(
                 format!("stage {st}{mark} · {}", s.name()),
                 (20, py - 6),
-                ("sans-serif", 12),
+                ("sans-serif", crate::KEY_FONT),
             ))
             .map_err(err)?;
         }
@@ -106,8 +106,8 @@ fn legend_strip(
         .map(|k| (Some(k), k.name()));
     let (mut x, mut y) = (20, 6);
     for (kind, name) in present.chain([(None, "* critical path")]) {
-        // ~6.5 px per character of the 12 px sans-serif
-        let w = 30 + (name.chars().count() as i32 * 13) / 2;
+        // ~7 px per character of the 11.3 px sans-serif
+        let w = 30 + name.chars().count() as i32 * 7;
         if x + w > WIDTH_PX as i32 - 10 {
             (x, y) = (20, y + 20);
         }
@@ -115,8 +115,12 @@ fn legend_strip(
             key.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], kind_color(k)))
                 .map_err(err)?;
         }
-        key.draw(&Text::new(name, (x + 16, y), ("sans-serif", 12)))
-            .map_err(err)?;
+        key.draw(&Text::new(
+            name,
+            (x + 16, y),
+            ("sans-serif", crate::KEY_FONT),
+        ))
+        .map_err(err)?;
         x += w;
     }
     Ok(())

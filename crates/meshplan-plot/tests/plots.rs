@@ -10,7 +10,7 @@ use meshplan_core::trace::NoTrace;
 use meshplan_core::training::scenario::{resolve, resolve_workload};
 use meshplan_plot::{
     memory_svg, pareto_front, pareto_svg, roofline_svg, serving_svg, serving_sweep, step_time_svg,
-    timeline_svg, ParetoAxis,
+    timeline_svg, ParetoAxis, MIN_TEXT_PX, SIZE,
 };
 
 fn scenario(path: &str) -> Scenario {
@@ -19,10 +19,17 @@ fn scenario(path: &str) -> Scenario {
     Scenario::parse(&src, path).unwrap()
 }
 
-/// Parse as XML; return every text node's content joined.
+/// Parse as XML; every text at least [`MIN_TEXT_PX`] (the page shows a
+/// plot at its own width: [`the_page_shows_plots_at_their_own_width`]);
+/// return every text node's content joined.
 fn check_svg(svg: &str, name: &str) -> String {
     let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{name}: not XML: {e}"));
     assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+    for t in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let px: f64 = t.attribute("font-size").unwrap().parse().unwrap();
+        let what = t.text().unwrap_or("");
+        assert!(px >= MIN_TEXT_PX, "{name}: '{what}' in {px} px");
+    }
     if std::env::var_os("MESHPLAN_WRITE_IMG").is_some() {
         let dir = format!("{}/../../docs/img", env!("CARGO_MANIFEST_DIR"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -181,6 +188,7 @@ fn pareto_plot_of_a_plan_search() {
         top: 60,
         threads: Some(2),
         explain_rank: None,
+        cancel: None,
     };
     let r = plan_train(&req, &|_, _| {}).unwrap();
     assert!(!r.plans.is_empty());
@@ -188,4 +196,84 @@ fn pareto_plot_of_a_plan_search() {
     assert!(text.contains("Pareto front"));
     assert!(text.contains("rank 1"));
     assert!(text.contains("memory per device (GB)"));
+}
+
+/// The number attribute `a` of node `n`.
+fn num(n: roxmltree::Node, a: &str) -> f64 {
+    n.attribute(a).map_or(0.0, |v| v.parse().unwrap())
+}
+
+/// The key sits below the chart, never over its data: the text of each
+/// `label` starts below the chart's [`SIZE`] height, and every bar (a
+/// `<rect>` starting in the chart) ends above it.
+fn key_below_the_data(svg: &str, labels: &[&str]) {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    let chart_h = SIZE.1 as f64;
+    for l in labels {
+        let t = doc
+            .descendants()
+            .find(|n| n.has_tag_name("text") && n.text().is_some_and(|s| s.contains(l)))
+            .unwrap_or_else(|| panic!("no text '{l}'"));
+        assert!(
+            num(t, "y") >= chart_h,
+            "'{l}' at y = {} inside the chart",
+            num(t, "y")
+        );
+    }
+    for r in doc.descendants().filter(|n| n.has_tag_name("rect")) {
+        let (y, h) = (num(r, "y"), num(r, "height"));
+        // the white background fills the whole drawing
+        let background = num(r, "x") == 0.0 && y == 0.0;
+        if y < chart_h && !background {
+            assert!(
+                y + h <= chart_h,
+                "a bar from y = {y} to {} crosses the key",
+                y + h
+            );
+        }
+    }
+}
+
+/// The issue-23 case: the step-time plot's legend covered its bars; every
+/// plot's key is now a strip below the chart.
+#[test]
+fn keys_are_below_the_data() {
+    let r = train_report();
+    let comms: Vec<&str> = r
+        .comms
+        .iter()
+        .filter(|c| c.seconds.get() > 0.0)
+        .map(|c| c.what.as_str())
+        .collect();
+    let step = step_time_svg(&r).unwrap();
+    key_below_the_data(
+        &step,
+        &[&["T_math", "compute + bubble"][..], &comms].concat(),
+    );
+    key_below_the_data(&memory_svg(&r).unwrap(), &["params:", "usable HBM"]);
+    let s = infer_setup();
+    let ir = inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap();
+    let svg = roofline_svg(&ir).unwrap();
+    key_below_the_data(&svg, &["roofline min"]);
+}
+
+/// The page (meshplan serve) shows each plot at its own width, so SVG
+/// pixels are the pixels read on the page ([`MIN_TEXT_PX`]).
+#[test]
+fn the_page_shows_plots_at_their_own_width() {
+    let css = format!(
+        "{}/../meshplan-web/static/style.css",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let css = std::fs::read_to_string(css).unwrap();
+    let rule = css
+        .lines()
+        .find(|l| l.starts_with("#plots img {"))
+        .expect("the plots' img rule");
+    assert!(rule.contains(&format!("width: {}px", SIZE.0)), "{rule}");
+    // the timeline is wider (one row per stream, read across)
+    let t = meshplan_plot::TIMELINE_WIDTH_PX;
+    assert!(css.contains(&format!(
+        "#plots img[data-kind=\"timeline\"] {{ width: {t}px; }}"
+    )));
 }

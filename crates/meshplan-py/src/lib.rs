@@ -275,6 +275,7 @@ fn plan_train(
         top,
         threads,
         explain_rank: None,
+        cancel: None,
     };
     interruptible(py, move || {
         let r = core_plan_train(&req, &|_, _| {}).py()?;

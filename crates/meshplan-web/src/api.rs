@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::Json;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, ChipBudget, PlanInferRequest,
-    PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train as core_plan_train, Cancel, ChipBudget,
+    PlanInferRequest, PlanTrainRequest, TrainObjective,
 };
 use meshplan_core::trace::{NoTrace, Recorder, Step};
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
@@ -113,8 +113,9 @@ pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
     answer(&r, q.explain.then(|| rec.steps()), plots)
 }
 
-/// `meshplan plan train`: ranked plans; Pareto plots.
-pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
+/// `meshplan plan train`: ranked plans; Pareto plots. The search stops
+/// early once `cancel` is set (the client left; the answer is dropped).
+pub fn search_train(cat: &Catalog, q: &PlanRequest, cancel: &Cancel) -> Answer {
     if q.max_chips.is_some() || q.ttft_slo.is_some() || q.tpot_slo.is_some() {
         return Err(ApiError::bad_request(
             "max_chips, ttft_slo and tpot_slo are serving-search options (/api/plan/infer)",
@@ -129,6 +130,7 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest) -> Answer {
         top: q.top()?,
         threads: None,
         explain_rank: None,
+        cancel: Some(cancel.clone()),
     };
     let r = core_plan_train(&req, &|_, _| {})?;
     let plots = vec![
@@ -179,8 +181,8 @@ pub trait Endpoint {
     type Request: DeserializeOwned + Send + 'static;
     /// Whether requests wait for the one search permit.
     const SEARCH: bool;
-    /// The answer, computed by the core.
-    fn answer(cat: &Catalog, q: &Self::Request) -> Answer;
+    /// The answer, computed by the core; a search polls `cancel`.
+    fn answer(cat: &Catalog, q: &Self::Request, cancel: &Cancel) -> Answer;
 }
 
 /// `POST /api/train`.
@@ -193,20 +195,34 @@ pub struct PlanTrain;
 pub struct PlanInfer;
 
 macro_rules! endpoint {
-    ($t:ty, $q:ty, $search:expr, $f:path) => {
+    ($t:ty, $q:ty, $search:expr, |$cat:ident, $r:ident, $c:ident| $body:expr) => {
         impl Endpoint for $t {
             type Request = $q;
             const SEARCH: bool = $search;
-            fn answer(cat: &Catalog, q: &$q) -> Answer {
-                $f(cat, q)
+            fn answer($cat: &Catalog, $r: &$q, $c: &Cancel) -> Answer {
+                $body
             }
         }
     };
 }
-endpoint!(Train, EvalRequest, false, eval_train);
-endpoint!(Infer, EvalRequest, false, eval_infer);
-endpoint!(PlanTrain, PlanRequest, true, search_train);
-endpoint!(PlanInfer, PlanRequest, true, search_infer);
+endpoint!(Train, EvalRequest, false, |cat, q, _c| eval_train(cat, q));
+endpoint!(Infer, EvalRequest, false, |cat, q, _c| eval_infer(cat, q));
+endpoint!(PlanTrain, PlanRequest, true, |cat, q, c| search_train(
+    cat, q, c
+));
+endpoint!(PlanInfer, PlanRequest, true, |cat, q, _c| search_infer(
+    cat, q
+));
+
+/// Sets the flag when dropped: the handler's future holds it, so a client
+/// that leaves (hyper drops the future) cancels the search it started.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// The handler of every POST endpoint: parse, then compute on the blocking
 /// pool (a search keeps a core busy for up to a second; the async workers
@@ -222,13 +238,16 @@ pub async fn handle<E: Endpoint>(
     let _busy = busy.as_ref().map(|b| b.enter());
     let searches = E::SEARCH.then(|| st.searches.clone());
     let st2 = st.clone();
-    compute(searches, move || E::answer(&st2.catalog, &q)).await?
+    let cancel = Cancel::default();
+    let _left = CancelOnDrop(cancel.clone());
+    compute(searches, move || E::answer(&st2.catalog, &q, &cancel)).await?
 }
 
 /// Run `work` on the blocking pool; with `permits` (searches), first take
 /// the one permit and hand it to the worker, which holds it until `work`
 /// returns. A client that leaves drops this future, not the worker: a
-/// search it started keeps the permit until it has really stopped, so
+/// search it started is cancelled (the handler's [`CancelOnDrop`]) and
+/// keeps the permit until it has really stopped, so
 /// repeated clicks queue instead of stacking searches on the cores; a
 /// client that leaves while still waiting for the permit starts nothing.
 pub(crate) async fn compute<T: Send + 'static>(

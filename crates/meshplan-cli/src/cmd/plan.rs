@@ -20,7 +20,7 @@ use super::infer::ServeArgs;
 use super::train::WorkloadArgs;
 use crate::args::{sections, TargetArgs};
 use crate::io;
-use crate::output::{emit, progress, OutputArgs};
+use crate::output::{emit, OutputArgs, Progress};
 
 /// Planner subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -157,21 +157,15 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         top: a.search.top,
         threads: a.search.threads,
         explain_rank: a.search.rank(),
+        cancel: None,
     };
-    let bar = progress(
+    let bar = Progress::new(
         !a.search.out.json,
         "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
+        "degree tuples",
     );
-    let tick = |d: u64, t: u64| {
-        if let Some(b) = &bar {
-            b.set_length(t);
-            b.set_position(d);
-        }
-    };
-    let r = plan_train(&req, &tick);
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    let r = plan_train(&req, &|d, t| bar.tick(d, t));
+    bar.finish();
     let mut r = r?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;

@@ -18,6 +18,7 @@ mod plan;
 mod polish;
 mod ranges;
 mod readme;
+mod rough;
 mod serving_benchmark;
 mod serving_request;
 mod sizing_flags;

@@ -7,6 +7,8 @@
 //! and later lines that read them get the same file. A line whose comment
 //! says "needs" names data outside the repository and is skipped, and so is
 //! `serve` (a server runs until stopped; its own tests start and stop it).
+//! No line notes its own input ("not a whole number of sequences") unless
+//! its comment says "note".
 
 use std::collections::BTreeMap;
 
@@ -134,6 +136,13 @@ fn run_line(line: &str, s: &Scratch, files: &mut BTreeMap<String, String>) -> Re
     let want = if note.contains("exits 1") { 1 } else { 0 };
     if code != want {
         return Err(format!("`{line}` exited {code}, not {want}:\n{err}"));
+    }
+    // an example shows what it is meant to show: no note of its own
+    // making (a batch that is not a whole number of its sequences), unless
+    // its comment says it shows one
+    let said = format!("{stdout}{err}");
+    if said.contains("not a whole number of") && !note.contains("note") {
+        return Err(format!("`{line}` notes its own input:\n{said}"));
     }
     if jq {
         serde_json::from_str::<serde_json::Value>(&stdout)

@@ -69,9 +69,10 @@ impl InferReport {
             field(
                 "decode step",
                 format!(
-                    "{} at batch {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
+                    "{} at batch {}, context {} ({}-bound: KV {}, weights {}, FLOPs {}, comms {})",
                     t(self.decode_step_time_s.get()),
                     self.batch,
+                    self.context,
                     self.bound_decode.name(),
                     t(self.decode_kv_load_time_s.get()),
                     t(self.decode_weight_time_s.get()),
@@ -205,9 +206,11 @@ impl InferReport {
             field(
                 "static batch",
                 format!(
-                    "TTFT {}, TPOT {}, total {}: {:.1} output tokens/s ({:.2} per chip)",
+                    "TTFT {}, TPOT {} (batch {}, mean context {} = prompt + gen/2), total {}: {:.1} output tokens/s ({:.2} per chip)",
                     t(sb.ttft_s),
                     t(sb.tpot_s),
+                    sb.batch,
+                    self.prompt_len.saturating_add(self.gen_len / 2),
                     t(sb.total_time_s),
                     sb.output_tokens_per_s,
                     sb.output_tokens_per_s_per_chip

@@ -4,8 +4,10 @@ LLaMA-like shape with about that many parameters, for the questions that
 only need `P` (FLOPs `6·P` per token, weights `P × bytes`, optimizer
 state). What is approximated: the shape. `D` is 128 times a power of two
 (so every power-of-two TP degree up to `N` divides the heads), `L` near
-`D/128` (LLaMA's 7B–405B have `D/L` from 102 to 130), heads of 128, MHA,
-a gated MLP whose `F` (a multiple of 256) is solved for `P`, separate
+`D/128` (LLaMA's 7B–405B have `D/L` from 102 to 130), heads of 128,
+grouped-query attention with `K = min(N, 8)` KV heads (as LLaMA-2/3 70B,
+LLaMA-3 8B and 405B, Mistral: an MHA guess would give a 70B model 8× their
+KV cache), a gated MLP whose `F` (a multiple of 256) is solved for `P`, separate
 input and output embeddings whose vocabulary (near 32,000) takes the
 remainder, so the total is `P` to within `2·D`. KV-cache sizes and attention FLOPs depend on that guessed
 shape; the model's notes say so.
@@ -35,21 +37,27 @@ pub fn parse_bare(name: &str) -> Option<u64> {
     }
 }
 
+/// KV heads of the guessed shape: grouped-query attention with 8 KV heads
+/// (MHA below 8 query heads).
+pub const GUESSED_KV_HEADS: u64 = 8;
+
 fn shape(l: u64, d: u64, p: u64) -> Option<Arch> {
-    // P ≈ L·(4D² + 3DF + 2D) + 2VD + D: solve for F.
-    let per_layer_fixed = 4u128 * (d as u128) * (d as u128) + 2 * d as u128;
+    let h = 128;
+    let n = (d / h).max(1);
+    let k = n.min(GUESSED_KV_HEADS);
+    // P ≈ L·(2D² + 2·D·K·H + 3DF + 2D) + 2VD + D (N·H = D): solve for F.
+    let (d1, kh) = (d as u128, (k * h) as u128);
+    let per_layer_fixed = 2 * d1 * d1 + 2 * d1 * kh + 2 * d1;
     let fixed = (l as u128) * per_layer_fixed + 2 * V as u128 * d as u128 + d as u128;
     let rest = (p as u128).checked_sub(fixed)?;
     let f = (rest as f64 / (3.0 * l as f64 * d as f64)).round() as u64;
     if f < d {
         return None;
     }
-    let h = 128;
-    let n = (d / h).max(1);
     // F a multiple of 256 (so TP degrees divide it); the remainder, norms
     // included, goes into the vocabulary (2·D parameters per token)
     let f = (f / 256).max(1) * 256;
-    let mut a = Arch::dense(l, d, f, n, n, h, V);
+    let mut a = Arch::dense(l, d, f, n, k, h, V);
     let got = count(&a, &mut NoTrace).total as i128;
     let v = V as i128 + (p as i128 - got) / (2 * d as i128);
     if !(1000..=1_000_000).contains(&v) {
@@ -87,13 +95,18 @@ pub fn bare_model(p: u64) -> Result<ModelSpec> {
     } else {
         format!("{}M", crate::units::sig4(p as f64 / 1e6))
     };
+    let (kv_heads, heads) = (arch.n_kv_heads, arch.n_heads);
     let mut spec = ModelSpec::custom(&format!("dense-{label}"), arch);
-    spec.source = "a bare parameter count".into();
+    spec.source = format!(
+        "a bare parameter count: guessed LLaMA-like shape, GQA with K = {} KV heads of N = {} (KV cache and attention follow this guess)",
+        kv_heads, heads
+    );
     spec.notes = format!(
-        "Given only as {p} parameters: a LLaMA-like dense shape with {got} parameters ({:+.4}%). \
+        "Given only as {p} parameters: a LLaMA-like dense shape with {got} parameters ({:+.4}%), grouped-query attention with K = {} KV heads. \
          Parameter-only figures (6·P FLOPs per token, weight and optimizer bytes) are as exact as P; \
          KV cache, attention FLOPs and per-layer figures depend on the guessed shape.",
-        100.0 * (got as f64 - p as f64) / p as f64
+        100.0 * (got as f64 - p as f64) / p as f64,
+        kv_heads
     );
     Ok(spec)
 }
@@ -120,5 +133,23 @@ mod tests {
             let tol = 2.0 * m.arch.d_model as f64;
             assert!((got - p as f64).abs() <= tol, "{p}: {got}");
         }
+    }
+
+    /// A bare 70B is guessed as real 70B models are built (LLaMA-2/3 70B:
+    /// N = 64 query heads, K = 8 KV heads of H = 128) and says so: its KV
+    /// cache per token is 2·K·H·L·2 bytes, not the MHA guess's 8× that.
+    #[test]
+    fn a_bare_70b_is_gqa_and_names_its_guess() {
+        let m = bare_model(70_000_000_000).unwrap();
+        let a = &m.arch;
+        assert_eq!(
+            (a.n_heads * a.d_head, a.n_kv_heads, a.d_head),
+            (a.d_model, 8, 128)
+        );
+        assert!(a.n_heads >= 32, "{a:?}");
+        assert!(m.source.contains("GQA with K = 8"), "{}", m.source);
+        // bf16: 2 (K and V) · 8 · 128 · L · 2 bytes = 4096·L bytes per token
+        let kv = crate::model::kv::bytes_per_token(a, crate::units::DType::Bf16, &mut NoTrace);
+        assert_eq!(kv.get(), 4096.0 * a.n_layers as f64);
     }
 }

@@ -249,15 +249,10 @@ fn attention_crossover<T: Tracer>(a: &Arch, mlp: bool, tr: &mut T) -> f64 {
     t
 }
 
-/// First line of `s`, cut to `n` characters.
-fn short(s: &str, n: usize) -> String {
-    let line = s.lines().next().unwrap_or("");
-    if line.chars().count() <= n {
-        line.to_string()
-    } else {
-        let cut: String = line.chars().take(n.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
+/// First line of `s`, whole: the text renderer wraps a long column on a
+/// terminal and never cuts it (piped output keeps every character).
+fn short(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
 }
 
 fn params_cell(v: u64) -> String {
@@ -392,7 +387,7 @@ impl Render for ModelReport {
         let mut d = Doc::new();
         d.title(title);
         d.fields(vec![
-            field("source", short(&self.source, 100)),
+            field("source", short(&self.source)),
             field("hyperparameters", hyperparameters(a)),
             field(
                 "embeddings / MLP",
@@ -487,7 +482,7 @@ impl Render for ModelList {
                 a.n_kv_heads.to_string(),
                 a.d_head.to_string(),
                 a.vocab.to_string(),
-                short(&m.source, 60),
+                short(&m.source),
             ]);
         }
         let mut d = Doc::new();

@@ -27,4 +27,4 @@ pub use infer_report::{plan_infer_search, PlanInferReport};
 pub use infer_request::{plan_infer, PlanInferRequest};
 pub use report::{plan_train, PlanEntry, PlanTrainReport, PlanTrainRequest};
 pub use space::{divisors, factorizations, inner_choices, TrainSpace};
-pub use train::{rank_orders, Found, PredEval, TrainObjective, TrainResult, TrainSearch};
+pub use train::{rank_orders, Cancel, Found, PredEval, TrainObjective, TrainResult, TrainSearch};

@@ -36,6 +36,10 @@ pub struct PlanTrainRequest {
     pub threads: Option<usize>,
     /// Also derive the plan ranked N (1 = best).
     pub explain_rank: Option<usize>,
+    /// Set, every search of the request (the plans and the "what would
+    /// fit" pass) stops at its next degree tuple (the web server sets it
+    /// when the client leaves); None: run to the end.
+    pub cancel: Option<super::train::Cancel>,
 }
 
 /// One ranked plan: its choices and its full training report.
@@ -274,6 +278,7 @@ impl PlanTrainRequest {
         s.objective = self.objective;
         s.top_k = top;
         s.threads = self.threads;
+        s.cancel.clone_from(&self.cancel);
         if w.offload_auto {
             s.space.offloads = crate::parallelism::Offload::all_combinations().collect();
         }
@@ -607,6 +612,7 @@ mod tests {
             top: 1,
             threads: None,
             explain_rank: None,
+            cancel: None,
         }
     }
 

@@ -75,7 +75,13 @@ pub struct TrainSearch<'a> {
     /// calibration applies. [`TrainSearch::new`] sets the chip's built-in
     /// profile.
     pub profile: Option<ActiveProfile>,
+    /// Set by someone who no longer wants the answer (the web server, when
+    /// the client has left): the remaining degree tuples are skipped.
+    pub cancel: Option<Cancel>,
 }
+
+/// A flag a search polls before each degree tuple: set, it stops early.
+pub type Cancel = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
 /// The fidelity model's verdict on one plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -533,6 +539,7 @@ impl<'a> TrainSearch<'a> {
                 .ok()
                 .flatten()
                 .filter(|p| ranks_by_prediction(p, &base)),
+            cancel: None,
         }
     }
 
@@ -649,7 +656,14 @@ impl<'a> TrainSearch<'a> {
         };
         let total = work.len() as u64;
         let done = std::sync::atomic::AtomicU64::new(0);
+        let cancelled = || {
+            let c = self.cancel.as_ref();
+            c.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        };
         let one = |mut acc: Local, w: &Work| -> Local {
+            if cancelled() {
+                return acc;
+            }
             shared.tuple(&mut acc, w);
             let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             if d % 64 == 0 || d == total {

@@ -648,7 +648,11 @@ impl Render for RooflineReport {
             ),
             field(
                 "arithmetic intensity",
-                format!("{} FLOPs/B", sig4(self.arithmetic_intensity)),
+                if self.arithmetic_intensity.is_finite() {
+                    format!("{} FLOPs/B", sig4(self.arithmetic_intensity))
+                } else {
+                    "unbounded: FLOPs and no bytes".to_string()
+                },
             ),
             field(
                 "critical intensity C/W",
