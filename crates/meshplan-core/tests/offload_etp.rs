@@ -150,12 +150,17 @@ fn offload_needs_host_figures_and_train_refuses_auto() {
         .unwrap();
         assert!(resolve(&sc, Catalog::builtin()).is_err(), "{chip} {off}");
     }
+    // an unknown part is refused when the file is read, naming its line and field
     let bad = Scenario::parse(
         "[model]\nname = \"llama-2-7b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n[training]\noffload = [\"gpu\"]\n",
         "t.toml",
     )
-    .unwrap();
-    assert!(resolve(&bad, Catalog::builtin()).is_err());
+    .expect_err("an unknown offload part")
+    .to_string();
+    assert!(
+        bad.contains("t.toml:7") && bad.contains("training.offload"),
+        "{bad}"
+    );
 }
 
 /// Mixtral on 64 H100s with full recompute and no ZeRO spelled out (the
