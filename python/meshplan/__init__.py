@@ -355,6 +355,7 @@ def plan_infer(
     top: Optional[int] = None,
     ttft_slo: Optional[Duration] = None,
     tpot_slo: Optional[Duration] = None,
+    allow_quantization: Optional[bool] = None,
     explain_rank: Optional[int] = None,
     threads: Optional[int] = None,
     **sections: Mapping[str, Any],
@@ -363,7 +364,9 @@ def plan_infer(
     the TTFT/TPOT SLOs (seconds, "50ms" or a timedelta), ranked by
     ``objective`` (throughput | cost | latency). Left out, ``objective``,
     ``top`` and the request lengths take the core's serving defaults, as in
-    the CLI and the web API (docs/inference.md)."""
+    the CLI and the web API (docs/inference.md). A bf16 model is searched in
+    bf16 unless ``allow_quantization=True`` (``--allow-quantization``) or the
+    scenario names its dtypes."""
     text = _native.plan_infer(
         _path(scenario),
         _overrides(model, chip, chips, mesh, sections),
@@ -373,6 +376,7 @@ def plan_infer(
             top=top,
             ttft_slo=ttft_slo,
             tpot_slo=tpot_slo,
+            allow_quantization=allow_quantization,
             explain_rank=explain_rank,
             threads=threads,
         ),

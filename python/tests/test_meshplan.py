@@ -197,6 +197,23 @@ def test_plan_infer_matches_cli_with_the_core_defaults():
         same(d, c)
 
 
+def test_plan_infer_allow_quantization_is_the_cli_flag():
+    # a bf16 model is searched in bf16 unless quantization is allowed, as
+    # with the CLI's --allow-quantization (the same report, timing aside)
+    r = meshplan.plan_infer(
+        model="llama-3-8b", chip="h100", chips=8, tpot_slo="50ms", allow_quantization=True
+    ).to_dict()
+    c = cli(
+        "plan", "infer", "--model", "llama-3-8b", "--hw", "h100", "--chips", "8",
+        "--tpot-slo", "50ms", "--allow-quantization",
+    )
+    for d in (r, c):
+        d.pop("search_time_s")
+    same(r, c)
+    plain = meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, tpot_slo="50ms").to_dict()
+    assert plain["dtypes"] != r["dtypes"]
+
+
 BAD_SLOS = [float("inf"), float("-inf"), float("nan"), -1, 0, 0.0, "0s", 1.7976931348623157e308, 1e5, "2 days", "-50ms"]
 
 

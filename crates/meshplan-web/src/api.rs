@@ -116,9 +116,13 @@ pub fn eval_infer(cat: &Catalog, q: &EvalRequest) -> Answer {
 /// `meshplan plan train`: ranked plans; Pareto plots. The search stops
 /// early once `cancel` is set (the client left; the answer is dropped).
 pub fn search_train(cat: &Catalog, q: &PlanRequest, cancel: &Cancel) -> Answer {
-    if q.max_chips.is_some() || q.ttft_slo.is_some() || q.tpot_slo.is_some() {
+    if q.max_chips.is_some()
+        || q.ttft_slo.is_some()
+        || q.tpot_slo.is_some()
+        || q.allow_quantization.is_some()
+    {
         return Err(ApiError::bad_request(
-            "max_chips, ttft_slo and tpot_slo are serving-search options (/api/plan/infer)",
+            "max_chips, ttft_slo, tpot_slo and allow_quantization are serving-search options (/api/plan/infer)",
         ));
     }
     let (sc, cat) = q.resolve(cat)?;
@@ -157,8 +161,7 @@ pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
         ttft_slo: q.ttft_slo.clone(),
         tpot_slo: q.tpot_slo.clone(),
         objective: q.objective.clone(),
-        // the web form has no quantisation switch yet: the model's bf16
-        allow_quantization: None,
+        allow_quantization: q.allow_quantization,
         top: q.top,
         explain_rank: None,
         threads: None,

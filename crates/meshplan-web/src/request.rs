@@ -73,6 +73,10 @@ pub struct PlanRequest {
     /// Serving only: TPOT SLO (`--tpot-slo`).
     #[serde(default)]
     pub tpot_slo: Option<SloValue>,
+    /// Serving only: let the search quantize a bf16 model's weights and KV
+    /// (`--allow-quantization`; off: the model's own dtypes).
+    #[serde(default)]
+    pub allow_quantization: Option<bool>,
 }
 
 /// The first [`PREFIX_CHARS`] characters of a string the user sent, with

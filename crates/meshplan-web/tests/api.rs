@@ -425,6 +425,35 @@ async fn plan_infer_is_the_core_request_with_its_defaults() {
     assert_eq!(ans["report"]["gen_len"], defaults::GEN_LEN);
 }
 
+/// `allow_quantization` reaches the core's request: with it the answer is
+/// the core's for the same body (quantized dtypes searched), without it the
+/// search says it kept the model's bf16; on `/api/plan/train` it is a
+/// serving-only option (400).
+#[tokio::test]
+async fn plan_infer_takes_allow_quantization() {
+    use meshplan_core::planner::{plan_infer, PlanInferRequest};
+    let sc =
+        json!({ "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100", "chips": 8 } });
+    let body = json!({ "scenario": sc, "tpot_slo": "50ms", "allow_quantization": true });
+    let (s, ans) = post("/api/plan/infer", body.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{ans}");
+    let req: PlanInferRequest = serde_json::from_value(body).unwrap();
+    let core = serde_json::to_value(plan_infer(&req, Catalog::builtin()).unwrap()).unwrap();
+    assert_eq!(ans["report"]["dtypes"], core["dtypes"]);
+    let (_, plain) = post(
+        "/api/plan/infer",
+        json!({ "scenario": sc, "tpot_slo": "50ms" }),
+    )
+    .await;
+    assert_ne!(plain["report"]["dtypes"], ans["report"]["dtypes"]);
+    let (s, _) = post(
+        "/api/plan/train",
+        json!({ "scenario": sc, "allow_quantization": true }),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
 /// Every SLO no plan can be judged by — as a number or as text — is a 400
 /// with the core's one message on both serving endpoints (JSON has no NaN
 /// or infinity: those travel as text).
