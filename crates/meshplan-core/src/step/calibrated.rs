@@ -209,30 +209,43 @@ fn low_precision_relative(d: DType) -> f64 {
 /// Across k nodes: (GPUs of the group per node) × scale-out per GPU ×
 /// `inter_node_efficiency` × k^−`inter_node_congestion` (capped by NVLink).
 fn bus_bandwidth(p: &EfficiencyProfile, chip: &Chip, per_node: u64, nodes: u64) -> f64 {
-    // a TPU slice is one ICI domain: a ring collective along one torus axis
-    // with wraparound moves data both ways round the ring, 2 links' one-way
-    // bandwidth per chip (book ch3: T = V/(2·W_ici) for an all-gather)
-    let ici = chip.ici.as_ref().map(|i| 2.0 * i.link.one_way_rate().get());
-    let nv = ici.unwrap_or_else(|| {
-        chip.nvlink
-            .as_ref()
-            .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
-                n.per_gpu.one_way_rate().get()
-            })
-    });
-    let intra = nv * p.intra_node_efficiency;
+    let intra = nominal_intra_bytes_per_s(chip) * p.intra_node_efficiency;
     if nodes <= 1 {
         return intra;
     }
-    let so = chip
-        .scale_out
-        .as_ref()
-        .map_or(nv / 10.0, |s| s.per_chip.one_way_rate().get());
+    let so = nominal_scale_out_bytes_per_s(chip);
     let inter = per_node as f64
         * so
         * p.inter_node_efficiency
         * (clamp_nodes(p, nodes) as f64).powf(-p.inter_node_congestion);
     inter.min(intra)
+}
+
+/// The nominal in-node rate per chip a ring collective's efficiency is a
+/// fraction of (bytes/s): a TPU slice is one ICI domain, where a ring along
+/// one torus axis with wraparound moves data both ways, 2 links' one-way
+/// bandwidth per chip (book ch3: T = V/(2·W_ici) for an all-gather); a GPU's
+/// NVLink one way; without either, a tenth of HBM. `calibrate` from
+/// microbenchmarks divides measured bus bandwidth by the same rate.
+pub fn nominal_intra_bytes_per_s(chip: &Chip) -> f64 {
+    let ici = chip.ici.as_ref().map(|i| 2.0 * i.link.one_way_rate().get());
+    ici.unwrap_or_else(|| {
+        chip.nvlink
+            .as_ref()
+            .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
+                n.per_gpu.one_way_rate().get()
+            })
+    })
+}
+
+/// The nominal scale-out rate per GPU (bytes/s; without a scale-out
+/// network, a tenth of the in-node rate).
+pub fn nominal_scale_out_bytes_per_s(chip: &Chip) -> f64 {
+    chip.scale_out
+        .as_ref()
+        .map_or(nominal_intra_bytes_per_s(chip) / 10.0, |s| {
+            s.per_chip.one_way_rate().get()
+        })
 }
 
 /// Bandwidth (bytes/s) of one collective over a group with `per` GPUs on each

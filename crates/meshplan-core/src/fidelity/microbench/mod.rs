@@ -327,29 +327,6 @@ fn fit_attention(
     }))
 }
 
-/// The pricer's nominal bus rate inside a node (bytes/s): NVLink one-way
-/// per GPU (a TPU: 2 ICI links one-way; neither: HBM/10), as in
-/// `step::calibrated::bus_bandwidth`.
-fn nominal_intra(chip: &Chip) -> f64 {
-    let ici = chip.ici.as_ref().map(|i| 2.0 * i.link.one_way_rate().get());
-    ici.unwrap_or_else(|| {
-        chip.nvlink
-            .as_ref()
-            .map_or(chip.hbm_bandwidth.get() / 10.0, |n| {
-                n.per_gpu.one_way_rate().get()
-            })
-    })
-}
-
-/// The pricer's scale-out rate per GPU (bytes/s; none: the intra rate / 10).
-fn nominal_scale_out(chip: &Chip) -> f64 {
-    chip.scale_out
-        .as_ref()
-        .map_or(nominal_intra(chip) / 10.0, |s| {
-            s.per_chip.one_way_rate().get()
-        })
-}
-
 /// The intra- and inter-node collective fields from the nccl-tests logs.
 fn fit_collectives(
     chip: &Chip,
@@ -362,9 +339,10 @@ fn fit_collectives(
         let log = nccl::parse(text, name, *kind)?;
         let f = nccl::fit(&log)?;
         let nominal = if f.nodes <= 1 {
-            nominal_intra(chip)
+            crate::step::calibrated::nominal_intra_bytes_per_s(chip)
         } else {
-            (f.ranks / f.nodes.max(1)) as f64 * nominal_scale_out(chip)
+            (f.ranks / f.nodes.max(1)) as f64
+                * crate::step::calibrated::nominal_scale_out_bytes_per_s(chip)
         };
         fits.push(CollectiveFit {
             file: f.file,
@@ -390,7 +368,7 @@ fn fit_collectives(
             eff,
             format!(
                 "microbench: mean over the one-node nccl-tests logs of the α–β fit's bus bandwidth β (least squares of the relative time error of t = α + bus bytes/β) over the {:.0} GB/s NVLink one-way rate: {list}",
-                nominal_intra(chip) / 1e9
+                crate::step::calibrated::nominal_intra_bytes_per_s(chip) / 1e9
             ),
         );
         let lat = mean(intra.iter().map(|f| f.latency_per_step_s));
@@ -446,7 +424,7 @@ fn fit_inter(chip: &Chip, inter: &[&CollectiveFit], p: &mut EfficiencyProfile, s
             ),
         )
     };
-    let so = nominal_scale_out(chip) / 1e9;
+    let so = crate::step::calibrated::nominal_scale_out_bytes_per_s(chip) / 1e9;
     set(
         p,
         Param::InterNodeEfficiency,
