@@ -369,6 +369,7 @@ impl CollectiveCost {
     }
 }
 
+/// `v/w` seconds, 0 when nothing moves and infinite with no bandwidth.
 fn div_or_inf(v: f64, w: f64) -> f64 {
     if v <= 0.0 {
         0.0

@@ -34,16 +34,6 @@ pub struct Staged {
     pub bound: String,
 }
 
-fn div(v: f64, w: f64) -> f64 {
-    if v <= 0.0 {
-        0.0
-    } else if w <= 0.0 {
-        f64::INFINITY
-    } else {
-        v / w
-    }
-}
-
 /// The staged pipeline: `shard` bytes per device over `w_host`, then the
 /// collective of `collective_s`, then `result` bytes read at `w_hbm`.
 pub fn staged<T: Tracer>(
@@ -54,8 +44,8 @@ pub fn staged<T: Tracer>(
     w_hbm: f64,
     tr: &mut T,
 ) -> Staged {
-    let host = div(shard, w_host);
-    let hbm = div(result, w_hbm);
+    let host = super::div_or_inf(shard, w_host);
+    let hbm = super::div_or_inf(result, w_hbm);
     let stages = [
         ("host → HBM", host),
         ("interconnect", collective_s),
