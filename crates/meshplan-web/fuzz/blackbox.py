@@ -39,6 +39,14 @@ SEEDS = [
     "hw show tpu-v5e",
     "collective allgather_Y --array bf16[E_Y,F] --dims E=2048,F=8192 --mesh X=8,Y=4 --hw tpu-v5e@book",
     "mfu --model llama-3-8b --hw h100 --chips 8 --tokens 1M --time 10s",
+    # issue 24/25/26 options (this session)
+    "infer --model llama-3.1-70b --hw h100 --chips 8 --engine vllm --concurrency 64",
+    "infer --model llama-3.1-70b --hw h100 --chips 8 --engine sglang --request-rate 2",
+    "plan infer --model llama-3.1-70b --hw h100 --max-chips 16 --tpot-slo 50ms --allow-quantization",
+    "hw show h100 --model-parallel 64",
+    "collective allgather_X --array bf16[E_X] --dims E=1048576 --mesh X=16 --hw tpu-v5e@book --full-bandwidth",
+    "train --model llama-3-8b --hw tpu-v5p --chips 256 --batch-tokens 4Mi --seq-len 8192",
+    "train --model llama-3.1-70b --hw h100 --chips 16 --batch-tokens 4Mi --seq-len 4096 --params-given 70e9",
 ]
 
 ODD = ["0", "-1", "18446744073709551615", "18446744073709551616", "1e308", "inf", "nan",
