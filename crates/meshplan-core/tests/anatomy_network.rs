@@ -394,11 +394,20 @@ fn book_claims_files() {
         ),
         (
             "examples/book/ch12-anatomy.toml",
-            vec!["ch12-q5-registers-total", "ch12-q5-on-chip-total"],
+            vec![
+                "ch12-q5-registers-total",
+                "ch12-q5-on-chip-total",
+                "ch12-tpu-vmem-bandwidth",
+                "ch12-table-h100-smem-total",
+                "ch12-table-h100-registers-total",
+            ],
         ),
         (
             "examples/book/ch12-network.toml",
-            vec!["ch12-appb-spine-switch-bandwidth"],
+            vec![
+                "ch12-appb-spine-switch-bandwidth",
+                "ch12-appb-su-switch-bandwidth",
+            ],
         ),
     ] {
         let f = common::claims_file(&root.join(file));

@@ -421,6 +421,8 @@ fn book_ch4() {
             ("ch4-kv-cache-8k-sequence", P),
             ("ch4-q4-prefill-critical-len", F),
             ("ch4-q7-model-flops", P),
+            ("ch4-no-remat-activations", P),
+            ("ch4-q1-attention-fraction", P),
         ],
     );
 }
@@ -513,6 +515,7 @@ fn book_ch8() {
             ("ch8-t-math-4x8", F),
             ("ch8-prefill-generate-ratio", P),
             ("ch8-ici-bound-two-axes", P),
+            ("ch8-t-ici-4x8", F),
         ],
     );
 }
@@ -598,6 +601,7 @@ fn book_ch12() {
             ("ch12-tp-beyond-node", P),
             ("ch12-tp-in-node-f28000", P),
             ("ch12-tp-two-nodes", P),
+            ("ch12-quiz5-q2-min-gpus", P),
         ],
     );
 }
