@@ -104,6 +104,17 @@ impl RunSpec {
         params: ParamCounts,
         cfg: &TrainConfig,
     ) -> Result<RunSpec, Unmapped> {
+        Self::from_config_as(arch, params, cfg, cfg.framework)
+    }
+
+    /// [`RunSpec::from_config`] under `framework` (the book's accounting is
+    /// priced as a framework's runtime) without copying the configuration.
+    pub fn from_config_as(
+        arch: &Arch,
+        params: ParamCounts,
+        cfg: &TrainConfig,
+        framework: Framework,
+    ) -> Result<RunSpec, Unmapped> {
         let d = cfg.degrees.at_least_one();
         let (t, data) = (cfg.seq_len, d.data());
         let (per, m) = Self::sequences_per_microbatch(cfg)?;
@@ -127,7 +138,7 @@ impl RunSpec {
             sequence_parallel: cfg.sequence_parallel,
             schedule: cfg.schedule,
             virtual_stages: cfg.virtual_stages.max(1),
-            framework: cfg.framework,
+            framework,
             ep: d.ep,
             etp: cfg.degrees.etp,
             order: cfg.degrees.order,

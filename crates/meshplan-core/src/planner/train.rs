@@ -14,9 +14,10 @@ use crate::hardware::Chip;
 use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::parallelism::{named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig};
+use crate::step::calibrated::Features;
 use crate::step::predict::{
-    active_profile, batch_gate, prepare, price_step_s, unsupported, ActiveProfile, RooflineFloor,
-    NO_PROFILE_NOTE,
+    active_profile, batch_gate, price_replica_step_s, replica, unsupported, ActiveProfile,
+    RooflineFloor, NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
 use crate::training::feasibility::{degree_problems, N_REASONS};
@@ -371,19 +372,12 @@ impl Shared<'_, '_> {
         };
         let s = self.search;
         let tpu = p.profile.network == crate::training::tpu::ICI;
-        let floor = RooflineFloor::of(e);
-        let prep = prepare(
-            &s.spec.arch,
-            self.ctx.pc,
-            s.chip,
-            cfg,
-            &s.topology,
-            tpu,
-            floor,
-        )
-        .map_err(|_| ())?;
-        let step = price_step_s(&prep, s.chip, &p.profile);
-        let n = prep.rs.n_gpus.max(1) as f64;
+        // the gate and replica of `prepare`, priced in place: no `Prepared`
+        // (configuration, floor) is built per plan
+        let rs = replica(&s.spec.arch, self.ctx.pc, s.chip, cfg, tpu).map_err(|_| ())?;
+        let features = Features::of(cfg, &s.topology);
+        let step = price_replica_step_s(&rs, &features, &RooflineFloor::of(e), s.chip, &p.profile);
+        let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: step,
             mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, step),

@@ -307,6 +307,24 @@ pub fn prepare(
     tpu: bool,
     floor: RooflineFloor,
 ) -> std::result::Result<Prepared, Unpredictable> {
+    Ok(Prepared {
+        rs: replica(arch, pc, chip, cfg, tpu)?,
+        features: Features::of(cfg, topo),
+        floor,
+        cfg: *cfg,
+    })
+}
+
+/// [`prepare`]'s gate and replica alone: what the planner prices per plan
+/// (it keeps the configuration and the floor itself, so nothing else is
+/// built or moved).
+pub fn replica(
+    arch: &Arch,
+    pc: ParamCounts,
+    chip: &Chip,
+    cfg: &TrainConfig,
+    tpu: bool,
+) -> std::result::Result<RunSpec, Unpredictable> {
     if let Some(u) = unsupported(chip, cfg) {
         return Err(u);
     }
@@ -320,19 +338,12 @@ pub fn prepare(
     }
     // the micro-batch check is RunSpec::from_config's own, below
     idle_ranks(cfg)?;
-    let mut mapped = *cfg;
-    mapped.framework = match cfg.framework {
+    let framework = match cfg.framework {
         Framework::Book if tpu => Framework::Maxtext,
         Framework::Book => Framework::Megatron,
         f => f,
     };
-    let rs = RunSpec::from_config(arch, pc, &mapped).map_err(Unpredictable::Unmapped)?;
-    Ok(Prepared {
-        rs,
-        features: Features::of(cfg, topo),
-        floor,
-        cfg: *cfg,
-    })
+    RunSpec::from_config_as(arch, pc, cfg, framework).map_err(Unpredictable::Unmapped)
 }
 
 /// A prepared configuration priced under one profile: the calibrated time
@@ -358,8 +369,19 @@ pub fn price(p: &Prepared, chip: &Chip, prof: &EfficiencyProfile) -> PricedStep 
 /// [`price`]'s step time alone: the planner ranks thousands of plans by it
 /// and reads nothing else (the same parts and floor, nothing assembled).
 pub fn price_step_s(p: &Prepared, chip: &Chip, prof: &EfficiencyProfile) -> f64 {
-    let t = crate::step::calibrated::predict_time_parts(&p.rs, chip, prof, &p.features);
-    floored(t, &p.floor).1
+    price_replica_step_s(&p.rs, &p.features, &p.floor, chip, prof)
+}
+
+/// [`price_step_s`] of a [`replica`] with its features and floor.
+pub fn price_replica_step_s(
+    rs: &RunSpec,
+    features: &Features,
+    floor: &RooflineFloor,
+    chip: &Chip,
+    prof: &EfficiencyProfile,
+) -> f64 {
+    let t = crate::step::calibrated::predict_time_parts(rs, chip, prof, features);
+    floored(t, floor).1
 }
 
 /// The calibrated parts held at the roofline floor (without the offload's
