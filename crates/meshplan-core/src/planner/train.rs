@@ -246,6 +246,12 @@ impl Local {
         if self.k == 0 {
             return;
         }
+        let full = self.top.len() >= self.k;
+        if full && !self.top.peek().is_some_and(|w| f < *w) {
+            // behind the K held: it cannot enter, nor displace a twin
+            // (a twin has the same key, so it is held only if `f` could be)
+            return;
+        }
         if let Some(t) = self.top.iter().find(|w| twins(w, &f)) {
             if f < *t {
                 self.top.retain(|w| !twins(w, &f));
@@ -253,12 +259,10 @@ impl Local {
             }
             return;
         }
-        if self.top.len() < self.k {
-            self.top.push(f);
-        } else if self.top.peek().is_some_and(|w| f < *w) {
+        if full {
             self.top.pop();
-            self.top.push(f);
         }
+        self.top.push(f);
     }
     /// The first key of the K-th best plan once K are held: a plan whose
     /// first key cannot go below more than this cannot enter.
