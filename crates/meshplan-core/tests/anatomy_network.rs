@@ -323,6 +323,22 @@ fn catalog_sources_are_public() {
     }
 }
 
+/// No embedded catalog file (chips, models, efficiency profiles) names a
+/// `../shared/…` path in its sources: a clone does not have one (issue 23).
+#[test]
+fn no_catalog_file_points_outside_the_clone() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+    for dir in ["hardware", "models", "profiles", "engines"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                assert!(!text.contains("../shared"), "{}", p.display());
+            }
+        }
+    }
+}
+
 /// `--explain`: every new figure is a recorded step in the book's symbols.
 #[test]
 fn explain_steps_in_book_symbols() {
