@@ -172,36 +172,52 @@ pub fn alpha_nvlink<T: Tracer>(c: f64, w: f64, tr: &mut T) -> f64 {
 
 /// Tensor parallelism: compute-bound iff `Y < M_Y·F/α`.
 pub fn tp_max_degree<T: Tracer>(f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64 {
-    let y = m_y * f / alpha;
-    tr.record(|| {
-        Step::new(
-            "rules.tp_max",
-            "Largest compute-bound TP degree (T_math = 4BDF/(YC) vs T_comms = 4BD/(W·M_Y))",
-            "M_Y·F/α",
-        )
-        .bind("M_Y", m_y, "")
-        .bind("F", f, "")
-        .bind("α", alpha, "")
-        .result(y, "ways")
-        .source(CH5)
-    });
-    y
+    tp_limit(
+        TpLimit {
+            id: "rules.tp_max",
+            title: "Largest compute-bound TP degree (T_math = 4BDF/(YC) vs T_comms = 4BD/(W·M_Y))",
+            source: CH5,
+        },
+        f,
+        alpha,
+        m_y,
+        tr,
+    )
 }
 
-/// Model parallelism over every axis of a slice: `Y < M·F/α` (book ch8).
+/// Model parallelism over every axis of a slice: `Y < M·F/α` (book ch8:
+/// the same rule with M_Y = all the slice's axes).
 fn tp_max_all_axes<T: Tracer>(f: f64, alpha: f64, m: f64, tr: &mut T) -> f64 {
-    let y = m * f / alpha;
+    tp_limit(
+        TpLimit {
+            id: "rules.tp_max_all_axes",
+            title: "Largest compute-bound model-parallel degree over every axis of the slice",
+            source: "How To Scale Your Model ch8: ICI bound when Y > 2·F/2200 with 2 axes",
+        },
+        f,
+        alpha,
+        m,
+        tr,
+    )
+}
+
+/// How a TP limit is recorded.
+struct TpLimit {
+    id: &'static str,
+    title: &'static str,
+    source: &'static str,
+}
+
+/// `M_Y·F/α`, recorded under `w`'s id.
+fn tp_limit<T: Tracer>(w: TpLimit, f: f64, alpha: f64, m_y: f64, tr: &mut T) -> f64 {
+    let y = m_y * f / alpha;
     tr.record(|| {
-        Step::new(
-            "rules.tp_max_all_axes",
-            "Largest compute-bound model-parallel degree over every axis of the slice",
-            "M·F/α",
-        )
-        .bind("M", m, "axes")
-        .bind("F", f, "")
-        .bind("α", alpha, "")
-        .result(y, "ways")
-        .source("How To Scale Your Model ch8: ICI bound when Y > 2·F/2200 with 2 axes")
+        Step::new(w.id, w.title, "M_Y·F/α")
+            .bind("M_Y", m_y, "")
+            .bind("F", f, "")
+            .bind("α", alpha, "")
+            .result(y, "ways")
+            .source(w.source)
     });
     y
 }
