@@ -540,11 +540,19 @@ pub fn resolve_with(
     let mut cfg = w.base;
     plan_config(&sc.parallelism, chips, &mut cfg)?;
     let one_slice = !matches!(topo, crate::mesh::Topology::Torus { slices, .. } if slices > 1);
-    let chosen = if cfg.framework == Framework::Maxtext {
+    let mut chosen = if cfg.framework == Framework::Maxtext {
         maxtext_defaults(sc, &mut cfg, one_slice)
     } else {
         framework_defaults(sc, &mut cfg)
     };
+    // a vendor TPU's framework is the chip's choice (default_framework):
+    // named even when the user set every MaxText default themselves
+    if sc.training.framework.is_none() && cfg.framework == Framework::Maxtext {
+        chosen.push(
+            "framework MaxText (a vendor TPU's default; --framework book for the book's accounting)"
+                .to_string(),
+        );
+    }
     check_tp_overlap(&cfg)?;
     Ok(TrainSetup {
         spec: w.spec,
