@@ -694,3 +694,86 @@ fn the_top_plans_are_distinct() {
     // the kept twin is the first in enumeration order: the given axis order
     assert_eq!(r.plans[0].topo, 0);
 }
+
+/// The search costs a plan's collectives only when the plan can still be
+/// ranked or reported (issue 22: a plan over the HBM whose compute time
+/// alone is behind the best rejected plan, and whose memory is above the
+/// closest one's, is counted and dropped). The plans it reports as the
+/// best and the closest rejected equal a brute-force loop over `analyze`
+/// that costs every plan: (best key, closest memory).
+#[test]
+fn rejected_plans_equal_brute_force() {
+    for (m, gpus) in [("llama-2-13b", 8), ("llama-2-70b", 8)] {
+        for obj in [TrainObjective::Time, TrainObjective::MemoryHeadroom] {
+            let (spec, chip) = model_and_chip(m, "h100");
+            let topo = Topology::gpus(gpus, 8);
+            let base = TrainConfig {
+                batch_tokens: 1 << 20,
+                seq_len: 4096,
+                framework: Framework::Megatron,
+                ..TrainConfig::default()
+            };
+            let mut s = TrainSearch::new(spec, chip, topo.clone(), base);
+            s.space.permute_torus = false;
+            s.objective = obj;
+            let r = s.run();
+            let prof = active_profile(chip, None).unwrap();
+            let mut best: Option<(f64, f64, f64)> = None;
+            let mut closest = f64::INFINITY;
+            let mut buf = Vec::new();
+            for f in factorizations(topo.chips()) {
+                let deg = Degrees::from_factors(f);
+                inner_choices(&s.space, &base, spec.arch.n_layers, &deg, &mut buf);
+                let mut fitted = None;
+                for c in &buf {
+                    if deg.pp == 1 && fitted == Some((c.zero, c.remat, c.sp, c.offload)) {
+                        continue;
+                    }
+                    let cfg = c.config(&base, deg);
+                    let rep = analyze_with(spec, chip, &topo, &cfg, prof.as_ref(), &mut NoTrace);
+                    if !rep.feasible {
+                        continue;
+                    }
+                    if rep.fits {
+                        fitted = Some((c.zero, c.remat, c.sp, c.offload));
+                        continue;
+                    }
+                    let mem = rep.memory_per_device.total_bytes.get();
+                    let (lower, upper) = (rep.step_time_lower_s.get(), rep.step_time_upper_s.get());
+                    let key = match obj {
+                        TrainObjective::MemoryHeadroom => (-rep.memory_margin_bytes, lower, upper),
+                        _ => (lower, upper, mem),
+                    };
+                    if best.map_or(true, |b| key < b) {
+                        best = Some(key);
+                    }
+                    closest = closest.min(mem);
+                }
+            }
+            let got = r.closest_rejected.as_ref().expect("a rejected plan");
+            assert!(
+                rel(got.eval.memory.total_bytes.get(), closest) < 1e-12,
+                "{m} {obj:?}: closest {} vs {closest}",
+                got.eval.memory.total_bytes.get()
+            );
+            let want = best.expect("a rejected plan");
+            match (&r.best_rejected, r.plans.first()) {
+                (Some(b), _) => {
+                    // a rejected plan is ranked by its roofline bounds
+                    let second = match obj {
+                        TrainObjective::MemoryHeadroom => b.eval.lower,
+                        _ => b.eval.upper,
+                    };
+                    let k = (b.score(), second);
+                    assert!(
+                        rel(k.0, want.0) < 1e-9 && rel(k.1, want.1) < 1e-9,
+                        "{m} {obj:?}: best rejected {k:?} vs {want:?}"
+                    );
+                }
+                // reported only when better than the winner
+                (None, Some(w)) => assert!(w.score() <= want.0, "{m} {obj:?}"),
+                (None, None) => panic!("{m} {obj:?}: neither a plan nor a rejected one"),
+            }
+        }
+    }
+}

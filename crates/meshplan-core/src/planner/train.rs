@@ -20,8 +20,9 @@ use crate::step::predict::{
     RooflineFloor, NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
+use crate::training::evaluate::{before_comms, with_comms, BeforeComms};
 use crate::training::feasibility::{degree_problems, N_REASONS};
-use crate::training::{analyze_with, evaluate, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
+use crate::training::{analyze_with, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
 named_choice! {
     /// What to optimise.
@@ -392,13 +393,47 @@ impl Shared<'_, '_> {
     /// time (or cost), its key is at least its roofline lower bound's
     /// (predictions never go below it), and that is already behind the K-th
     /// best plan held.
-    fn behind_the_bar(&self, acc: &Local, e: &Eval) -> bool {
+    fn behind_the_bar(&self, acc: &Local, lower_s: f64) -> bool {
         let floor = match (self.prof, self.search.objective) {
-            (Some(_), TrainObjective::Time) => e.lower,
-            (Some(_), TrainObjective::Cost) => e.lower * self.usd_per_token_s,
+            (Some(_), TrainObjective::Time) => lower_s,
+            (Some(_), TrainObjective::Cost) => lower_s * self.usd_per_token_s,
             _ => return false,
         };
         acc.bar().is_some_and(|bar| floor > bar)
+    }
+
+    /// Whether a plan over the HBM could still be reported as the best or
+    /// the closest rejected plan, from what is known before its
+    /// collectives are costed: its memory (the closest's order) and a floor
+    /// of its first key (its lower bound is at least `compute_s`).
+    fn may_keep_rejected(&self, acc: &Local, b: &BeforeComms) -> bool {
+        let (mem, hbm) = (b.memory.total_bytes.get(), self.ctx.hbm);
+        let key_floor = match self.search.objective {
+            TrainObjective::Time => b.compute_s(),
+            TrainObjective::Cost => b.compute_s() * self.usd_per_token_s,
+            TrainObjective::MemoryHeadroom => mem - hbm,
+        };
+        let may_be_best = acc.best_rejected.as_ref().map_or(true, |r| {
+            key_floor.total_cmp(&r.key[0]) != Ordering::Greater
+        });
+        let may_be_closest = acc
+            .closest
+            .as_ref()
+            .map_or(true, |r| mem / hbm <= r.eval.memory.total_bytes.get() / hbm);
+        may_be_best || may_be_closest
+    }
+
+    /// A fitting plan behind the K best: counted as the prediction would
+    /// count it (so that the totals do not depend on which thread saw what
+    /// first), not predicted. `false` when the batch gate rejects it.
+    fn count_bounded(&self, acc: &mut Local, w: &Work, c: &Choice) -> bool {
+        if batch_gate(&c.config(&self.search.base, w.deg)).is_err() {
+            acc.rejected[RejectReason::Unpredictable.index()] += 1;
+            return false;
+        }
+        acc.fitting += 1;
+        acc.bounded += 1;
+        true
     }
 
     /// Cost every choice of one degree tuple into `acc`.
@@ -456,18 +491,27 @@ impl Shared<'_, '_> {
                 acc.dominated += 1;
                 continue;
             }
-            let e = evaluate(&self.ctx, mesh, c, &mut NoTrace, &mut ());
-            if e.fits && self.behind_the_bar(acc, &e) {
-                // still counted as the prediction would count it, so that
-                // the totals do not depend on which thread saw what first
-                let cfg = c.config(&s.base, w.deg);
-                if batch_gate(&cfg).is_err() {
-                    acc.rejected[RejectReason::Unpredictable.index()] += 1;
-                    continue;
+            // memory and compute first: the collectives are costed only for
+            // a plan that can still be ranked or reported (the lower bound is
+            // at least the compute time, whatever they cost)
+            let b = before_comms(&self.ctx, mesh, c, &mut NoTrace);
+            let within = b.within_hbm(&self.ctx);
+            let surely_fits = within && b.memory.offload.is_none();
+            if (surely_fits && self.behind_the_bar(acc, b.compute_s()))
+                || (!within && !self.may_keep_rejected(acc, &b))
+            {
+                if !within {
+                    acc.rejected[RejectReason::Memory.index()] += 1;
+                } else if self.count_bounded(acc, w, c) {
+                    fitted = Some((c.zero, c.remat, c.sp, c.offload));
                 }
-                fitted = Some((c.zero, c.remat, c.sp, c.offload));
-                acc.fitting += 1;
-                acc.bounded += 1;
+                continue;
+            }
+            let e = with_comms(&self.ctx, mesh, c, b, &mut NoTrace, &mut ());
+            if e.fits && self.behind_the_bar(acc, e.lower) {
+                if self.count_bounded(acc, w, c) {
+                    fitted = Some((c.zero, c.remat, c.sp, c.offload));
+                }
                 continue;
             }
             let pred = if e.fits {

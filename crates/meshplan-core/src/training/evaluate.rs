@@ -78,6 +78,55 @@ fn compute_time<T: Tracer>(
     (t_math, b, t_bubble)
 }
 
+/// What an evaluation knows before it costs the collectives: memory and
+/// the compute time. The planner reads it to skip the collectives of a
+/// plan that can no longer matter (no HBM fit and behind the rejected
+/// plans it keeps; or behind the K best): the step's lower bound is at
+/// least [`BeforeComms::compute_s`], whatever the collectives cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BeforeComms {
+    q: MemoryQuery,
+    /// Memory of the busiest device.
+    pub memory: MemoryBreakdown,
+    t_math: f64,
+    bubble: f64,
+    t_bubble: f64,
+}
+
+impl BeforeComms {
+    /// T_math + T_bubble: a lower bound of [`Eval::lower`] (which adds the
+    /// slowest axis' excess and offload's exposed time, both ≥ 0).
+    pub fn compute_s(&self) -> f64 {
+        self.t_math + self.t_bubble
+    }
+    /// Whether the busiest device's memory is within the usable HBM (a
+    /// plan that is not cannot fit, offloaded or not: [`Eval::fits`]).
+    pub fn within_hbm(&self, ctx: &TrainCtx) -> bool {
+        self.memory.total_bytes.get() <= ctx.hbm
+    }
+}
+
+/// The first half of [`evaluate`]: memory and compute (traced in the
+/// order the report shows them).
+pub fn before_comms<T: Tracer>(
+    ctx: &TrainCtx,
+    mesh: &MeshCtx,
+    c: &Choice,
+    tr: &mut T,
+) -> BeforeComms {
+    let cfg = c.config(&ctx.base, mesh.deg);
+    let q = MemoryQuery::from_config(&cfg);
+    let memory = per_device(&ctx.spec.arch, &ctx.pc, &q, &ctx.cal, tr);
+    let (t_math, bubble, t_bubble) = compute_time(ctx, mesh, c, tr);
+    BeforeComms {
+        q,
+        memory,
+        t_math,
+        bubble,
+        t_bubble,
+    }
+}
+
 /// Evaluate plan `c` on `mesh`; every collective goes to `sink` as well.
 pub fn evaluate<T: Tracer, S: CommSink>(
     ctx: &TrainCtx,
@@ -86,10 +135,26 @@ pub fn evaluate<T: Tracer, S: CommSink>(
     tr: &mut T,
     sink: &mut S,
 ) -> Eval {
-    let cfg = c.config(&ctx.base, mesh.deg);
-    let q = MemoryQuery::from_config(&cfg);
-    let memory = per_device(&ctx.spec.arch, &ctx.pc, &q, &ctx.cal, tr);
-    let (t_math, bubble, t_bubble) = compute_time(ctx, mesh, c, tr);
+    let b = before_comms(ctx, mesh, c, tr);
+    with_comms(ctx, mesh, c, b, tr, sink)
+}
+
+/// The second half of [`evaluate`]: the collectives, offload and the bounds.
+pub fn with_comms<T: Tracer, S: CommSink>(
+    ctx: &TrainCtx,
+    mesh: &MeshCtx,
+    c: &Choice,
+    b: BeforeComms,
+    tr: &mut T,
+    sink: &mut S,
+) -> Eval {
+    let BeforeComms {
+        q,
+        memory,
+        t_math,
+        bubble,
+        t_bubble,
+    } = b;
     let totals = step_comms(ctx, mesh, c, tr, sink);
     let (worst, t_comms) = totals.slowest();
     let compute = t_math + t_bubble;
