@@ -297,3 +297,70 @@ fn invalid_descriptions_are_errors() {
     let e = d.validate().unwrap_err().to_string();
     assert!(e.contains("index_topk"), "{e}");
 }
+
+// ------------------------------------------------------------ properties
+
+use meshplan_core::model::{LinearAttention, SparseAttention};
+use proptest::prelude::*;
+
+/// A small hybrid and/or sparse model from arbitrary dimensions.
+fn arb_variant() -> impl Strategy<Value = Arch> {
+    (
+        (1u64..=24, 1u64..=512, 1u64..=8, 1u64..=4, 1u64..=128),
+        proptest::option::of((1u64..=6, 1u64..=8, 1u64..=8, 1u64..=64, 1u64..=64, 1u64..=5)),
+        proptest::option::of((1u64..=4096, 1u64..=16, 1u64..=64)),
+        any::<bool>(),
+    )
+        .prop_map(|((l, d, k, g, h), lin, sparse, gate)| {
+            let mut a = Arch::dense(l, d, 4 * d, k * g, k, h, 1000);
+            a.attn_output_gate = gate;
+            a.linear_attention = lin.map(|(n, nk, nv, hk, hv, kc)| LinearAttention {
+                full_attention_interval: n,
+                n_key_heads: nk,
+                n_value_heads: nv,
+                key_head_dim: hk,
+                value_head_dim: hv,
+                conv_kernel: kc,
+            });
+            a.sparse_attention = sparse.map(|(t, n, hi)| SparseAttention {
+                index_topk: t,
+                index_n_heads: n,
+                index_head_dim: hi,
+            });
+            a
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every variant validates, counts and prices finitely; the KV of a
+    /// sequence grows by exactly the per-token KV per token (the linear
+    /// state is fixed); a decode step never reads more than is held; layer
+    /// kinds add up to L.
+    #[test]
+    fn variants_are_consistent(a in arb_variant(), s in 1u64..200_000) {
+        a.validate().unwrap();
+        prop_assert_eq!(a.full_attention_layers() + a.linear_attention_layers(), a.n_layers);
+        let p = params::count(&a, &mut NoTrace);
+        prop_assert!(p.active <= p.total && p.matmul_active <= p.total + a.vocab * a.d_model);
+        let f = flops::per_token(&a, &p, s, true, &mut NoTrace);
+        prop_assert!(f.forward.get().is_finite() && f.forward.get() > 0.0);
+        let per_tok = kv::bytes_per_token(&a, DType::Bf16, &mut NoTrace).get();
+        let s0 = kv::bytes_per_sequence(&a, s, DType::Bf16, &mut NoTrace).get();
+        let s1 = kv::bytes_per_sequence(&a, s + 1, DType::Bf16, &mut NoTrace).get();
+        prop_assert!(((s1 - s0) - per_tok).abs() <= 1e-9 * per_tok.max(1.0));
+        let read = kv::bytes_read_per_decode_step(&a, s, DType::Bf16, &mut NoTrace).get();
+        prop_assert!(read <= s0 && read > 0.0);
+        // below k_sel sparse attention reads every key: it costs dense
+        // attention plus the indexer's 2·N_I·H_I·L_full·S (non-causal)
+        if let Some(i) = &a.sparse_attention {
+            let dense = Arch { sparse_attention: None, ..a.clone() };
+            let t = s.min(i.index_topk);
+            let extra = flops::attention_flops_per_query(&a, t, false)
+                - flops::attention_flops_per_query(&dense, t, false);
+            let want = 2.0 * (i.index_n_heads * i.index_head_dim * a.full_attention_layers()) as f64 * t as f64;
+            prop_assert!((extra - want).abs() <= 1e-9 * want.max(1.0), "{} vs {}", extra, want);
+        }
+    }
+}
