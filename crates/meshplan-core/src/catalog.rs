@@ -40,8 +40,8 @@ fn merge(base: &mut toml::Value, over: &toml::Value) {
     }
 }
 
-/// A model file: [`ModelSpec`] with `[moe]`, `[mla]` and `[sliding_window]`
-/// written as top-level tables (they belong to `[arch]` in the data model).
+/// A model file: [`ModelSpec`] with `[moe]`, `[mla]`, `[sliding_window]`,
+/// `[linear_attention]` and `[sparse_attention]` written as top-level tables (they belong to `[arch]` in the data model).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModelFile {
@@ -53,6 +53,10 @@ struct ModelFile {
     mla: Option<crate::model::Mla>,
     #[serde(default)]
     sliding_window: Option<crate::model::SlidingWindow>,
+    #[serde(default)]
+    linear_attention: Option<crate::model::LinearAttention>,
+    #[serde(default)]
+    sparse_attention: Option<crate::model::SparseAttention>,
 }
 
 #[derive(serde::Deserialize)]
@@ -80,6 +84,8 @@ pub fn parse_model(src: &str, file: &str) -> Result<ModelSpec> {
     arch.moe = f.moe.or(arch.moe);
     arch.mla = f.mla.or(arch.mla);
     arch.sliding_window = f.sliding_window.or(arch.sliding_window);
+    arch.linear_attention = f.linear_attention.or(arch.linear_attention);
+    arch.sparse_attention = f.sparse_attention.or(arch.sparse_attention);
     let m = ModelSpec {
         name: s.name,
         display_name: s.display_name,

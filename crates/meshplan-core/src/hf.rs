@@ -11,7 +11,9 @@ module are not part of the result, which the notes say.
 use serde_json::Value;
 
 use crate::error::{from_json, line_col, Error, Result};
-use crate::model::{Arch, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow};
+use crate::model::{
+    Arch, LinearAttention, Mla, MlpKind, ModelSpec, Moe, NormKind, SlidingWindow, SparseAttention,
+};
 
 /// `model_type` values this importer understands.
 pub const SUPPORTED: &[&str] = &[
@@ -21,10 +23,12 @@ pub const SUPPORTED: &[&str] = &[
     "qwen2",
     "qwen3",
     "qwen3_moe",
+    "qwen3_next",
     "gemma2",
     "gemma3",
     "gemma3_text",
     "deepseek_v3",
+    "deepseek_v32",
     "gpt2",
     "gpt_neox",
     "phi3",
@@ -159,13 +163,15 @@ fn head_dim(c: &Cfg, d: u64, n: u64, heads: &str) -> Result<u64> {
 }
 
 /// Newer Gemma-3 configs list `layer_types` ("sliding_attention" /
-/// "full_attention") instead of `sliding_window_pattern`; meshplan models
-/// "every p-th layer is global", so the list must have that shape.
-fn pattern_from_layer_types(c: &Cfg, t: &Value) -> Result<u64> {
+/// "full_attention") instead of `sliding_window_pattern`, Qwen3-Next's
+/// ("linear_attention" / "full_attention") instead of
+/// `full_attention_interval`; meshplan models "every p-th layer is full", so
+/// the list must have that shape. `other` names the non-full kind.
+fn pattern_from_layer_types(c: &Cfg, t: &Value, other: &str) -> Result<u64> {
     let bad = || {
         c.err(
             "layer_types",
-            "must be a list of \"sliding_attention\" / \"full_attention\"",
+            &format!("must be a list of \"{other}\" / \"full_attention\""),
         )
     };
     let xs = t.as_array().ok_or_else(bad)?;
@@ -173,7 +179,7 @@ fn pattern_from_layer_types(c: &Cfg, t: &Value) -> Result<u64> {
     for (i, x) in xs.iter().enumerate() {
         match x.as_str() {
             Some("full_attention") => full.push(i as u64),
-            Some("sliding_attention") => {}
+            Some(k) if k == other => {}
             _ => return Err(bad()),
         }
     }
@@ -186,7 +192,7 @@ fn pattern_from_layer_types(c: &Cfg, t: &Value) -> Result<u64> {
     if full.iter().copied().ne((1..=len / p).map(|j| j * p - 1)) {
         return Err(c.err(
             "layer_types",
-            "only patterns with every p-th layer global (as sliding_window_pattern) are supported",
+            "only patterns with every p-th layer full (as sliding_window_pattern / full_attention_interval) are supported",
         ));
     }
     Ok(p)
@@ -245,7 +251,7 @@ fn qwen(c: &Cfg, mt: &str) -> Result<Arch> {
     if c.b_or("use_sliding_window", false)? {
         a.sliding_window = window(c, 0)?;
     }
-    if mt == "qwen3_moe" {
+    if mt == "qwen3_moe" || mt == "qwen3_next" {
         let dense = match c.get("mlp_only_layers") {
             Some(Value::Array(xs)) => xs.len() as u64,
             _ => 0,
@@ -256,16 +262,44 @@ fn qwen(c: &Cfg, mt: &str) -> Result<Arch> {
                 "only configs where every layer is MoE (decoder_sparse_step = 1, no mlp_only_layers) are supported",
             ));
         }
+        // Qwen3-Next adds one shared expert of this width (0 or absent: none)
+        let shared = c.u_or("shared_expert_intermediate_size", 0)?;
         a.moe = Some(Moe {
             n_experts: c.u("num_experts")?,
             top_k: c.u("num_experts_per_tok")?,
             d_ff_expert: c.u("moe_intermediate_size")?,
-            n_shared_experts: 0,
-            d_ff_shared: 0,
+            n_shared_experts: u64::from(shared > 0),
+            d_ff_shared: shared,
             first_dense_layers: 0,
             router_bias: false,
         });
     }
+    Ok(a)
+}
+
+/// `model_type` "qwen3_next": Qwen3-MoE with a shared expert, gated full
+/// attention every `full_attention_interval` layers (or as `layer_types`
+/// lists) and Gated DeltaNet in the others. Absent keys take
+/// `Qwen3NextConfig`'s defaults (transformers).
+fn qwen3_next(c: &Cfg, notes: &mut Vec<&'static str>) -> Result<Arch> {
+    let mut a = qwen(c, "qwen3_next")?;
+    a.attn_output_gate = c.b_or("attn_output_gate", true)?;
+    let interval = match c.get("layer_types") {
+        Some(t) => pattern_from_layer_types(c, t, "linear_attention")?,
+        None => c.u_or("full_attention_interval", 4)?,
+    };
+    if interval == 0 {
+        return Err(c.err("full_attention_interval", "must be at least 1"));
+    }
+    a.linear_attention = Some(LinearAttention {
+        full_attention_interval: interval,
+        n_key_heads: c.u_or("linear_num_key_heads", 16)?,
+        n_value_heads: c.u_or("linear_num_value_heads", 32)?,
+        key_head_dim: c.u_or("linear_key_head_dim", 128)?,
+        value_head_dim: c.u_or("linear_value_head_dim", 128)?,
+        conv_kernel: c.u_or("linear_conv_kernel_dim", 4)?,
+    });
+    notes.push("the shared expert's sigmoid gate (D per layer) and the multi-token-prediction layer are not counted");
     Ok(a)
 }
 
@@ -293,7 +327,7 @@ fn gemma(c: &Cfg, mt: &str) -> Result<Arch> {
         a.qk_norm = true;
         // Layer i (0-based) is local unless (i+1) % pattern == 0.
         let every = match c.get("layer_types") {
-            Some(t) => pattern_from_layer_types(c, t)?,
+            Some(t) => pattern_from_layer_types(c, t, "sliding_attention")?,
             None => c.u_or("sliding_window_pattern", 6)?,
         };
         if every == 0 {
@@ -374,6 +408,18 @@ fn deepseek_v3(c: &Cfg, notes: &mut Vec<&'static str>) -> Result<Arch> {
     if c.u_or("num_nextn_predict_layers", 0)? > 0 {
         notes.push("multi-token-prediction layers are not counted (as in the published 671B)");
     }
+    Ok(a)
+}
+
+/// `model_type` "deepseek_v32": DeepSeek-V3 with DeepSeek sparse attention
+/// (`index_topk`, `index_n_heads`, `index_head_dim`).
+fn deepseek_v32(c: &Cfg, notes: &mut Vec<&'static str>) -> Result<Arch> {
+    let mut a = deepseek_v3(c, notes)?;
+    a.sparse_attention = Some(SparseAttention {
+        index_topk: c.u("index_topk")?,
+        index_n_heads: c.u("index_n_heads")?,
+        index_head_dim: c.u("index_head_dim")?,
+    });
     Ok(a)
 }
 
@@ -485,6 +531,8 @@ pub fn import(src: &str, file: &str, name: &str) -> Result<ModelSpec> {
         "qwen2" | "qwen3" | "qwen3_moe" => qwen(&c, &model_type)?,
         "gemma2" | "gemma3" | "gemma3_text" => gemma(&c, &model_type)?,
         "deepseek_v3" => deepseek_v3(&c, &mut notes)?,
+        "deepseek_v32" => deepseek_v32(&c, &mut notes)?,
+        "qwen3_next" => qwen3_next(&c, &mut notes)?,
         "gpt2" => gpt2(&c)?,
         "gpt_neox" => gpt_neox(&c)?,
         other => {

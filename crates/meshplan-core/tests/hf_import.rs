@@ -157,6 +157,7 @@ fn pythia_160m() {
 #[test]
 fn every_fixture_is_pinned() {
     let pinned = [
+        "deepseek-v3.2-exp.json",
         "deepseek-v3.json",
         "gemma-2-9b.json",
         "gemma-3-1b.json",
@@ -172,6 +173,7 @@ fn every_fixture_is_pinned() {
         "qwen3-235b-a22b.json",
         "qwen3-30b-a3b.json",
         "qwen3-8b.json",
+        "qwen3-next-80b-a3b.json",
     ];
     let mut found: Vec<String> = std::fs::read_dir(fixture_dir())
         .unwrap()

@@ -97,6 +97,9 @@ fn arch() -> impl Strategy<Value = Arch> {
                 window: w,
                 global_every: ge,
             }),
+            attn_output_gate: false,
+            linear_attention: None,
+            sparse_attention: None,
             params_given: None,
         }
     })

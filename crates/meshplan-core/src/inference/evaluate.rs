@@ -341,7 +341,9 @@ fn phases<T: Tracer>(
     let a = &sm.m.arch;
     let wdt = q.weights_dtype;
     let cm = sm.comms;
-    let pass = roofline::Pass::decode(a, q.batch, q.context, mp.kvs);
+    // what a decode step reads: all of mp.kvs but a sparse model's unpicked rows
+    let kv_read = kv::bytes_read_per_decode_step(a, q.context, q.kv_dtype, tr);
+    let pass = roofline::Pass::decode(a, q.batch, q.context, kv_read);
     let decode = roofline::components(a, &mp.p, &pass, wdt, &sm.hw, tr);
     let prefill = sm.prefill_components(q.prompt_len, tr);
     let (t_dec, dec_latency_bound) = cm.time(q.batch as f64);

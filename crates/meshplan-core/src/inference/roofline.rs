@@ -156,8 +156,10 @@ pub struct Pass {
     phase: &'static str,
     /// Tokens through the matmuls.
     tokens: f64,
-    /// Keys each query attends to, summed over the layers.
-    keys: f64,
+    /// Attention FLOPs per token over the layers (scores and values over
+    /// the keys attended, a sparse indexer, linear-attention state updates:
+    /// [`crate::model::flops::attention_flops_per_query`]).
+    attn_flops_per_token: f64,
     /// KV bytes read (decode) or written (prefill).
     kv_bytes: f64,
     /// Positions through the unembedding.
@@ -172,7 +174,7 @@ impl Pass {
         Pass {
             phase: "decode",
             tokens: b,
-            keys: crate::model::flops::layer_keys(a, context, false),
+            attn_flops_per_token: crate::model::flops::attention_flops_per_query(a, context, false),
             kv_bytes: b * kv_per_seq.get(),
             unembedded: b,
         }
@@ -184,7 +186,7 @@ impl Pass {
         Pass {
             phase: "prefill",
             tokens: tf,
-            keys: crate::model::flops::layer_keys(a, t, true),
+            attn_flops_per_token: crate::model::flops::attention_flops_per_query(a, t, true),
             // reads and writes the prompt's KV once (flash attention)
             kv_bytes: tf * kv_per_token.get(),
             // only the last position is unembedded when serving
@@ -207,8 +209,7 @@ pub fn components<T: Tracer>(
     let n = pass.tokens;
     let wb = wdt.bytes_per_element();
     let (mlp, attn, unembed, mlp_loaded) = split(a, p);
-    let (hqk, hv) = crate::model::flops::head_dims(a);
-    let att_flops = 2.0 * n * a.n_heads as f64 * (hqk + hv) as f64 * pass.keys;
+    let att_flops = n * pass.attn_flops_per_token;
     let v = vec![
         component("mlp", 2.0 * n * mlp, mlp_loaded * wb, hw, false),
         component("attention_projections", 2.0 * n * attn, attn * wb, hw, true),

@@ -15,6 +15,11 @@ A [`ModelSpec`] is a catalog entry (name, source, published count) around an
 | `vocab` | V | vocabulary size |
 | `moe.n_experts` | E | routed experts |
 | `moe.top_k` | k | experts per token |
+| `linear_attention.full_attention_interval` | — | every n-th layer is full attention, the rest linear (Gated DeltaNet) |
+| `linear_attention.n_key_heads` / `n_value_heads` | N_lk / N_lv | linear-attention key / value heads |
+| `linear_attention.key_head_dim` / `value_head_dim` | H_lk / H_lv | their widths |
+| `sparse_attention.index_topk` | k_sel | keys each query attends to (DeepSeek sparse attention) |
+| `sparse_attention.index_n_heads` / `index_head_dim` | N_I / H_I | the lightning indexer's heads and width |
 
 Counting lives in [`params`], FLOPs in [`flops`], KV-cache size in [`kv`].
 */
@@ -124,6 +129,66 @@ pub struct SlidingWindow {
     pub global_every: u64,
 }
 
+/// Hybrid linear attention (Qwen3-Next): Gated DeltaNet layers that keep a
+/// fixed recurrent state per sequence instead of a per-token KV cache, with a
+/// (gated) full-attention layer every `full_attention_interval` layers.
+/// Per linear layer: `in_proj_qkvz` D×(2·N_lk·H_lk + 2·N_lv·H_lv), `in_proj_ba`
+/// D×2·N_lv, a depthwise causal conv of width `conv_kernel` over the
+/// 2·N_lk·H_lk + N_lv·H_lv q/k/v channels, `dt_bias` and `A_log` (N_lv each),
+/// a gated RMSNorm (H_lv) and `out_proj` N_lv·H_lv×D (transformers
+/// `Qwen3NextGatedDeltaNet`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttention {
+    /// Layers n, 2n, … (1-based) use full attention; the others linear.
+    pub full_attention_interval: u64,
+    /// N_lk: key (and query) heads of a linear layer.
+    pub n_key_heads: u64,
+    /// N_lv: value heads (one recurrent state each).
+    pub n_value_heads: u64,
+    /// H_lk: key head width.
+    pub key_head_dim: u64,
+    /// H_lv: value head width.
+    pub value_head_dim: u64,
+    /// Width of the short causal convolution (its last `conv_kernel − 1`
+    /// inputs are part of the state).
+    pub conv_kernel: u64,
+}
+
+impl LinearAttention {
+    /// N_lk·H_lk: the key (and query) width.
+    pub fn key_dim(&self) -> u64 {
+        self.n_key_heads.saturating_mul(self.key_head_dim)
+    }
+    /// N_lv·H_lv: the value width.
+    pub fn value_dim(&self) -> u64 {
+        self.n_value_heads.saturating_mul(self.value_head_dim)
+    }
+    /// 2·N_lk·H_lk + N_lv·H_lv: channels through the short convolution.
+    pub fn conv_dim(&self) -> u64 {
+        self.key_dim()
+            .saturating_mul(2)
+            .saturating_add(self.value_dim())
+    }
+}
+
+/// DeepSeek sparse attention (DeepSeek-V3.2): a lightning indexer scores
+/// every cached key with `index_n_heads` small heads and each query attends
+/// to the `index_topk` best keys only. The indexer adds per layer `wq_b`
+/// (q_r×N_I·H_I, from the compressed query), `wk` D×H_I, a LayerNorm on its
+/// keys (2·H_I) and `weights_proj` D×N_I, and caches one H_I-wide key per
+/// token (DeepSeek's `inference/model.py` `Indexer`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SparseAttention {
+    /// k_sel: keys each query attends to.
+    pub index_topk: u64,
+    /// N_I: indexer heads.
+    pub index_n_heads: u64,
+    /// H_I: indexer head width (also the width of its cached key).
+    pub index_head_dim: u64,
+}
+
 fn default_two() -> u64 {
     2
 }
@@ -191,6 +256,16 @@ pub struct Arch {
     /// Sliding-window attention, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<SlidingWindow>,
+    /// A sigmoid output gate on full attention (Qwen3-Next): the query
+    /// projection is twice as wide (D·N·H more weights per layer).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attn_output_gate: bool,
+    /// Hybrid linear attention (Gated DeltaNet), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
+    /// DeepSeek sparse attention (lightning indexer + top-k), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_attention: Option<SparseAttention>,
     /// A bare parameter count to use as given (the book's "70e9
     /// parameters" for LLaMA 3-70B, whose architecture has 70.55e9): P and
     /// P_active (scaled by the same ratio, as is the matmul count behind the
@@ -304,7 +379,27 @@ impl Arch {
             moe: None,
             mla: None,
             sliding_window: None,
+            attn_output_gate: false,
+            linear_attention: None,
+            sparse_attention: None,
             params_given: None,
+        }
+    }
+
+    /// L_lin: layers with linear attention (0 unless hybrid).
+    pub fn linear_attention_layers(&self) -> u64 {
+        self.n_layers - self.full_attention_layers()
+    }
+
+    /// L_full: layers with (softmax) full attention: every layer, or
+    /// ⌊L / n⌋ of a hybrid whose every n-th layer is full.
+    pub fn full_attention_layers(&self) -> u64 {
+        match &self.linear_attention {
+            Some(la) => self
+                .n_layers
+                .checked_div(la.full_attention_interval)
+                .unwrap_or(0),
+            None => self.n_layers,
         }
     }
 
@@ -456,6 +551,34 @@ impl Arch {
         if let Some(w) = &self.sliding_window {
             if w.window == 0 {
                 return inv("sliding_window.window", "must be at least 1".into());
+            }
+        }
+        if let Some(la) = &self.linear_attention {
+            for (field, v) in [
+                (
+                    "linear_attention.full_attention_interval",
+                    la.full_attention_interval,
+                ),
+                ("linear_attention.n_key_heads", la.n_key_heads),
+                ("linear_attention.n_value_heads", la.n_value_heads),
+                ("linear_attention.key_head_dim", la.key_head_dim),
+                ("linear_attention.value_head_dim", la.value_head_dim),
+                ("linear_attention.conv_kernel", la.conv_kernel),
+            ] {
+                if v == 0 {
+                    return inv(field, "must be at least 1".into());
+                }
+            }
+        }
+        if let Some(sa) = &self.sparse_attention {
+            for (field, v) in [
+                ("sparse_attention.index_topk", sa.index_topk),
+                ("sparse_attention.index_n_heads", sa.index_n_heads),
+                ("sparse_attention.index_head_dim", sa.index_head_dim),
+            ] {
+                if v == 0 {
+                    return inv(field, "must be at least 1".into());
+                }
             }
         }
         // Every count is a sum of products of these; do it once in u128 and

@@ -15,6 +15,15 @@ Per layer (GQA):
 * MoE: `E·m·D·F_e + S·m·D·F_s + E·D` (router) [+ `E` routing bias]; active
   uses k instead of E
 * norms: `norms_per_layer · D` (RMSNorm) or `· 2D` (LayerNorm)
+* attention output gate (Qwen3-Next): `+ D·N·H` (the query projection is twice
+  as wide)
+* DeepSeek sparse attention's lightning indexer, per attention layer:
+  `q_r·N_I·H_I + D·H_I + 2·H_I + D·N_I` (`wq_b`, `wk`, its LayerNorm,
+  `weights_proj`)
+* Gated DeltaNet (hybrid linear attention), per linear layer, with
+  `D_k = N_lk·H_lk`, `D_v = N_lv·H_lv`:
+  `D·(2·D_k + 2·D_v) + D·2·N_lv + (2·D_k + D_v)·K_conv + 2·N_lv + H_lv + D_v·D`;
+  full-attention layers (every n-th) count as above
 
 Embeddings: `V·D` in, `V·D` out unless tied, `P·D` learned positions.
 */
@@ -75,6 +84,12 @@ fn attention_layer(a: &Arch) -> u128 {
             s(&[q, kv, p(&[n, m.v_head_dim, d])])
         }
     };
+    if a.attn_output_gate {
+        t = s(&[t, p(&[d, n, h])]);
+    }
+    if a.sparse_attention.is_some() {
+        t = s(&[t, indexer_matrices(a), indexer_norm(a)]);
+    }
     if a.qkv_bias && a.mla.is_none() {
         t = s(&[t, p(&[n, h]), p(&[2, k, h])]);
     }
@@ -85,6 +100,63 @@ fn attention_layer(a: &Arch) -> u128 {
         t = s(&[t, p(&[2, h])]);
     }
     t
+}
+
+/// The lightning indexer's weight matrices in one layer: `wq_b` from the
+/// compressed query (from D without query compression), `wk`, `weights_proj`.
+fn indexer_matrices(a: &Arch) -> u128 {
+    match &a.sparse_attention {
+        Some(i) => {
+            let q_in = match &a.mla {
+                Some(m) if m.q_lora_rank > 0 => m.q_lora_rank,
+                _ => a.d_model,
+            };
+            s(&[
+                p(&[q_in, i.index_n_heads, i.index_head_dim]),
+                p(&[a.d_model, i.index_head_dim]),
+                p(&[a.d_model, i.index_n_heads]),
+            ])
+        }
+        None => 0,
+    }
+}
+
+/// The indexer's key LayerNorm (weight and bias): 2·H_I.
+fn indexer_norm(a: &Arch) -> u128 {
+    a.sparse_attention
+        .as_ref()
+        .map_or(0, |i| p(&[2, i.index_head_dim]))
+}
+
+/// One Gated DeltaNet layer's weight matrices: `in_proj_qkvz`, `in_proj_ba`
+/// and `out_proj` (what a token multiplies through).
+fn linear_matrices(a: &Arch) -> u128 {
+    match &a.linear_attention {
+        Some(la) => {
+            let (dk, dv) = (la.key_dim(), la.value_dim());
+            s(&[
+                p(&[a.d_model, 2, add(dk, dv)]),
+                p(&[a.d_model, 2, la.n_value_heads]),
+                p(&[dv, a.d_model]),
+            ])
+        }
+        None => 0,
+    }
+}
+
+/// One Gated DeltaNet layer: its matrices plus the depthwise convolution
+/// (`(2·D_k + D_v)·K_conv`), `dt_bias` and `A_log` (`N_lv` each) and the
+/// gated RMSNorm (`H_lv`).
+fn linear_layer(a: &Arch) -> u128 {
+    match &a.linear_attention {
+        Some(la) => s(&[
+            linear_matrices(a),
+            p(&[la.conv_dim(), la.conv_kernel]),
+            p(&[2, la.n_value_heads]),
+            la.value_head_dim as u128,
+        ]),
+        None => 0,
+    }
 }
 
 /// One MLP of width `f` (matrices plus biases).
@@ -110,7 +182,16 @@ struct Raw {
     embed_in: u128,
     pos: u128,
     embed_out: u128,
+    /// Attention of one full-attention layer (with the indexer, if any).
     attn_layer: u128,
+    /// The non-matrix part of `attn_layer` beyond biases and qk-norm (the
+    /// indexer's LayerNorm), left out of the matmul count.
+    attn_layer_norm: u128,
+    /// One linear-attention layer, and its weight matrices alone.
+    lin_layer: u128,
+    lin_matrices: u128,
+    full_layers: u128,
+    linear_layers: u128,
     dense_mlp_layer: u128,
     routed_total_layer: u128,
     routed_active_layer: u128,
@@ -132,6 +213,11 @@ fn raw(a: &Arch) -> Raw {
             if a.lm_head_bias { v as u128 } else { 0 },
         ]),
         attn_layer: attention_layer(a),
+        attn_layer_norm: indexer_norm(a),
+        lin_layer: linear_layer(a),
+        lin_matrices: linear_matrices(a),
+        full_layers: a.full_attention_layers() as u128,
+        linear_layers: a.linear_attention_layers() as u128,
         dense_mlp_layer: mlp(a, a.d_ff),
         norms_layer: (a.norms_per_layer as u128).saturating_mul(norm_params(a, d)),
         final_norm: if a.final_norm { norm_params(a, d) } else { 0 },
@@ -157,10 +243,25 @@ fn raw(a: &Arch) -> Raw {
 }
 
 impl Raw {
+    /// Attention over all layers: full layers plus linear ones.
+    fn attention(&self) -> u128 {
+        s(&[
+            self.attn_layer.saturating_mul(self.full_layers),
+            self.lin_layer.saturating_mul(self.linear_layers),
+        ])
+    }
+
+    /// Attention per layer, averaged over the attention kinds (exact
+    /// unless the model is hybrid; then rounded down).
+    fn attention_avg(&self) -> u128 {
+        self.attention()
+            .checked_div(s(&[self.full_layers, self.linear_layers]))
+            .unwrap_or(0)
+    }
+
     fn total(&self) -> u128 {
-        let per_dense = s(&[self.attn_layer, self.dense_mlp_layer, self.norms_layer]);
+        let per_dense = s(&[self.dense_mlp_layer, self.norms_layer]);
         let per_moe = s(&[
-            self.attn_layer,
             self.routed_total_layer,
             self.shared_layer,
             self.router_layer,
@@ -171,6 +272,7 @@ impl Raw {
             self.pos,
             self.embed_out,
             self.final_norm,
+            self.attention(),
             per_dense.saturating_mul(self.dense_layers),
             per_moe.saturating_mul(self.moe_layers),
         ])
@@ -204,9 +306,11 @@ pub struct ParamCounts {
     pub router: u64,
     /// Norm weights (and biases), including the final norm.
     pub norms: u64,
-    /// Parameters of one dense layer (0 if every layer is MoE).
+    /// Parameters of one dense layer (0 if every layer is MoE); for a hybrid
+    /// of linear and full attention, with the attention averaged over the
+    /// layers (rounded down).
     pub per_dense_layer: u64,
-    /// Parameters of one MoE layer (0 if none).
+    /// Parameters of one MoE layer (0 if none; attention averaged as above).
     pub per_moe_layer: u64,
     /// Parameters in matrices a token multiplies through (forward FLOPs are
     /// 2 × this per token, before attention): attention, active MLP, router,
@@ -229,7 +333,7 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
     let r = raw(a);
     let c = |x: u128| x as u64;
     let (l_dense, l_moe) = (c(r.dense_layers), c(r.moe_layers));
-    let attention = c(r.attn_layer) * a.n_layers;
+    let attention = c(r.attention());
     let mlp_dense = c(r.dense_mlp_layer) * l_dense;
     let experts_routed = c(r.routed_total_layer) * l_moe;
     let experts_active = c(r.routed_active_layer) * l_moe;
@@ -239,13 +343,14 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
     let embedding = c(r.embed_in + r.pos + r.embed_out);
     let total = c(r.total());
     let active = total - experts_routed + experts_active;
+    let attn_avg = r.attention_avg();
     let per_dense_layer = if l_dense > 0 {
-        c(r.attn_layer + r.dense_mlp_layer + r.norms_layer)
+        c(attn_avg + r.dense_mlp_layer + r.norms_layer)
     } else {
         0
     };
     let per_moe_layer = if l_moe > 0 {
-        c(r.attn_layer + r.routed_total_layer + r.shared_layer + r.router_layer + r.norms_layer)
+        c(attn_avg + r.routed_total_layer + r.shared_layer + r.router_layer + r.norms_layer)
     } else {
         0
     };
@@ -260,7 +365,9 @@ pub fn count<T: Tracer>(a: &Arch, tr: &mut T) -> ParamCounts {
     } else {
         r
     };
-    let matmul_active = c(matrices.attn_layer) * a.n_layers
+    let matmul_active = c(matrices.attn_layer - matrices.attn_layer_norm)
+        * a.full_attention_layers()
+        + c(matrices.lin_matrices) * a.linear_attention_layers()
         + c(matrices.dense_mlp_layer) * l_dense
         + c(matrices.routed_active_layer + matrices.shared_layer) * l_moe
         + router
@@ -335,31 +442,48 @@ fn embedding_step(a: &Arch, embedding: u64) -> Step {
     s.result(embedding as f64, "params")
 }
 
-/// The attention step (GQA or MLA).
-fn attention_step(a: &Arch, attention: u64) -> Step {
+/// The attention step (GQA or MLA; with the output gate, the sparse
+/// attention indexer and linear-attention layers where the model has them).
+fn attention_step(a: &Arch, r: &Raw, attention: u64) -> Step {
     let (l, d, n) = (a.n_layers as f64, a.d_model as f64, a.n_heads as f64);
-    let s = match &a.mla {
+    let mut extra = String::new();
+    if a.attn_output_gate {
+        extra.push_str(" + D·N·H (output gate)");
+    }
+    if a.sparse_attention.is_some() {
+        extra.push_str(" + q_r·N_I·H_I + D·H_I + 2·H_I + D·N_I (indexer)");
+    }
+    let layers = |s: Step| match &a.linear_attention {
+        Some(_) => s.bind("L_full", a.full_attention_layers() as f64, "").bind(
+            "L_lin",
+            a.linear_attention_layers() as f64,
+            "",
+        ),
+        None => s.bind("L", l, ""),
+    };
+    let mut s = match &a.mla {
         None => {
-            let mut f = String::from("L·(D·N·H + 2·D·K·H + N·H·D");
+            let mut f = String::from("D·N·H + 2·D·K·H + N·H·D");
             for (on, term) in [(a.qkv_bias, " + (N+2K)·H"), (a.attn_out_bias, " + D"), (a.qk_norm, " + 2·H")] {
                 if on {
                     f.push_str(term);
                 }
             }
-            f.push(')');
-            Step::new("params.attention", "Attention parameters", &f)
-                .bind("L", l, "")
+            f.push_str(&extra);
+            layers(Step::new("params.attention", "Attention parameters", &layers_formula(a, &f)))
                 .bind("D", d, "")
                 .bind("N", n, "")
                 .bind("K", a.n_kv_heads as f64, "")
                 .bind("H", a.d_head as f64, "")
         }
-        Some(m) => Step::new(
+        Some(m) => layers(Step::new(
             "params.attention",
             "Attention parameters (MLA)",
-            "L·(D·q_r + q_r + q_r·N·(H_nope+H_rope) + D·(kv_r+H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D)",
-        )
-        .bind("L", l, "")
+            &layers_formula(
+                a,
+                &format!("D·q_r + q_r + q_r·N·(H_nope+H_rope) + D·(kv_r+H_rope) + kv_r + kv_r·N·(H_nope+H_v) + N·H_v·D{extra}"),
+            ),
+        ))
         .bind("D", d, "")
         .bind("N", n, "")
         .bind("q_r", m.q_lora_rank as f64, "")
@@ -368,7 +492,33 @@ fn attention_step(a: &Arch, attention: u64) -> Step {
         .bind("H_rope", m.qk_rope_head_dim as f64, "")
         .bind("H_v", m.v_head_dim as f64, ""),
     };
+    if let Some(la) = &a.linear_attention {
+        s = s
+            .bind("N_lk", la.n_key_heads as f64, "")
+            .bind("N_lv", la.n_value_heads as f64, "")
+            .bind("H_lk", la.key_head_dim as f64, "")
+            .bind("H_lv", la.value_head_dim as f64, "")
+            .bind("K_conv", la.conv_kernel as f64, "")
+            .bind("A_lin", r.lin_layer as f64, "params");
+    }
+    if let Some(i) = &a.sparse_attention {
+        s = s
+            .bind("N_I", i.index_n_heads as f64, "")
+            .bind("H_I", i.index_head_dim as f64, "");
+    }
     s.result(attention as f64, "params")
+}
+
+/// `L·(per layer)`, or for a hybrid `L_full·(per full layer) + L_lin·A_lin`
+/// with the Gated DeltaNet layer spelled out.
+fn layers_formula(a: &Arch, per_layer: &str) -> String {
+    if a.linear_attention.is_some() {
+        format!(
+            "L_full·({per_layer}) + L_lin·A_lin, A_lin = D·(2·N_lk·H_lk + 2·N_lv·H_lv) + 2·D·N_lv + (2·N_lk·H_lk + N_lv·H_lv)·K_conv + 2·N_lv + H_lv + N_lv·H_lv·D"
+        )
+    } else {
+        format!("L·({per_layer})")
+    }
 }
 
 /// The MLP, expert, router and norm steps.
@@ -449,7 +599,7 @@ fn record<T: Tracer>(a: &Arch, r: &Raw, pc: &ParamCounts, tr: &mut T) {
         },
         |tr| {
             tr.record(|| embedding_step(a, pc.embedding));
-            tr.record(|| attention_step(a, pc.attention));
+            tr.record(|| attention_step(a, r, pc.attention));
             mlp_steps(a, r, pc, tr);
             pc.total_exact
         },

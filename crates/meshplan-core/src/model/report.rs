@@ -277,6 +277,23 @@ pub fn hyperparameters(a: &Arch) -> String {
     if let Some(moe) = &a.moe {
         hp.push_str(&format!(" E={} k={}", moe.n_experts, moe.top_k));
     }
+    if let Some(la) = &a.linear_attention {
+        hp.push_str(&format!(
+            " L_lin={} (Gated DeltaNet N_lk={} N_lv={} H_lk={} H_lv={}; every {}th layer full)",
+            a.linear_attention_layers(),
+            la.n_key_heads,
+            la.n_value_heads,
+            la.key_head_dim,
+            la.value_head_dim,
+            la.full_attention_interval
+        ));
+    }
+    if let Some(i) = &a.sparse_attention {
+        hp.push_str(&format!(
+            " k_sel={} (sparse attention; indexer N_I={} H_I={})",
+            i.index_topk, i.index_n_heads, i.index_head_dim
+        ));
+    }
     hp
 }
 
