@@ -67,7 +67,8 @@ pub struct Row {
     /// slice split into prefill and decode replicas) or "decode" (a
     /// disaggregated decode pool measured alone).
     pub layout: String,
-    /// ttft_s | tpot_s | output_tokens_per_s_per_chip.
+    /// ttft_s | tpot_s | itl_s | output_tokens_per_s_per_chip (ITL rows
+    /// count in the TPOT family: both are per-token latencies).
     pub metric: String,
     /// "mean" or "median": the statistic the source reports.
     pub statistic: String,
@@ -177,7 +178,8 @@ pub fn rows() -> Result<Vec<Row>> {
 fn family(metric: &str) -> Result<&'static str> {
     Ok(match metric {
         "ttft_s" => "TTFT",
-        "tpot_s" => "TPOT",
+        // the gap between tokens: TPOT's family (a per-token latency)
+        "tpot_s" | "itl_s" => "TPOT",
         "output_tokens_per_s_per_chip" => "tokens/s/GPU",
         _ => return Err(Error::Invalid(format!("unknown serving metric {metric}"))),
     })
@@ -242,9 +244,10 @@ fn metric(r: &InferReport, row: &Row) -> Result<f64> {
         "agg" => match (&s.continuous, m) {
             (Some(c), "ttft_s") => stat(&c.ttft_s, row),
             (Some(c), "tpot_s") => stat(&c.tpot_s, row),
+            (Some(c), "itl_s") => stat(&c.itl_s, row),
             (Some(c), "output_tokens_per_s_per_chip") => Ok(c.output_tokens_per_s_per_chip),
             (None, "ttft_s") => stat(&fixed(s.static_batch.ttft_s), row),
-            (None, "tpot_s") => stat(&fixed(s.static_batch.tpot_s), row),
+            (None, "tpot_s" | "itl_s") => stat(&fixed(s.static_batch.tpot_s), row),
             (None, "output_tokens_per_s_per_chip") => {
                 Ok(s.static_batch.output_tokens_per_s_per_chip)
             }
@@ -259,7 +262,8 @@ fn metric(r: &InferReport, row: &Row) -> Result<f64> {
             })?;
             match m {
                 "ttft_s" => stat(&d.ttft_s, row),
-                "tpot_s" => stat(&d.tpot_s, row),
+                // no prefill in a decode replica: every gap is the step
+                "tpot_s" | "itl_s" => stat(&d.tpot_s, row),
                 "output_tokens_per_s_per_chip" => Ok(d.output_tokens_per_s_per_chip),
                 _ => Err(Error::Invalid(format!("{}: metric {m}", row.id))),
             }
@@ -268,7 +272,7 @@ fn metric(r: &InferReport, row: &Row) -> Result<f64> {
         "decode" => {
             let t = s.static_batch.tpot_s;
             match m {
-                "tpot_s" => Ok(t),
+                "tpot_s" | "itl_s" => Ok(t),
                 "output_tokens_per_s_per_chip" => {
                     Ok(r.batch as f64 / (t * r.chips_per_replica as f64))
                 }
