@@ -19,8 +19,14 @@ pub struct ValidateArgs {
     /// Playbook CSV (models from `playbook_models.toml` beside it, else the embedded copy)
     /// or published-runs JSON; with several (two or more sources), also the
     /// held-out (leave-one-source-out) figures.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "serving")]
     pub dataset: Vec<PathBuf>,
+    /// Compare serving predictions with the published serving measurements
+    /// (data/serving/measurements.csv): per metric (TTFT, TPOT, tokens/s per
+    /// GPU) and per chip, engine, dense/MoE and agg/disagg (docs/inference.md,
+    /// "Serving validation"). Takes no data set.
+    #[arg(long, conflicts_with_all = ["dataset", "plot", "hw_profile"])]
+    pub serving: bool,
     /// Write a predicted-vs-measured step-time scatter (SVG).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -108,6 +114,9 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     if a.out.explain {
         anyhow::bail!("validate has no derivation (--explain): its numbers are predictions, see `meshplan train --explain` for one run");
     }
+    if a.serving {
+        return run_serving(&a);
+    }
     let (mut runs, mut skipped) = (Vec::new(), Vec::new());
     for p in &a.dataset {
         let (r, s) = load(p)?;
@@ -130,6 +139,14 @@ pub fn run(a: ValidateArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `validate --serving`: the serving comparison (every row with --all).
+fn run_serving(a: &ValidateArgs) -> anyhow::Result<ExitCode> {
+    let mut s = meshplan_core::inference::validation::compare(&io::catalog()?)?;
+    s.list_rows = a.all;
+    emit(&s, None, &a.out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Run `calibrate`: the fitted profile TOML on stdout, the fit on stderr.

@@ -21,6 +21,7 @@ mod readme;
 mod rough;
 mod serving_benchmark;
 mod serving_request;
+mod serving_validation;
 mod sizing_flags;
 mod snapshots;
 mod trace;

@@ -96,6 +96,11 @@ pub struct Continuous {
     pub ttft_s: Percentiles,
     /// Time per output token, s.
     pub tpot_s: Percentiles,
+    /// Inter-token latency (the gaps between a request's tokens), s: the
+    /// decode step, or the step plus the prefill work it carries
+    /// ([`itl_percentiles`]). Its mean is the TPOT's; its median is what
+    /// `benchmark_serving` prints as "Median ITL".
+    pub itl_s: Percentiles,
     /// End-to-end request latency `TTFT + (T_out − 1)·TPOT`, s (the
     /// percentiles add the two percentiles: exact if a request's TTFT and
     /// TPOT rise together).
@@ -413,6 +418,73 @@ fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
     }
 }
 
+/// The extra time a token gap holds when it carries prefill work, and the
+/// fraction of gaps that do: a two-point distribution (`t_d`, or `t_d + x`
+/// with probability `q`).
+///
+/// * Prefill-priority engines (SGLang: the waiting prefill runs in its own
+///   step, the decodes wait for it): one gap of a running request holds a
+///   whole prefill of another, `x = s_p`.
+/// * Mixing engines (vLLM chunked prefill: decodes first, prompt chunks of
+///   `K − C` tokens fill the step): a prompt spreads over `n_c =
+///   ⌈T_in/(K − C)⌉` steps, each gap holding a chunk, `x = s_p/n_c`.
+///
+/// A request's decode window `(T_out − 1)·TPOT` sees `R_o·(T_out − 1)·TPOT`
+/// prefills of the others, each spanning `s_p/x` gaps, so the fraction of
+/// gaps with prefill work is `q = R_o·TPOT·s_p/x = ρ_o·TPOT/x` (capped at
+/// 1); the mean gap `t_d + q·x = t_d + ρ_o·TPOT = t_d/(1 − ρ_o)` is the
+/// mean TPOT, as it must be.
+fn itl_mix(sm: &StepModel, pt: &Point) -> (f64, f64) {
+    let e = sm.engine;
+    let chunks = if e.mixes_prefill() {
+        let room = e.max_prefill_tokens as f64 - pt.c.ceil();
+        if room >= 1.0 {
+            (prefill_tokens(sm) / room).ceil().max(1.0)
+        } else {
+            1.0
+        }
+    } else {
+        1.0
+    };
+    let x = pt.s_p / chunks;
+    let q = if x > 0.0 {
+        (pt.rho_o * pt.tpot / x).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (x, q)
+}
+
+/// Inter-token latency percentiles: the gap is the decode step `t_d` with
+/// probability `1 − q` and `t_d + x` with probability `q` ([`itl_mix`]);
+/// every step full (the token budget binds): every gap is `t_full`.
+fn itl_percentiles(sm: &StepModel, pt: &Point, gaps: f64) -> Percentiles {
+    if gaps <= 0.0 {
+        return Percentiles::default();
+    }
+    if pt.tpot_capped {
+        return Percentiles {
+            mean: pt.tpot,
+            p50: pt.tpot,
+            p90: pt.tpot,
+            p99: pt.tpot,
+        };
+    }
+    let (x, q) = itl_mix(sm, pt);
+    two_point(pt.t_d, x, q)
+}
+
+/// Percentiles of `t` with probability `1 − q`, `t + x` with probability `q`.
+fn two_point(t: f64, x: f64, q: f64) -> Percentiles {
+    let at = |p: f64| if p <= 1.0 - q { t } else { t + x };
+    Percentiles {
+        mean: t + q * x,
+        p50: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+    }
+}
+
 /// `TTFT + (T_out − 1)·TPOT`, percentile by percentile.
 fn e2e_percentiles(ttft: &Percentiles, tpot: &Percentiles, gaps: f64) -> Percentiles {
     Percentiles {
@@ -445,6 +517,7 @@ pub(crate) fn steady_state<T: Tracer>(
     let base = e.frontend_s + pt.queue_s + pt.s_1;
     let ttft = ttft_percentiles(base, pt.t_res, pt.rho_o, pt.w_mean);
     let tpot = tpot_percentiles(&pt, gaps);
+    let itl = itl_percentiles(sm, &pt, gaps);
     let out = Continuous {
         workload: w.to_string(),
         concurrency: pt.c,
@@ -467,6 +540,7 @@ pub(crate) fn steady_state<T: Tracer>(
         e2e_s: e2e_percentiles(&ttft, &tpot, gaps),
         ttft_s: ttft,
         tpot_s: tpot,
+        itl_s: itl,
         saturated: pt.saturated,
     };
     record(sm, w, &pt, &out, tr);
@@ -549,6 +623,19 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         .bind("W̄", pt.w_mean, "s")
         .result(c.ttft_s.mean, "s")
             .source("frontend (engine profile frontend_s), queue for a slot or the token budget, prefill, the step in flight, M/D/1 prefill queue")
+    });
+    tr.record(|| {
+        let (x, q) = itl_mix(sm, pt);
+        Step::new(
+            "serving.itl",
+            "Inter-token latency (median)",
+            "ITL = t_d with probability 1 − q, t_d + x with probability q; q = min(1, ρ_o·TPOT/x); x = s_p (prefill priority) or s_p/⌈T_in/(K − C)⌉ (chunked, mixed steps); every step full: t_full",
+        )
+        .bind("t_d", pt.t_d, "s")
+        .bind("x", x, "s")
+        .bind("q", if pt.tpot_capped { 1.0 } else { q }, "")
+        .result(c.itl_s.p50, "s")
+        .source("the engine's scheduler (data/engines: prefill_priority, max_prefill_tokens); benchmark_serving's ITL (gaps between a request's streamed tokens)")
     });
     tr.record(|| {
         Step::new(
@@ -669,4 +756,26 @@ pub(crate) fn disaggregated<T: Tracer>(
         tpot_s: tpot,
         saturated,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_point_percentiles_by_hand() {
+        // t = 30 ms, x = 2 s, q = 0.1: the median and p90 are the decode
+        // step (0.5 ≤ 0.9 ≤ 1 − q), p99 holds the prefill; the mean is
+        // 0.03 + 0.1·2 = 0.23 s
+        let p = two_point(0.03, 2.0, 0.1);
+        assert_eq!((p.p50, p.p90), (0.03, 0.03));
+        assert!((p.p99 - 2.03).abs() < 1e-12);
+        assert!((p.mean - 0.23).abs() < 1e-12);
+        // q = 0.6: more than half the gaps hold prefill work
+        let p = two_point(0.03, 0.5, 0.6);
+        assert!((p.p50 - 0.53).abs() < 1e-12);
+        // q = 0: the decode step everywhere
+        let p = two_point(0.03, 0.5, 0.0);
+        assert_eq!((p.mean, p.p99), (0.03, 0.03));
+    }
 }
