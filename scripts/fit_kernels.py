@@ -13,8 +13,9 @@ engine (the newest collected version), never a copy of a table:
   attention      t = t0 + B·t_seq + KV_bytes / BW        paged generation attention (GQA, bf16 KV)
   mla            t = t0 + B·t_seq + max(KV/BW, F/C)      generation MLA (latent KV 576 per token),
                                                          F = B·S·heads·2·(576 + 512)
-  allreduce.<n>  t = t0 + bytes / BW                     the engine's custom all-reduce, ≤ 8 MiB, n GPUs
-  alltoall.<n>   t = t0 + bytes / BW                     NCCL all-to-all, ≤ 64 MiB, n GPUs (EP dispatch/combine)
+  allreduce.<n>  t = t0 + bytes / BW  (≤ 128 KiB),  t0' + bytes / BW'  (above; ≤ 8 MiB)
+                 the engine's custom all-reduce (fastest implementation per size), n GPUs
+  alltoall.<n>   the same two lines up to 64 MiB: NCCL all-to-all, n GPUs (EP dispatch/combine)
 
 Fits minimise the relative (squared) error. Each row of the output carries
 its source string, the number of points, and the median and 90th-percentile
@@ -33,6 +34,11 @@ import pyarrow.parquet as pq
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "microbench", "aiconfigurator")
 COMMIT = "095f58a"
+# catalog HBM peak per system (data/hardware/*.toml), B/s: a fit above it is not physical
+# (a kernel switch inside the fitted range) and is dropped
+PEAK_HBM = {"h100_sxm": 3.35e12, "h200_sxm": 4.8e12, "b200_sxm": 8e12, "gb200": 8e12, "a100_sxm": 2.039e12}
+# catalog dense bf16 peak per system, FLOP/s (a fitted compute side is stated against it)
+PEAK_BF16 = {"h100_sxm": 989.5e12, "h200_sxm": 989.5e12, "b200_sxm": 2.25e15, "gb200": 2.5e15, "a100_sxm": 312e12}
 SYSTEMS = {  # aiconfigurator system -> meshplan chip names the curves serve
     "h100_sxm": ["h100"],
     "h200_sxm": ["h200"],
@@ -41,6 +47,7 @@ SYSTEMS = {  # aiconfigurator system -> meshplan chip names the curves serve
     "a100_sxm": ["a100-80gb"],
 }
 ENGINES = ["trtllm", "vllm", "sglang"]
+SPLIT_BYTES = 128 * 1024  # collectives: the small-message line up to here, the large one above
 BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "int4_wo": 0.5,
          "int8_wo": 1.0, "w4a16_mxfp4": 0.5, "w4a8_mxfp4_mxfp8": 0.5}
 NAME = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4",
@@ -103,6 +110,12 @@ def src(system, op, engine, version, detail):
 def emit(out, system, engine, op, key, t0, bw, n, err, source, **extra):
     if not (t0 == t0 and bw > 0 and t0 > -1e-6):
         return
+    if op in ("gemm", "moe", "attention", "mla") and bw > PEAK_HBM[system]:
+        return
+    if op in ("gemm", "moe", "attention", "mla"):
+        extra["peak_bandwidth"] = PEAK_HBM[system]
+    if extra.get("flops"):
+        extra["peak_bf16_flops"] = PEAK_BF16[system]
     out.append(dict(engine=engine, system=system, chips=SYSTEMS[system], op=op, key=key,
                     t0_s=max(t0, 0.0), bandwidth=bw, points=n, median_error=err[0],
                     p90_error=err[1], source=source, **extra))
@@ -124,8 +137,23 @@ def fit_gemm(system, engine, out):
         ys = [r["latency"] * 1e-3 for r in s]
         t0, inv = wls(xs, ys)
         err = errors([t0 + x[1] * inv for x in xs], ys)
+        extra = {}
+        detail = f"gemm_perf, {dt}, m <= 16, n*k >= 4096^2"
+        if dt.endswith("_wo"):
+            # weight-only kernels dequantise in the main loop: their compute side
+            # 2·M·N·K/F binds from M ≈ 32; F = median over m in 64..128 of the rows'
+            # FLOPs over the time left after t0 + the weight stream
+            rates = []
+            for r in data:
+                if r["gemm_dtype"] == dt and 64 <= r["m"] <= 128 and r["n"] * r["k"] >= 4096 * 4096:
+                    left = r["latency"] * 1e-3 - t0
+                    if left > 0:
+                        rates.append(2.0 * r["m"] * r["n"] * r["k"] / left)
+            if rates:
+                extra["flops"] = statistics.median(rates)
+                detail += "; compute side: median over 64 <= m <= 128"
         emit(out, system, engine, "gemm", NAME[dt], t0, 1.0 / inv, len(s), err,
-             src(system, "gemm", engine, v, f"gemm_perf, {dt}, m <= 16, n*k >= 4096^2"))
+             src(system, "gemm", engine, v, detail), **extra)
 
 
 def touched(t, e, k, ep):
@@ -233,12 +261,29 @@ def fit_line(system, engine, op, key_prefix, p, version, detail_of, select, out,
         s = [r for r in data if r["num_gpus"] == n]
         if len(s) < 5:
             continue
-        xs = [(1.0, r["message_size"] * 2.0) for r in s]  # bf16 elements -> bytes
-        ys = [r["latency"] * 1e-3 for r in s]
-        t0, inv = wls(xs, ys)
-        err = errors([t0 + x[1] * inv for x in xs], ys)
+        # two lines: the latency-bound one-shot regime up to SPLIT bytes, the
+        # bandwidth regime above (the kernels switch algorithm in between)
+        lo = [r for r in s if r["message_size"] * 2 <= SPLIT_BYTES]
+        hi = [r for r in s if r["message_size"] * 2 > SPLIT_BYTES]
+        if len(lo) < 3 or len(hi) < 3:
+            continue
+        fits = []
+        for part in (lo, hi):
+            xs = [(1.0, r["message_size"] * 2.0) for r in part]  # bf16 elements -> bytes
+            ys = [r["latency"] * 1e-3 for r in part]
+            fits.append(wls(xs, ys))
+        (t0, inv), (t1, inv1) = fits
+
+        def pred(r):
+            v = r["message_size"] * 2.0
+            return t0 + v * inv if v <= SPLIT_BYTES else t1 + v * inv1
+
+        err = errors([pred(r) for r in s], [r["latency"] * 1e-3 for r in s])
+        if inv1 <= 0 or t1 != t1:
+            continue
         emit(out, system, engine, op, f"{key_prefix}{n}", t0, 1.0 / inv, len(s), err,
-             src(system, "comm", engine, version, detail_of(n)), gpus=n)
+             src(system, "comm", engine, version, detail_of(n)), gpus=n,
+             split_bytes=float(SPLIT_BYTES), t0_large_s=max(t1, 0.0), bandwidth_large=1.0 / inv1)
 
 
 def fit_comm(system, engine, out):
@@ -289,8 +334,8 @@ def main():
         seen.add(k)
         print()
         print("[[curve]]")
-        for f in ("engine", "system", "chips", "op", "key", "t0_s", "bandwidth", "per_seq_s", "flops",
-                  "gpus", "points", "median_error", "p90_error", "source"):
+        for f in ("engine", "system", "chips", "op", "key", "t0_s", "bandwidth", "peak_bandwidth", "per_seq_s", "flops", "peak_bf16_flops",
+                  "gpus", "split_bytes", "t0_large_s", "bandwidth_large", "points", "median_error", "p90_error", "source"):
             if f in c:
                 print(f"{f} = {toml_value(c[f])}")
 
