@@ -118,7 +118,8 @@ impl Comms {
             }
             None => None,
         };
-        if let Some(small) = small.filter(|_| one_domain && v.get() <= e.allreduce_small_max_bytes) {
+        if let Some(small) = small.filter(|_| one_domain && v.get() <= e.allreduce_small_max_bytes)
+        {
             if small < nccl {
                 return (small, true);
             }
@@ -188,9 +189,7 @@ impl Comms {
 fn kernel_priced(m: &ModelSpec, q: &InferQuery, engine: &EngineProfile) -> bool {
     let a = &m.arch;
     !engine.is_ideal()
-        && (a.moe.is_some()
-            || a.mla.is_some()
-            || q.weights_dtype.bits() < q.compute_dtype.bits())
+        && (a.moe.is_some() || a.mla.is_some() || q.weights_dtype.bits() < q.compute_dtype.bits())
 }
 
 /// The prefill of `b` prompts split into its terms.
@@ -350,11 +349,9 @@ impl StepModel<'_> {
         let a = &self.m.arch;
         let (wdt, w_hbm) = (self.q.weights_dtype, self.hw.w_hbm.get());
         let layers = a.n_layers as f64 * frac;
-        let moe_layers = a
-            .moe
-            .as_ref()
-            .map_or(0.0, |x| a.n_layers.saturating_sub(x.first_dense_layers) as f64)
-            * frac;
+        let moe_layers = a.moe.as_ref().map_or(0.0, |x| {
+            a.n_layers.saturating_sub(x.first_dense_layers) as f64
+        }) * frac;
         let routed = routed_dev.get() * self.experts_read(b);
         let dense = (w.get() - routed).max(0.0);
         let wo = (wdt.bits() < self.q.compute_dtype.bits())
@@ -378,7 +375,10 @@ impl StepModel<'_> {
             let (n, y) = (self.hw.chips as f64, self.hw.replicated_chips.max(1) as f64);
             let seqs = b / (n / y).max(1.0);
             let heads = a.n_heads as f64 / y;
-            let m = a.mla.as_ref().map_or(0, |x| x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank);
+            let m = a
+                .mla
+                .as_ref()
+                .map_or(0, |x| x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank);
             let kv_layer = kv_all.get() / n / layers.max(1e-9);
             let f_layer = seqs * context as f64 * heads * 2.0 * m as f64;
             c.attention_time(seqs, kv_layer, f_layer) * layers

@@ -258,7 +258,9 @@ mod tests {
         for c in curves() {
             assert!(c.t0_s >= 0.0 && c.t0_s.is_finite(), "{c:?}");
             assert!(c.bandwidth > 0.0 && c.bandwidth.is_finite(), "{c:?}");
-            assert!(c.source.starts_with("aiconfigurator systems data, commit 095f58a, "));
+            assert!(c
+                .source
+                .starts_with("aiconfigurator systems data, commit 095f58a, "));
             assert!(!c.chips.is_empty());
         }
     }
