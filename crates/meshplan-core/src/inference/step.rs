@@ -398,7 +398,7 @@ impl StepModel<'_> {
             _ => e.kv_hbm_efficiency,
         };
         record_kernels(
-            (wo.map(|a| a.curve), moe, mla),
+            (wo, moe, mla),
             (layers, moe_layers),
             (dense, routed),
             (Seconds::new(t_w), t_kv),
@@ -825,7 +825,7 @@ struct KernelDecode {
 type CurveRef = Option<&'static super::kernels::Curve>;
 
 fn record_kernels<T: Tracer>(
-    (wo, moe, mla): (CurveRef, CurveRef, CurveRef),
+    (wo, moe, mla): (Option<super::kernels::Applied>, CurveRef, CurveRef),
     (layers, moe_layers): (f64, f64),
     (dense, routed): (f64, f64),
     (t_w, t_kv): (Seconds, Option<Seconds>),
@@ -842,7 +842,23 @@ fn record_kernels<T: Tracer>(
         .bind("w_dense", dense, "B")
         .bind("w_routed", routed, "B");
         let mut src = Vec::new();
-        for (tag, c) in [("wo", wo), ("moe", moe), ("mla", mla)] {
+        if let Some(a) = wo {
+            s = s
+                .bind("t0_wo", a.curve.t0_s, "s")
+                .bind("BW_wo", a.bandwidth, "B/s")
+                .bind("F_wo", a.flops, "FLOP/s");
+            src.push(if a.transferred {
+                format!(
+                    "{} — measured on another chip: a prediction outside what was measured, at the fractions of peak it reached there (BW/W_hbm = {:.3}, F/C_bf16 = {:.3})",
+                    a.curve.source,
+                    a.curve.bandwidth / a.curve.peak_bandwidth,
+                    a.curve.flops / a.curve.peak_bf16_flops
+                )
+            } else {
+                a.curve.source.clone()
+            });
+        }
+        for (tag, c) in [("moe", moe), ("mla", mla)] {
             if let Some(c) = c {
                 s = s
                     .bind(&format!("t0_{tag}"), c.t0_s, "s")
