@@ -147,11 +147,13 @@ fn base_name(chip: &Chip) -> &str {
     chip.name.split('@').next().unwrap_or(&chip.name)
 }
 
-/// The curves of one engine on one chip.
+/// The curves of one engine on one chip (and NCCL's on that chip),
+/// selected once: the step looks them up per decode step.
 #[derive(Clone, Debug)]
 pub struct KernelSet {
     engine: String,
     chip: String,
+    mine: Vec<&'static Curve>,
 }
 
 impl KernelSet {
@@ -162,19 +164,32 @@ impl KernelSet {
             return None;
         }
         let name = base_name(chip);
-        curves()
+        let on_chip = |c: &&Curve| c.chips.iter().any(|x| x == name);
+        if !curves().iter().filter(on_chip).any(|c| c.engine == engine) {
+            return None;
+        }
+        let mine = curves()
             .iter()
-            .any(|c| c.engine == engine && c.chips.iter().any(|x| x == name))
-            .then(|| KernelSet {
-                engine: engine.to_string(),
-                chip: name.to_string(),
-            })
+            .filter(on_chip)
+            .filter(|c| c.engine == engine || c.engine == "nccl")
+            .collect();
+        Some(KernelSet {
+            engine: engine.to_string(),
+            chip: name.to_string(),
+            mine,
+        })
     }
 
     fn find(&self, engine: &str, op: &str, key: &str) -> Option<&'static Curve> {
-        curves().iter().find(|c| {
-            c.engine == engine && c.op == op && c.key == key && c.chips.contains(&self.chip)
-        })
+        self.mine
+            .iter()
+            .copied()
+            .find(|c| c.engine == engine && c.op == op && c.key == key)
+    }
+
+    /// The chip's catalog name the curves serve.
+    pub fn chip(&self) -> &str {
+        &self.chip
     }
 
     /// This engine's curve `op`/`key` on this chip.
