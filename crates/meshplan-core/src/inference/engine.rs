@@ -346,10 +346,15 @@ impl EngineProfile {
     /// The compute dtype low-precision weights run at: the weight dtype when
     /// the engine runs low-precision GEMMs and the chip has a peak for it
     /// (fp8/int8 W8A8, fp4 W4A4), else None (bf16 activations, the weights
-    /// dequantised on the fly).
+    /// dequantised on the fly). int4 weights are always weight-only (AWQ,
+    /// GPTQ, Marlin: W4A16) even on chips with int4 tensor cores (A100):
+    /// no serving engine quantises the activations to int4.
     pub fn native_compute(&self, chip: &Chip, weights: DType) -> Option<DType> {
-        (self.low_precision_compute && weights.bits() < 16 && chip.peak.get(weights).is_some())
-            .then_some(weights)
+        (self.low_precision_compute
+            && weights.bits() < 16
+            && weights != DType::Int4
+            && chip.peak.get(weights).is_some())
+        .then_some(weights)
     }
 
     /// Check the engine can model `chip`: GPU engines need a GPU, TPU

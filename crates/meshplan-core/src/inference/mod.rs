@@ -16,6 +16,7 @@ pub mod defaults;
 pub mod derived;
 pub mod engine;
 mod evaluate;
+pub mod kernels;
 pub mod latency;
 pub mod memory;
 pub mod pipeline;

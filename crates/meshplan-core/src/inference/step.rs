@@ -14,6 +14,7 @@ use crate::model::{kv, ModelSpec};
 use crate::trace::{NoTrace, Step, Tracer};
 use crate::units::{Bytes, BytesPerSec, DType, FlopsPerSec, Seconds};
 
+use super::kernels::KernelSet;
 use super::latency::{self, DecodeStep, StepEfficiency};
 use super::pipeline::{Pipeline, Stage};
 use super::roofline::{self, Bound, Component};
@@ -35,6 +36,11 @@ pub(crate) struct Comms {
     /// Activation bytes per element.
     pub(crate) ab: f64,
     engine: EngineProfile,
+    /// The engine's measured kernel curves on this chip (None: the
+    /// profile's efficiencies; always None for `ideal` and `@book` chips).
+    pub(crate) kernels: Option<KernelSet>,
+    /// Dense bf16 peak of the chip, FLOP/s (scales a transferred curve).
+    pub(crate) c_bf16: f64,
 }
 
 impl Comms {
@@ -72,6 +78,10 @@ impl Comms {
             k_top: a.moe.as_ref().map_or(1, |x| x.top_k) as f64,
             ab,
             engine: engine.clone(),
+            c_bf16: chip.flops(DType::Bf16).get(),
+            kernels: kernel_priced(m, q, engine)
+                .then(|| KernelSet::for_chip(&engine.name, chip))
+                .flatten(),
         };
         (c, w_ici, m_y)
     }
@@ -98,14 +108,36 @@ impl Comms {
             AxisPlacement::Gpu(g) => g.per_node >= g.size,
             _ => true,
         };
-        if one_domain && e.allreduce_small_bandwidth > 0.0 && v.get() <= e.allreduce_small_max_bytes
+        // the engine's measured custom all-reduce `t0 + v/BW` where fitted
+        // (scripts/fit_kernels.py), else the profile's `α + v/W_small`
+        let measured = self.kernels.as_ref().and_then(|k| k.allreduce(self.tp));
+        let small = match measured {
+            Some(c) => Some(c.time(v.get())),
+            None if e.allreduce_small_bandwidth > 0.0 => {
+                Some(alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth))
+            }
+            None => None,
+        };
+        if let Some(small) = small.filter(|_| one_domain && v.get() <= e.allreduce_small_max_bytes)
         {
-            let small = alpha + Seconds::new(v.get() / e.allreduce_small_bandwidth);
             if small < nccl {
                 return (small, true);
             }
         }
         (nccl, ag.latency_bound)
+    }
+
+    /// NCCL's measured all-to-all over the EP group, when it lies in one
+    /// NVLink domain and an engine with measured kernels runs it.
+    fn measured_alltoall(&self) -> Option<&'static super::kernels::Curve> {
+        let one_domain = match &self.ep_axis {
+            AxisPlacement::Gpu(g) => g.per_node >= g.size,
+            _ => false,
+        };
+        self.kernels
+            .as_ref()
+            .filter(|_| one_domain)
+            .and_then(|k| k.alltoall(self.ep))
     }
 
     /// Seconds for `tokens` tokens through every layer, and whether a TP
@@ -134,10 +166,30 @@ impl Comms {
             // dispatch + combine AllToAll of the k·B·D routed activations (the
             // global array: every device's buffer)
             let v = Bytes::new(tokens * self.k_top * d * ab * self.ep as f64);
-            t += collectives::cost(Collective::AllToAll, v, &self.ep_axis, &mut NoTrace).time * 2.0;
+            t += match self.measured_alltoall() {
+                // NCCL's measured all-to-all: each rank sends its 1/Z share
+                Some(c) => c.time(v.get() / (self.ep * self.ep) as f64) * 2.0,
+                None => {
+                    collectives::cost(Collective::AllToAll, v, &self.ep_axis, &mut NoTrace).time
+                        * 2.0
+                }
+            };
         }
         (t * self.l, lat)
     }
+}
+
+/// Whether the decode step prices from the measured kernel curves: MoE,
+/// MLA and weight-only quantised models under a real engine. Dense bf16/fp8
+/// models keep the profile's efficiencies, whose step overhead, GEMM M½ and
+/// small-message all-reduce were fitted together on dense serving
+/// measurements (data/engines/*.toml): swapping one of them alone would
+/// break that fit (their GEMM curves agree with η_hbm within 2-4 %,
+/// docs/inference.md "Kernels from microbenchmarks").
+fn kernel_priced(m: &ModelSpec, q: &InferQuery, engine: &EngineProfile) -> bool {
+    let a = &m.arch;
+    !engine.is_ideal()
+        && (a.moe.is_some() || a.mla.is_some() || q.weights_dtype.bits() < q.compute_dtype.bits())
 }
 
 /// The prefill of `b` prompts split into its terms.
@@ -264,6 +316,106 @@ impl StepModel<'_> {
         }
     }
 
+    /// The decode step's weight and KV terms priced from the engine's
+    /// measured kernels on this chip ([`super::kernels`]), as the
+    /// efficiencies `η_hbm = w/(W_hbm·T_w)` and `η_kv = KV/(N·W_hbm·T_kv)`
+    /// the book's step formula takes. Per chip, over the `frac` of the
+    /// layers this step covers:
+    /// `T_w = T_dense + L_moe·t0_moe + w_routed/BW_moe`, with
+    /// `T_dense = L·4·t0_wo + w_dense/BW_wo` for weight-only quantised
+    /// weights (the curve includes the dequantisation), else
+    /// `w_dense/(W_hbm·η_hbm)`; and for MLA
+    /// `T_kv = L·(t0 + B_dev·t_seq + max(KV_l/BW, F_l/F))`. Without curves
+    /// (the `ideal` engine, `@book` chips, chips without tables) the
+    /// profile's efficiencies, unchanged. `context` 0: the KV term keeps
+    /// the profile's η_kv.
+    fn kernel_decode<T: Tracer>(
+        &self,
+        (b, context): (f64, u64),
+        (w, routed_dev, kv_all): (Bytes, Bytes, Bytes),
+        frac: f64,
+        tr: &mut T,
+    ) -> KernelDecode {
+        let e = self.engine;
+        let plain = KernelDecode {
+            hbm: e.hbm_efficiency,
+            kv: e.kv_hbm_efficiency,
+            dequant_measured: false,
+            gemm: None,
+        };
+        let Some(k) = self.comms.kernels.as_ref() else {
+            return plain;
+        };
+        let a = &self.m.arch;
+        let (wdt, w_hbm) = (self.q.weights_dtype, self.hw.w_hbm.get());
+        let layers = a.n_layers as f64 * frac;
+        let moe_layers = a.moe.as_ref().map_or(0.0, |x| {
+            a.n_layers.saturating_sub(x.first_dense_layers) as f64
+        }) * frac;
+        let routed = routed_dev.get() * self.experts_read(b);
+        let dense = (w.get() - routed).max(0.0);
+        let wo = (wdt.bits() < self.q.compute_dtype.bits())
+            .then(|| k.weight_only_gemm(wdt, w_hbm, self.comms.c_bf16))
+            .flatten();
+        let t_dense = match wo {
+            Some(c) => layers * GEMMS_PER_LAYER * c.curve.t0_s + dense / c.bandwidth,
+            None => dense / (w_hbm * e.hbm_efficiency),
+        };
+        let moe = (routed_dev.get() > 0.0).then(|| k.moe(wdt)).flatten();
+        let t_routed = match moe {
+            Some(c) => moe_layers * c.t0_s + routed / c.bandwidth,
+            None => routed / (w_hbm * e.hbm_efficiency),
+        };
+        let t_w = t_dense + t_routed;
+        let mla = match (&a.mla, context) {
+            (Some(_), 1..) => k.mla(self.q.kv_dtype),
+            _ => None,
+        };
+        let t_kv = mla.map(|c| {
+            let (n, y) = (self.hw.chips as f64, self.hw.replicated_chips.max(1) as f64);
+            let seqs = b / (n / y).max(1.0);
+            let heads = a.n_heads as f64 / y;
+            let m = a
+                .mla
+                .as_ref()
+                .map_or(0, |x| x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank);
+            let kv_layer = kv_all.get() / n / layers.max(1e-9);
+            let f_layer = seqs * context as f64 * heads * 2.0 * m as f64;
+            c.attention_time(seqs, kv_layer, f_layer) * layers
+        });
+        if wo.is_none() && moe.is_none() && t_kv.is_none() {
+            return plain;
+        }
+        let hbm = if t_w > 0.0 && w.get() > 0.0 {
+            w.get() / (w_hbm * t_w)
+        } else {
+            e.hbm_efficiency
+        };
+        let kv = match t_kv {
+            Some(t) if t.get() > 0.0 && kv_all.get() > 0.0 => {
+                kv_all.get() / (self.hw.chips as f64 * w_hbm * t.get())
+            }
+            _ => e.kv_hbm_efficiency,
+        };
+        record_kernels(
+            (wo, moe, mla),
+            (layers, moe_layers),
+            (dense, routed),
+            (Seconds::new(t_w), t_kv),
+            tr,
+        );
+        KernelDecode {
+            hbm,
+            kv,
+            dequant_measured: wo.is_some(),
+            // the weight-only kernel's own compute side `2·B·P/(N·F)` (it
+            // dequantises in the main loop) in place of the M½ curve
+            gemm: wo
+                .filter(|a| a.flops > 0.0)
+                .map(|a| a.flops / self.hw.c.get()),
+        }
+    }
+
     /// The decode step of `batch` sequences at KV length `context`.
     pub(crate) fn decode<T: Tracer>(&self, batch: u64, context: u64, tr: &mut T) -> DecodeStep {
         self.decode_tokens(batch, context, 1, tr)
@@ -291,11 +443,23 @@ impl StepModel<'_> {
         let b = batch as f64;
         let w = self.weights_read(b);
         let e = self.engine;
+        let kd = self.kernel_decode(
+            (b, context),
+            (w, self.routed_dev, Bytes::new(b * kvs.get())),
+            1.0,
+            tr,
+        );
         let eff = StepEfficiency {
-            hbm: e.hbm_efficiency,
-            kv: e.kv_hbm_efficiency,
-            gemm: e.gemm_efficiency_for(self.q.compute_dtype, b),
-            t_dequant: self.dequant(w),
+            hbm: kd.hbm,
+            kv: kd.kv,
+            gemm: kd
+                .gemm
+                .unwrap_or_else(|| e.gemm_efficiency_for(self.q.compute_dtype, b)),
+            t_dequant: if kd.dequant_measured {
+                Seconds::ZERO
+            } else {
+                self.dequant(w)
+            },
             t_fixed: self.fixed() + self.sampling(b),
             comms_overlap: e.comms_overlap,
         };
@@ -316,11 +480,23 @@ impl StepModel<'_> {
         } else {
             Seconds::ZERO
         };
+        let kd = self.kernel_decode(
+            (b, 0),
+            (w, s.routed_dev, Bytes::new(b * kvs.get() * s.frac)),
+            s.frac,
+            &mut NoTrace,
+        );
         let eff = StepEfficiency {
-            hbm: e.hbm_efficiency,
-            kv: e.kv_hbm_efficiency,
-            gemm: e.gemm_efficiency_for(self.q.compute_dtype, b),
-            t_dequant: self.dequant(w),
+            hbm: kd.hbm,
+            kv: kd.kv,
+            gemm: kd
+                .gemm
+                .unwrap_or_else(|| e.gemm_efficiency_for(self.q.compute_dtype, b)),
+            t_dequant: if kd.dequant_measured {
+                Seconds::ZERO
+            } else {
+                self.dequant(w)
+            },
             // the engine's step (host scheduling) is counted once per
             // micro-batch in `pipeline_decode`
             t_fixed: self.stage_fixed(s) - self.step_of(s) + sampling,
@@ -627,6 +803,74 @@ impl StepModel<'_> {
             chunks,
         }
     }
+}
+
+/// GEMMs per layer in the decode step: fused QKV, output projection,
+/// fused gate/up and down projection.
+const GEMMS_PER_LAYER: f64 = 4.0;
+
+/// The decode efficiencies [`StepModel::kernel_decode`] derives.
+struct KernelDecode {
+    /// η_hbm that gives the kernel-priced weight time.
+    hbm: f64,
+    /// η_kv that gives the kernel-priced KV time.
+    kv: f64,
+    /// Whether a weight-only GEMM curve (dequantisation included) priced
+    /// the dense weights.
+    dequant_measured: bool,
+    /// η_gemm of the measured weight-only kernel's compute side (F/C).
+    gemm: Option<f64>,
+}
+
+type CurveRef = Option<&'static super::kernels::Curve>;
+
+fn record_kernels<T: Tracer>(
+    (wo, moe, mla): (Option<super::kernels::Applied>, CurveRef, CurveRef),
+    (layers, moe_layers): (f64, f64),
+    (dense, routed): (f64, f64),
+    (t_w, t_kv): (Seconds, Option<Seconds>),
+    tr: &mut T,
+) {
+    tr.record(|| {
+        let mut s = Step::new(
+            "infer.decode_kernels",
+            "Decode weights and KV from measured kernels",
+            "T_w = [L·4·t0_wo + w_dense/BW_wo | w_dense/(W_hbm·η_hbm)] + L_moe·t0_moe + w_routed/BW_moe; T_kv = L·(t0 + B_dev·t_seq + max(KV_l/BW, F_l/F))",
+        )
+        .bind("L", layers, "layers")
+        .bind("L_moe", moe_layers, "layers")
+        .bind("w_dense", dense, "B")
+        .bind("w_routed", routed, "B");
+        let mut src = Vec::new();
+        if let Some(a) = wo {
+            s = s
+                .bind("t0_wo", a.curve.t0_s, "s")
+                .bind("BW_wo", a.bandwidth, "B/s")
+                .bind("F_wo", a.flops, "FLOP/s");
+            src.push(if a.transferred {
+                format!(
+                    "{} — measured on another chip: a prediction outside what was measured, at the fractions of peak it reached there (BW/W_hbm = {:.3}, F/C_bf16 = {:.3})",
+                    a.curve.source,
+                    a.curve.bandwidth / a.curve.peak_bandwidth,
+                    a.curve.flops / a.curve.peak_bf16_flops
+                )
+            } else {
+                a.curve.source.clone()
+            });
+        }
+        for (tag, c) in [("moe", moe), ("mla", mla)] {
+            if let Some(c) = c {
+                s = s
+                    .bind(&format!("t0_{tag}"), c.t0_s, "s")
+                    .bind(&format!("BW_{tag}"), c.bandwidth, "B/s");
+                src.push(c.source.clone());
+            }
+        }
+        if let Some(t) = t_kv {
+            s = s.bind("T_kv", t.get(), "s");
+        }
+        s.result(t_w.get(), "s").source(&src.join("; "))
+    });
 }
 
 fn record_prefill<T: Tracer>(
