@@ -433,9 +433,12 @@ impl StepModel<'_> {
         tr: &mut T,
     ) -> DecodeStep {
         let g = per_seq.max(1);
-        // KV per token-row: the sequence's KV shared by its g query rows
-        let kvs = kv::bytes_per_sequence(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace)
-            * (self.kv_read_factor() / g as f64);
+        // KV per token-row: what a decode step reads of the sequence's KV
+        // (under sparse attention, the top-k rows and the indexer's keys,
+        // not the whole cache), shared by its g query rows
+        let kvs =
+            kv::bytes_read_per_decode_step(&self.m.arch, context, self.q.kv_dtype, &mut NoTrace)
+                * (self.kv_read_factor() / g as f64);
         if let Some(pl) = self.pipeline {
             return self.pipeline_decode(pl, (batch, g), kvs, tr);
         }
