@@ -223,11 +223,18 @@ pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration)
             moments + master(q.master_weights),
         ],
         // fp32 `main_grad` buffer, fp32 master weights
-        Framework::Megatron | Framework::Megatron2022 => [pb, 4.0, moments + master(true)],
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            [pb, 4.0, moments + master(true)]
+        }
+        // 16-bit weights and gradients, fp32 master + moments (ZeRO's K = 12)
+        Framework::Deepspeed => [pb, pb, moments + master(true)],
         // fp32 accumulation buffer plus the bf16 `param.grad`
         Framework::Nanotron => [pb, 4.0 + cal.grad_extra_bytes, moments + master(true)],
-        // fp32 weights and gradients, fp32 moments, no master copy
-        Framework::Maxtext => [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0],
+        // fp32 weights and gradients, fp32 moments, no master copy (FSDP2:
+        // the sharded fp32 parameters are the optimizer's)
+        Framework::Maxtext | Framework::Torchtitan => {
+            [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0]
+        }
     }
 }
 
@@ -376,8 +383,8 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
 fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, f64, f64, f64) {
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     match q.framework {
-        Framework::Megatron | Framework::Megatron2022 => {
-            let unfused = (q.framework == Framework::Megatron2022).then_some(q.seq_local);
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            let unfused = unfused_attention(q.framework).then_some(q.seq_local);
             (
                 megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, unfused) * ab,
                 1.0,
@@ -385,6 +392,23 @@ fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, 
                 runtime::megatron_reserve_bytes(q.ep),
             )
         }
+        // Megatron-DeepSpeed's GPT layers (the unfused attention core unless
+        // `--use-flash-attn`), one fp32 copy of the logits at the loss, the
+        // NCCL buffers, allocator slack and ZeRO's gradient bucket
+        Framework::Deepspeed => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, Some(q.seq_local)) * ab,
+            1.0,
+            1.0,
+            runtime::deepspeed_reserve_bytes(q.zero),
+        ),
+        // torchtitan's blocks through SDPA (no scores kept), `cross_entropy`
+        // on the logits upcast to fp32, NCCL buffers and allocator slack
+        Framework::Torchtitan => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, None) * ab,
+            1.0,
+            1.0,
+            runtime::torchtitan_reserve_bytes(),
+        ),
         // XLA saves the same GEMM inputs and attention tensors (splash
         // attention keeps no scores); the loss upcasts the logits to fp32;
         // buffers are planned statically (no allocator, no NCCL)
@@ -400,6 +424,30 @@ fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, 
             cal.logits_fp32_copies,
             cal.reserve_bytes,
         ),
+    }
+}
+
+/// Whether `framework` runs the unfused attention core (the `[b, a, s, s]`
+/// scores materialized): Megatron-LM before FlashAttention (2021, 2022) and
+/// Megatron-DeepSpeed without `--use-flash-attn`.
+pub fn unfused_attention(framework: Framework) -> bool {
+    matches!(
+        framework,
+        Framework::Megatron2022 | Framework::Megatron2021 | Framework::Deepspeed
+    )
+}
+
+/// Bytes per parameter of one layer that fully sharded data parallelism
+/// keeps unsharded, beside the shards. FSDP2 (torchtitan): the bf16 block in
+/// use and the one prefetched (`2·2`), plus the block whose gradients are
+/// being reduce-scattered: its bf16 gradient and their fp32 copy
+/// (`mixed_precision_reduce = "float32"`, `2 + 4`) — 10 bytes. ZeRO-3
+/// elsewhere: the layer in use and the one prefetched, in the weights' dtype
+/// (`2·bytes_p`).
+pub fn gathered_bytes_per_layer_param(framework: Framework, param_bytes: f64) -> f64 {
+    match framework {
+        Framework::Torchtitan => 2.0 * 2.0 + (2.0 + 4.0),
+        _ => 2.0 * param_bytes,
     }
 }
 
@@ -431,8 +479,7 @@ fn framework(
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
     let gathered = if q.shard > 1 {
-        // ZeRO-3: the layer in use and the one prefetched, gathered
-        2.0 * bytes[0] * layer
+        gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer
     } else {
         0.0
     };
@@ -456,7 +503,9 @@ fn framework(
     let (plain, with_head) = stage_extremes(a, q.pp, q.framework);
     // nanotron's cost-balanced split puts the most layers on the first stage
     let first = match q.framework {
-        Framework::Megatron | Framework::Megatron2022 => first_stage_layers(a, q.pp, q.framework),
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            first_stage_layers(a, q.pp, q.framework)
+        }
         _ => plain,
     } as f64;
     let (plain, with_head) = (plain as f64, with_head as f64);
