@@ -188,7 +188,8 @@ named_choice! {
         /// recompute and SP came with Korthikanti et al. 2022). Stages are even:
         /// Megatron-LM then required `L` divisible by pp (`num_layers` assert in
         /// `megatron/arguments.py`); the data-parallel all-reduce runs after the
-        /// backward (no `--overlap-grad-reduce` yet); interleaved 1F1B with
+        /// backward (no `--overlap-grad-reduce` yet; meshplan prices the
+        /// overlap it is given: `dp_overlap = "off"` states it); interleaved 1F1B with
         /// `--num-layers-per-virtual-pipeline-stage`; micro-batches = global
         /// batch / (micro-batch size · dp).
         #[strum(to_string = "megatron-2021", serialize = "megatron2021")]
@@ -308,6 +309,27 @@ mod tests {
             assert_eq!(Remat::parse(&r.to_string()).unwrap(), r);
             assert_eq!(Remat::ALL[r.index()], r);
         }
+    }
+
+    #[test]
+    fn the_added_frameworks_parse_from_their_names_and_aliases() {
+        for (name, fw) in [
+            ("torchtitan", Framework::Torchtitan),
+            ("FSDP2", Framework::Torchtitan),
+            ("deepspeed", Framework::Deepspeed),
+            ("megatron-deepspeed", Framework::Deepspeed),
+            ("megatron-2021", Framework::Megatron2021),
+            ("megatron_2021", Framework::Megatron2021),
+        ] {
+            assert_eq!(Framework::parse(name).unwrap(), fw, "{name}");
+            // printed and serialized as the name it parses from
+            assert_eq!(Framework::parse(&fw.to_string()).unwrap(), fw);
+            let j = serde_json::to_value(fw).unwrap();
+            assert_eq!(j.as_str().unwrap(), fw.to_string());
+            assert!(fw.is_framework());
+        }
+        let e = Framework::parse("fsdp").unwrap_err().to_string();
+        assert!(e.contains("torchtitan") && e.contains("deepspeed"), "{e}");
     }
 
     #[test]
