@@ -110,8 +110,7 @@ fn calibrate_never_fits_on_external_rows() {
     let chip = Catalog::builtin().chip("a100-80gb").unwrap();
     let start = EfficiencyProfile::builtin("a100-80gb").unwrap();
     let e = calibrate_runs(&runs, chip, &start, 5, 0, false, "external_runs.json")
-        .err()
-        .expect("calibrate refuses validation-only rows")
+        .expect_err("calibrate refuses validation-only rows")
         .to_string();
     assert!(e.contains(VALIDATION_ONLY), "{e}");
     assert!(e.contains("never fitted"), "{e}");
