@@ -543,6 +543,13 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
     Ok((out, skipped))
 }
 
+/// Whether a published `ffn_type` names a gated MLP ("SwiGLU", "GeGLU",
+/// "gated"; not "non-gated", the shipped entries' GeLU text).
+fn gated_ffn(ffn_type: &str) -> bool {
+    let t = ffn_type.to_ascii_lowercase();
+    t.contains("swiglu") || t.contains("geglu") || (t.contains("gated") && !t.contains("non-gated"))
+}
+
 /// The `"use"` value of a published entry that is compared, never fitted
 /// on (an external-validation row).
 pub const VALIDATION_ONLY: &str = "validation-only";
@@ -584,7 +591,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
     };
     let d = u(&m["D"]).unwrap_or(0);
     let n_heads = u(&m["N"]).unwrap_or(1);
-    let ffn = m["ffn_type"].as_str().unwrap_or("").to_ascii_lowercase();
+    let ffn = m["ffn_type"].as_str().unwrap_or("");
     let arch = dense(
         u(&m["L"]).unwrap_or(0),
         d,
@@ -594,7 +601,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         u(&m["H"]).unwrap_or(d / n_heads.max(1)),
         u(&m["V"]).unwrap_or(51200),
         m["tied_embeddings"].as_bool().unwrap_or(false),
-        ffn.contains("swiglu") || ffn.contains("gated"),
+        gated_ffn(ffn),
     );
     let (tp, pp, dp) = (
         u(&par["TP"]).unwrap_or(1),

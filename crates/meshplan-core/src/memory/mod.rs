@@ -251,6 +251,9 @@ pub fn per_device<T: Tracer>(
         _ => framework(a, pc, q, cal),
     };
     record_parts(q, &m, tr);
+    if q.framework.is_framework() {
+        record_framework_buffers(a, pc, q, cal, &m, tr);
+    }
     if let Some(off) = offload::apply(a, q, &mut m) {
         m.offload = Some(off);
         tr.record(|| {
@@ -285,6 +288,37 @@ pub fn per_device<T: Tracer>(
         })
     });
     m
+}
+
+/// The derivation of a framework's own buffers: the unsharded layers of
+/// ZeRO-3/FSDP (counted in `params`) and the runtime reserve.
+fn record_framework_buffers<T: Tracer>(
+    a: &Arch,
+    pc: &ParamCounts,
+    q: &MemoryQuery,
+    cal: &MemoryCalibration,
+    m: &MemoryBreakdown,
+    tr: &mut T,
+) {
+    tr.record(|| {
+        let bytes = state_bytes_per_param(q, a, cal);
+        let per_param = if q.shard > 1 {
+            gathered_bytes_per_layer_param(q.framework, bytes[0])
+        } else {
+            0.0
+        };
+        Step::new(
+            "train.memory.framework_buffers",
+            "Framework buffers per device",
+            "gathered = b_gather·P_layer (ZeRO-3/FSDP: 2·bytes_p; FSDP2: 2·2 + (2 + 4)); reserve = NCCL + allocator slack (+ ZeRO bucket)",
+        )
+        .bind("b_gather", per_param, "B/param")
+        .bind("P_layer", layer_params_per_device(a, pc, q), "params")
+        .bind("gathered", gathered_bytes(a, pc, q, cal), "B")
+        .bind("reserve", m.reserve_bytes.get(), "B")
+        .result(gathered_bytes(a, pc, q, cal) + m.reserve_bytes.get(), "B")
+        .source("docs/training.md (framework buffers); PyTorch FSDP2 MixedPrecisionPolicy; DeepSpeed zero/config.py; NVIDIA/nccl#1685")
+    });
 }
 
 /// The derivation of the weight and activation terms.
@@ -451,6 +485,31 @@ pub fn gathered_bytes_per_layer_param(framework: Framework, param_bytes: f64) ->
     }
 }
 
+/// One layer's parameters on a device: routed experts split over ep (and
+/// over etp instead of tp when experts have their own TP degree), the rest
+/// over tp (the final norm spread over the layers).
+fn layer_params_per_device(a: &Arch, pc: &ParamCounts, q: &MemoryQuery) -> f64 {
+    let (l, tpf) = (a.n_layers.max(1) as f64, q.tp as f64);
+    let exp = pc.experts_routed as f64;
+    let rest = (pc.total - pc.embedding) as f64 - exp;
+    if q.etp == q.tp {
+        (rest + exp / q.ep as f64) / l / tpf
+    } else {
+        rest / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
+    }
+}
+
+/// The unsharded layers fully sharded data parallelism keeps beside the
+/// shards, bytes: [`gathered_bytes_per_layer_param`] × one layer's
+/// parameters on the device; none without a shard group.
+fn gathered_bytes(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) -> f64 {
+    if q.shard <= 1 || q.framework == Framework::Book {
+        return 0.0;
+    }
+    let bytes = state_bytes_per_param(q, a, cal);
+    gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer_params_per_device(a, pc, q)
+}
+
 /// A framework's busiest stage (module docs): the first (embedding, most
 /// micro-batches in flight), the second when the first gave a layer to the
 /// embedding (Megatron's uneven split), or the one with the LM head.
@@ -464,25 +523,12 @@ fn framework(
     let l = a.n_layers.max(1) as f64;
     let (d, v) = (a.d_model as f64, a.vocab as f64);
     let emb = v * d / tpf;
-    // one layer's parameters on this device: routed experts split over ep
-    // (and over etp instead of tp when experts have their own TP degree)
-    let layer = if q.etp == q.tp {
-        ((pc.total - pc.embedding) as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
-            / l
-            / tpf
-    } else {
-        let exp = pc.experts_routed as f64;
-        ((pc.total - pc.embedding) as f64 - exp) / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
-    };
+    let layer = layer_params_per_device(a, pc, q);
     let bytes = state_bytes_per_param(q, a, cal);
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
-    let gathered = if q.shard > 1 {
-        gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer
-    } else {
-        0.0
-    };
+    let gathered = gathered_bytes(a, pc, q, cal);
     let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
         let mut state = sharded(q, params, bytes);
         state[0] += gathered;
