@@ -147,3 +147,63 @@ fn unfused_attention_frameworks_keep_the_scores() {
     );
     assert!(with(Framework::Deepspeed) > with(Framework::Torchtitan));
 }
+
+/// `train` without flags under each added framework: its own defaults, each
+/// named under "chosen" (Llama-3.1-70B, 256 H100, TP 8 × PP 4 × DP 8,
+/// 4Mi-token batches of 8,192 tokens = 512 sequences).
+fn resolved(framework: &str) -> meshplan_core::training::scenario::TrainSetup {
+    let body = format!(
+        "[model]\nname = \"llama-3.1-70b\"\n[hardware]\nchip = \"h100\"\nchips = 256\n\
+         [training]\nbatch_tokens = \"4Mi\"\nseq_len = 8192\nframework = \"{framework}\"\n\
+         [parallelism]\ntp = 8\npp = 4\ndp = 8\n"
+    );
+    let sc = meshplan_core::scenario::Scenario::parse(&body, "fw.toml").expect("scenario");
+    meshplan_core::training::scenario::resolve(&sc, meshplan_core::Catalog::builtin())
+        .expect("resolves")
+}
+
+#[test]
+fn train_takes_each_added_frameworks_own_defaults() {
+    // micro-batch size 1: 512 sequences / 8 data ranks = 64 micro-batches
+    for (fw, zero, remat, sp) in [
+        // FSDP2 over the 8 data ranks, full recompute, SP in its TP plan
+        ("fsdp2", 3, Remat::Full, true),
+        // ZeRO-0, no recompute, no SP
+        ("deepspeed", 0, Remat::None, false),
+        // Narayanan et al. 2021: no distributed optimizer, full recompute, no SP
+        ("megatron-2021", 0, Remat::Full, false),
+    ] {
+        let s = resolved(fw);
+        assert_eq!(s.cfg.microbatches, 64, "{fw}");
+        assert_eq!(s.cfg.zero, zero, "{fw}");
+        assert_eq!(s.cfg.remat, remat, "{fw}");
+        assert_eq!(s.cfg.sequence_parallel, sp, "{fw}");
+        assert!(
+            s.chosen.iter().any(|c| c.contains("64 micro-batches")),
+            "{fw}: {:?}",
+            s.chosen
+        );
+    }
+    // a given choice is never changed
+    let body = "[model]\nname = \"llama-3.1-70b\"\n[hardware]\nchip = \"h100\"\nchips = 256\n\
+         [training]\nbatch_tokens = \"4Mi\"\nseq_len = 8192\nframework = \"torchtitan\"\nremat = \"none\"\n\
+         [parallelism]\ntp = 8\npp = 4\ndp = 8\nzero = 1\n";
+    let sc = meshplan_core::scenario::Scenario::parse(body, "fw.toml").unwrap();
+    let s =
+        meshplan_core::training::scenario::resolve(&sc, meshplan_core::Catalog::builtin()).unwrap();
+    assert_eq!((s.cfg.zero, s.cfg.remat), (1, Remat::None));
+}
+
+#[test]
+fn a_bad_framework_name_is_a_clear_error_in_a_scenario() {
+    let body = "[model]\nname = \"llama-3.1-70b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n\
+         [training]\nframework = \"torchtitn\"\n";
+    let e = meshplan_core::scenario::Scenario::parse(body, "fw.toml")
+        .and_then(|sc| {
+            meshplan_core::training::scenario::resolve(&sc, meshplan_core::Catalog::builtin())
+        })
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("torchtitan"), "{e}");
+}
