@@ -42,7 +42,8 @@ pub struct WorkloadArgs {
     /// FLOP convention for T_math and MFU: model, hardware, book, nanotron, megatron.
     #[arg(long)]
     pub flops: Option<String>,
-    /// Memory and runtime conventions: book, megatron, megatron-2022, nanotron
+    /// Memory and runtime conventions: book, megatron, megatron-2022,
+    /// megatron-2021, nanotron, maxtext, torchtitan (fsdp2), deepspeed
     /// (default: megatron where the chip has an efficiency profile, else book).
     #[arg(long)]
     pub framework: Option<String>,

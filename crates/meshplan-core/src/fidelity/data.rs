@@ -67,6 +67,11 @@ pub struct Run {
     /// Playbook runs, `""` otherwise): selects the profile's cluster profile
     /// (`EfficiencyProfile::for_run` in `fidelity::profile`).
     pub cluster: String,
+    /// An external-validation row (`"use": "validation-only"` in a
+    /// published-runs JSON, e.g. `data/validation/external_runs.json`):
+    /// compared with its prediction, never fitted on — `calibrate` refuses
+    /// it and `validate`'s leave-one-source-out folds leave it out.
+    pub validation_only: bool,
     /// The run made ready to price ([`Run::prepared`]): computed once, on
     /// first use, since a calibration prices every run thousands of times.
     #[serde(skip)]
@@ -93,6 +98,7 @@ impl Run {
             pair: None,
             network: String::new(),
             cluster: String::new(),
+            validation_only: false,
             prepared: Default::default(),
         }
     }
@@ -511,6 +517,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             // README: "communicating between nodes (EFA)"
             network: "efa".into(),
             cluster: PLAYBOOK_CLUSTER.into(),
+            validation_only: false,
             prepared: Default::default(),
             spec,
         });
@@ -536,6 +543,36 @@ pub fn parse_published_json(src: &str) -> Result<(Vec<Run>, Vec<String>)> {
     Ok((out, skipped))
 }
 
+/// Whether a published `ffn_type` names a gated MLP ("SwiGLU", "GeGLU",
+/// "gated"; not "non-gated", the shipped entries' GeLU text).
+fn gated_ffn(ffn_type: &str) -> bool {
+    let t = ffn_type.to_ascii_lowercase();
+    t.contains("swiglu") || t.contains("geglu") || (t.contains("gated") && !t.contains("non-gated"))
+}
+
+/// The `"use"` value of a published entry that is compared, never fitted
+/// on (an external-validation row).
+pub const VALIDATION_ONLY: &str = "validation-only";
+
+/// The catalog chip of a published entry: `hardware.catalog_chip` when
+/// given (it must be a catalog name), else A100 in the chip text →
+/// `a100-80gb`, anything else `h100` (the shipped data sets' rule).
+fn published_chip(hw: &serde_json::Value, what: &str) -> Result<String> {
+    if let Some(name) = hw["catalog_chip"].as_str() {
+        let chip = crate::Catalog::builtin()
+            .chip(name)
+            .map_err(|e| perr_at(what, 0, Some("catalog_chip"), e))?;
+        return Ok(chip.name.clone());
+    }
+    let text = hw["chip"].as_str().unwrap_or("");
+    Ok(if text.contains("A100") {
+        "a100-80gb"
+    } else {
+        "h100"
+    }
+    .to_string())
+}
+
 /// One published entry: `Ok(Err(why))` when it has no usable step time or batch.
 fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, String>> {
     let id = e["id"].as_str().unwrap_or("?").to_string();
@@ -546,18 +583,15 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         &e["measured"],
     );
     let u = |x: &serde_json::Value| x.as_u64();
-    let chip_s = e["hardware"]["chip"].as_str().unwrap_or("");
-    let chip = if chip_s.contains("A100") {
-        "a100-80gb"
-    } else {
-        "h100"
-    };
+    let what = format!("published json `{id}`");
+    let chip = published_chip(&e["hardware"], &what)?;
     let n = u(&e["hardware"]["count"]).unwrap_or(0);
     let (Some(gbs), Some(seq)) = (u(&w["global_batch_seqs"]), u(&w["seq_len"])) else {
         return Ok(Err(format!("{id}: no global batch")));
     };
     let d = u(&m["D"]).unwrap_or(0);
     let n_heads = u(&m["N"]).unwrap_or(1);
+    let ffn = m["ffn_type"].as_str().unwrap_or("");
     let arch = dense(
         u(&m["L"]).unwrap_or(0),
         d,
@@ -566,8 +600,8 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         u(&m["K"]).unwrap_or(n_heads),
         u(&m["H"]).unwrap_or(d / n_heads.max(1)),
         u(&m["V"]).unwrap_or(51200),
-        false,
-        false,
+        m["tied_embeddings"].as_bool().unwrap_or(false),
+        gated_ffn(ffn),
     );
     let (tp, pp, dp) = (
         u(&par["TP"]).unwrap_or(1),
@@ -580,25 +614,33 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         Remat::Full
     } else if rc.starts_with("selective") {
         Remat::Selective
+    } else if rc.starts_with("after-matmuls") {
+        Remat::AfterMatmuls
     } else {
         Remat::None
     };
     let vst = u(&par["virtual_pipeline_stages"]).unwrap_or(1);
     let megatron_core = id.starts_with("mcore");
-    // Korthikanti et al. 2022 ran Megatron-LM before FlashAttention
-    let framework = if id.starts_with("kor22") {
-        Framework::Megatron2022
-    } else {
-        Framework::Megatron
+    // an entry may name its framework (`"framework": "torchtitan"`, the
+    // names `--framework` takes); else Korthikanti et al. 2022 ran
+    // Megatron-LM before FlashAttention, the others Megatron-Core
+    let framework = match e["framework"].as_str() {
+        Some(f) => Framework::parse(f).map_err(|err| perr_at(&what, 0, Some("framework"), err))?,
+        None if id.starts_with("kor22") => Framework::Megatron2022,
+        None => Framework::Megatron,
     };
-    let what = format!("published json `{id}`");
+    let zero = match u(&par["zero_stage"]) {
+        Some(z) => zero_stage(z, &what, 0, "zero_stage")?,
+        None if megatron_core => 1,
+        None => 0,
+    };
     let spec = RunSpec {
         n_gpus: n,
         dp,
         tp,
         pp,
         cp: u(&par["CP"]).unwrap_or(1),
-        zero: if megatron_core { 1 } else { 0 },
+        zero,
         mbs,
         grad_acc: (gbs / mbs.saturating_mul(dp).max(1)).max(1),
         seq_len: seq,
@@ -618,16 +660,31 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
     check_spec(&spec, &what, 0)?;
     let tokens = spec.tokens_per_step();
     let meg = crate::accounting::megatron_per_token(&spec.arch, seq) * tokens;
+    // a measured iteration time, else the one the published throughput
+    // implies: tokens per step / (tokens/s per GPU · GPUs), or Megatron's
+    // model FLOPs per step / (model TFLOP/s per GPU · GPUs)
     let step = match me["iteration_time_s"].as_f64() {
         Some(t) => Some(t),
-        None => me["model_tflops_per_gpu"]
-            .as_f64()
-            .map(|tf| meg / (n as f64 * tf * 1e12)),
-    };
+        None => match me["tokens_per_s_per_gpu"].as_f64() {
+            Some(tps) => Some(tokens / (tps * n as f64)),
+            None => me["model_tflops_per_gpu"]
+                .as_f64()
+                .map(|tf| meg / (n as f64 * tf * 1e12)),
+        },
+    }
+    .filter(|t| t.is_finite() && *t > 0.0);
     let Some(step) = step else {
         return Ok(Err(format!("{id}: no step time or throughput")));
     };
-    let peak = if chip == "h100" { 989e12 } else { 312e12 };
+    // the peaks the shipped tables' MFU used (Megatron-Core: 989 TFLOP/s on
+    // H100, Korthikanti et al.: 312 on A100); the catalog's bf16 peak else
+    let peak = match chip.as_str() {
+        "h100" => 989e12,
+        "a100-80gb" => 312e12,
+        c => crate::Catalog::builtin()
+            .chip(c)
+            .map_or(f64::NAN, |c| c.flops(crate::units::DType::Bf16).get()),
+    };
     let pair = id
         .strip_suffix("-full")
         .or_else(|| id.strip_suffix("-seqsel"))
@@ -635,7 +692,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
     Ok(Ok(Run {
         source: id.split('-').next().unwrap_or("published").to_string(),
         model: m["name"].as_str().unwrap_or("?").to_string(),
-        chip: chip.into(),
+        chip,
         nodes: n.div_ceil(8),
         spec,
         completed: true,
@@ -647,6 +704,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         pair,
         network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
         cluster: String::new(),
+        validation_only: e["use"].as_str() == Some(VALIDATION_ONLY),
         prepared: Default::default(),
         id,
     }))
@@ -819,6 +877,7 @@ pub fn parse_calibration_csv(
             pair: None,
             network: String::new(),
             cluster: String::new(),
+            validation_only: false,
             prepared: Default::default(),
         });
     }

@@ -70,6 +70,10 @@ pub struct ValidateReport {
     pub failures: Vec<String>,
     /// Leave-one-source-out figures (data with two or more sources).
     pub held_out: Option<HeldOutReport>,
+    /// The external-validation rows (`"use": "validation-only"`), compared
+    /// with the shipped profiles and never fitted on: pooled, per source,
+    /// per chip and per framework.
+    pub external: Option<Breakdown>,
     /// Whether the view lists every run.
     #[serde(skip)]
     pub list_runs: bool,
@@ -133,7 +137,18 @@ pub fn validate(
     let rc = with_chips(runs);
     let rows = compare(&rc, &|chip| profile_for(user, chip));
     let summary = summarize(&rows);
+    let external_ids: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.validation_only)
+        .map(|r| r.id.as_str())
+        .collect();
+    let external_rows: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.clean && external_ids.contains(r.id.as_str()))
+        .cloned()
+        .collect();
     ValidateReport {
+        external: (!external_rows.is_empty()).then(|| Breakdown::of(&external_rows)),
         held_out: held_out(&rc, &rows, user, 400),
         failures: failures(&summary, t),
         list_runs: list_runs || rows.len() <= 40,
@@ -228,7 +243,8 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
-    fn of(rows: &[Row]) -> Breakdown {
+    /// The summaries of `rows` (each group's |step-time error|).
+    pub fn of(rows: &[Row]) -> Breakdown {
         let by = |key: &dyn Fn(&Row) -> String| {
             let mut m: BTreeMap<String, ErrStats> = BTreeMap::new();
             let keys: std::collections::BTreeSet<String> = rows.iter().map(key).collect();
@@ -275,9 +291,10 @@ pub fn held_out(
     user: Option<&EfficiencyProfile>,
     iters: usize,
 ) -> Option<HeldOutReport> {
+    // external-validation rows are never fitted on, not even in a fold
     let clean: Vec<(&Run, &Chip)> = rc
         .iter()
-        .filter(|(r, _)| r.clean && r.step_time_s.is_some())
+        .filter(|(r, _)| r.clean && r.step_time_s.is_some() && !r.validation_only)
         .copied()
         .collect();
     let slot = |r: &Run| {
@@ -369,9 +386,12 @@ impl Render for ValidateReport {
                 pct(p.error)
             ));
         }
+        if let Some(x) = &self.external {
+            external_doc(&mut d, x);
+        }
         match &self.held_out {
             Some(h) => held_out_doc(&mut d, h),
-            None if s.step.n > 0 => {
+            None if s.step.n > 0 && self.external.is_none() => {
                 d.line("in-sample only: these figures are on the runs the profiles were fitted on (or validated with); give two or more sources (e.g. playbook_h100_runs.csv published_runs.json) for held-out, leave-one-source-out figures");
             }
             None => {}
@@ -382,6 +402,33 @@ impl Render for ValidateReport {
         }
         d
     }
+}
+
+/// The external-validation table: |step-time error| of the rows never
+/// fitted on, pooled and by source, chip and framework.
+fn external_doc(d: &mut Doc, x: &Breakdown) {
+    let mut t = Table::new(
+        &[
+            "external validation (never fitted)",
+            "n",
+            "median",
+            "p90",
+            "worst",
+            "worst run",
+        ],
+        &["n", "median", "p90", "worst"],
+    );
+    t.row(stats_row("step time, pooled", &x.pooled));
+    for (name, m) in [
+        ("source", &x.by_source),
+        ("chip", &x.by_chip),
+        ("framework", &x.by_framework),
+    ] {
+        for (k, s) in m {
+            t.row(stats_row(&format!("{name} {k}"), s));
+        }
+    }
+    d.table(t);
 }
 
 fn held_out_doc(d: &mut Doc, h: &HeldOutReport) {
@@ -505,6 +552,13 @@ pub fn calibrate_runs(
         None => orig.clone(),
     };
     start.chip = chip.name.clone();
+    if let Some(r) = runs.iter().find(|r| r.validation_only) {
+        return Err(Error::Invalid(format!(
+            "'{what}' holds external-validation rows (`\"use\": \"{}\"`, e.g. `{}`): they are compared by `meshplan validate`, never fitted on",
+            data::VALIDATION_ONLY,
+            r.id
+        )));
+    }
     let rc: Vec<(&Run, &Chip)> = runs.iter().filter(|r| r.clean).map(|r| (r, chip)).collect();
     if rc.is_empty() {
         return Err(Error::Invalid(format!(

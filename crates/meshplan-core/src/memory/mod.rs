@@ -223,11 +223,18 @@ pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration)
             moments + master(q.master_weights),
         ],
         // fp32 `main_grad` buffer, fp32 master weights
-        Framework::Megatron | Framework::Megatron2022 => [pb, 4.0, moments + master(true)],
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            [pb, 4.0, moments + master(true)]
+        }
+        // 16-bit weights and gradients, fp32 master + moments (ZeRO's K = 12)
+        Framework::Deepspeed => [pb, pb, moments + master(true)],
         // fp32 accumulation buffer plus the bf16 `param.grad`
         Framework::Nanotron => [pb, 4.0 + cal.grad_extra_bytes, moments + master(true)],
-        // fp32 weights and gradients, fp32 moments, no master copy
-        Framework::Maxtext => [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0],
+        // fp32 weights and gradients, fp32 moments, no master copy (FSDP2:
+        // the sharded fp32 parameters are the optimizer's)
+        Framework::Maxtext | Framework::Torchtitan => {
+            [4.0, 4.0, q.optimizer.moments(a.d_model, a.d_ff) * 4.0]
+        }
     }
 }
 
@@ -244,6 +251,9 @@ pub fn per_device<T: Tracer>(
         _ => framework(a, pc, q, cal),
     };
     record_parts(q, &m, tr);
+    if q.framework.is_framework() {
+        record_framework_buffers(a, pc, q, cal, &m, tr);
+    }
     if let Some(off) = offload::apply(a, q, &mut m) {
         m.offload = Some(off);
         tr.record(|| {
@@ -278,6 +288,37 @@ pub fn per_device<T: Tracer>(
         })
     });
     m
+}
+
+/// The derivation of a framework's own buffers: the unsharded layers of
+/// ZeRO-3/FSDP (counted in `params`) and the runtime reserve.
+fn record_framework_buffers<T: Tracer>(
+    a: &Arch,
+    pc: &ParamCounts,
+    q: &MemoryQuery,
+    cal: &MemoryCalibration,
+    m: &MemoryBreakdown,
+    tr: &mut T,
+) {
+    tr.record(|| {
+        let bytes = state_bytes_per_param(q, a, cal);
+        let per_param = if q.shard > 1 {
+            gathered_bytes_per_layer_param(q.framework, bytes[0])
+        } else {
+            0.0
+        };
+        Step::new(
+            "train.memory.framework_buffers",
+            "Framework buffers per device",
+            "gathered = b_gather·P_layer (ZeRO-3/FSDP: 2·bytes_p; FSDP2: 2·2 + (2 + 4)); reserve = NCCL + allocator slack (+ ZeRO bucket)",
+        )
+        .bind("b_gather", per_param, "B/param")
+        .bind("P_layer", layer_params_per_device(a, pc, q), "params")
+        .bind("gathered", gathered_bytes(a, pc, q, cal), "B")
+        .bind("reserve", m.reserve_bytes.get(), "B")
+        .result(gathered_bytes(a, pc, q, cal) + m.reserve_bytes.get(), "B")
+        .source("docs/training.md (framework buffers); PyTorch FSDP2 MixedPrecisionPolicy; DeepSpeed zero/config.py; NVIDIA/nccl#1685")
+    });
 }
 
 /// The derivation of the weight and activation terms.
@@ -376,8 +417,8 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
 fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, f64, f64, f64) {
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     match q.framework {
-        Framework::Megatron | Framework::Megatron2022 => {
-            let unfused = (q.framework == Framework::Megatron2022).then_some(q.seq_local);
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            let unfused = unfused_attention(q.framework).then_some(q.seq_local);
             (
                 megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, unfused) * ab,
                 1.0,
@@ -385,6 +426,23 @@ fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, 
                 runtime::megatron_reserve_bytes(q.ep),
             )
         }
+        // Megatron-DeepSpeed's GPT layers (the unfused attention core unless
+        // `--use-flash-attn`), one fp32 copy of the logits at the loss, the
+        // NCCL buffers, allocator slack and ZeRO's gradient bucket
+        Framework::Deepspeed => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, Some(q.seq_local)) * ab,
+            1.0,
+            1.0,
+            runtime::deepspeed_reserve_bytes(q.zero),
+        ),
+        // torchtitan's blocks through SDPA (no scores kept), `cross_entropy`
+        // on the logits upcast to fp32, NCCL buffers and allocator slack
+        Framework::Torchtitan => (
+            megatron_bytes_per_token_layer(a, q.tp, q.sp, q.remat, None) * ab,
+            1.0,
+            1.0,
+            runtime::torchtitan_reserve_bytes(),
+        ),
         // XLA saves the same GEMM inputs and attention tensors (splash
         // attention keeps no scores); the loss upcasts the logits to fp32;
         // buffers are planned statically (no allocator, no NCCL)
@@ -403,6 +461,55 @@ fn framework_terms(a: &Arch, q: &MemoryQuery, cal: &MemoryCalibration) -> (f64, 
     }
 }
 
+/// Whether `framework` runs the unfused attention core (the `[b, a, s, s]`
+/// scores materialized): Megatron-LM before FlashAttention (2021, 2022) and
+/// Megatron-DeepSpeed without `--use-flash-attn`.
+pub fn unfused_attention(framework: Framework) -> bool {
+    matches!(
+        framework,
+        Framework::Megatron2022 | Framework::Megatron2021 | Framework::Deepspeed
+    )
+}
+
+/// Bytes per parameter of one layer that fully sharded data parallelism
+/// keeps unsharded, beside the shards. FSDP2 (torchtitan): the bf16 block in
+/// use and the one prefetched (`2·2`), plus the block whose gradients are
+/// being reduce-scattered: its bf16 gradient and their fp32 copy
+/// (`mixed_precision_reduce = "float32"`, `2 + 4`) — 10 bytes. ZeRO-3
+/// elsewhere: the layer in use and the one prefetched, in the weights' dtype
+/// (`2·bytes_p`).
+pub fn gathered_bytes_per_layer_param(framework: Framework, param_bytes: f64) -> f64 {
+    match framework {
+        Framework::Torchtitan => 2.0 * 2.0 + (2.0 + 4.0),
+        _ => 2.0 * param_bytes,
+    }
+}
+
+/// One layer's parameters on a device: routed experts split over ep (and
+/// over etp instead of tp when experts have their own TP degree), the rest
+/// over tp (the final norm spread over the layers).
+fn layer_params_per_device(a: &Arch, pc: &ParamCounts, q: &MemoryQuery) -> f64 {
+    let (l, tpf) = (a.n_layers.max(1) as f64, q.tp as f64);
+    let exp = pc.experts_routed as f64;
+    let rest = (pc.total - pc.embedding) as f64 - exp;
+    if q.etp == q.tp {
+        (rest + exp / q.ep as f64) / l / tpf
+    } else {
+        rest / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
+    }
+}
+
+/// The unsharded layers fully sharded data parallelism keeps beside the
+/// shards, bytes: [`gathered_bytes_per_layer_param`] × one layer's
+/// parameters on the device; none without a shard group.
+fn gathered_bytes(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) -> f64 {
+    if q.shard <= 1 || q.framework == Framework::Book {
+        return 0.0;
+    }
+    let bytes = state_bytes_per_param(q, a, cal);
+    gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer_params_per_device(a, pc, q)
+}
+
 /// A framework's busiest stage (module docs): the first (embedding, most
 /// micro-batches in flight), the second when the first gave a layer to the
 /// embedding (Megatron's uneven split), or the one with the LM head.
@@ -416,26 +523,12 @@ fn framework(
     let l = a.n_layers.max(1) as f64;
     let (d, v) = (a.d_model as f64, a.vocab as f64);
     let emb = v * d / tpf;
-    // one layer's parameters on this device: routed experts split over ep
-    // (and over etp instead of tp when experts have their own TP degree)
-    let layer = if q.etp == q.tp {
-        ((pc.total - pc.embedding) as f64 - pc.experts_routed as f64 * (1.0 - 1.0 / q.ep as f64))
-            / l
-            / tpf
-    } else {
-        let exp = pc.experts_routed as f64;
-        ((pc.total - pc.embedding) as f64 - exp) / l / tpf + exp / l / (q.etp as f64 * q.ep as f64)
-    };
+    let layer = layer_params_per_device(a, pc, q);
     let bytes = state_bytes_per_param(q, a, cal);
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
-    let gathered = if q.shard > 1 {
-        // ZeRO-3: the layer in use and the one prefetched, gathered
-        2.0 * bytes[0] * layer
-    } else {
-        0.0
-    };
+    let gathered = gathered_bytes(a, pc, q, cal);
     let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
         let mut state = sharded(q, params, bytes);
         state[0] += gathered;
@@ -456,7 +549,9 @@ fn framework(
     let (plain, with_head) = stage_extremes(a, q.pp, q.framework);
     // nanotron's cost-balanced split puts the most layers on the first stage
     let first = match q.framework {
-        Framework::Megatron | Framework::Megatron2022 => first_stage_layers(a, q.pp, q.framework),
+        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+            first_stage_layers(a, q.pp, q.framework)
+        }
         _ => plain,
     } as f64;
     let (plain, with_head) = (plain as f64, with_head as f64);

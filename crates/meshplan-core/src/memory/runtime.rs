@@ -43,14 +43,19 @@ pub const NCCL_ALL_TO_ALL_BYTES: f64 = 3.28e9;
 pub const ALLOCATOR_SLACK_BYTES: f64 = HBM_GB_BYTES;
 
 /// The device memory a process of `framework` may fill, bytes: for the
-/// Megatron frameworks the binary capacity less the driver's share and the
+/// PyTorch frameworks whose terms are named here (Megatron, torchtitan,
+/// DeepSpeed) the binary capacity less the driver's share and the
 /// CUDA context (both outside the allocator's peak); otherwise `fraction` of
 /// the catalog capacity (the book: all of it; nanotron: the profile's fitted
 /// fraction, in the Playbook's measured units).
 pub fn usable_bytes(chip: &Chip, framework: Framework, fraction: f64) -> f64 {
     let label = chip.hbm_capacity.get();
     match framework {
-        Framework::Megatron | Framework::Megatron2022 => {
+        Framework::Megatron
+        | Framework::Megatron2022
+        | Framework::Megatron2021
+        | Framework::Torchtitan
+        | Framework::Deepspeed => {
             label / 1e9 * HBM_GB_BYTES * (1.0 - DRIVER_RESERVED_FRACTION) - CUDA_CONTEXT_BYTES
         }
         _ => label * fraction,
@@ -61,4 +66,30 @@ pub fn usable_bytes(chip: &Chip, framework: Framework, fraction: f64) -> f64 {
 /// the all-to-all ones with expert parallelism) and the allocator slack.
 pub fn megatron_reserve_bytes(ep: u64) -> f64 {
     NCCL_BUFFERS_BYTES + ALLOCATOR_SLACK_BYTES + if ep > 1 { NCCL_ALL_TO_ALL_BYTES } else { 0.0 }
+}
+
+/// torchtitan's runtime reserve counted in the peak: the NCCL buffers and the
+/// allocator slack (torchtitan's launcher sets
+/// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, as NeMo does); FSDP2's
+/// unsharded blocks are counted with the weights
+/// ([`super::gathered_bytes_per_layer_param`]).
+pub fn torchtitan_reserve_bytes() -> f64 {
+    NCCL_BUFFERS_BYTES + ALLOCATOR_SLACK_BYTES
+}
+
+/// DeepSpeed's gradient bucket with ZeRO stages 1–3: `reduce_bucket_size`
+/// = 5·10⁸ elements (`deepspeed/runtime/zero/config.py` default) of 16-bit
+/// gradients, the contiguous buffer the backward's reductions fill
+/// (`contiguous_gradients`).
+pub const DEEPSPEED_REDUCE_BUCKET_BYTES: f64 = 5e8 * 2.0;
+
+/// DeepSpeed's runtime reserve counted in the peak: NCCL buffers, allocator
+/// slack, and with ZeRO ≥ 1 the reduce bucket.
+pub fn deepspeed_reserve_bytes(zero: u8) -> f64 {
+    let bucket = if zero >= 1 {
+        DEEPSPEED_REDUCE_BUCKET_BYTES
+    } else {
+        0.0
+    };
+    NCCL_BUFFERS_BYTES + ALLOCATOR_SLACK_BYTES + bucket
 }

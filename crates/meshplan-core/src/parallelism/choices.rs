@@ -178,11 +178,74 @@ named_choice! {
         /// master copy; one XLA program per step (no per-kernel host
         /// overhead), collectives asynchronous under the compute; even stages.
         Maxtext,
+        /// Megatron-LM as of 2021 (Narayanan et al., "Efficient Large-Scale
+        /// Language Model Training on GPU Clusters Using Megatron-LM", SC21):
+        /// the buffers of `megatron-2022` (bf16/fp16 weights, fp32 `main_grad`,
+        /// fp32 master + Adam, no distributed optimizer: ZeRO-0), the unfused
+        /// attention core (no FlashAttention) and the pipeline scatter/gather
+        /// optimization, but **no sequence parallelism** and **full**
+        /// activation recomputation (the paper recomputes every layer; selective
+        /// recompute and SP came with Korthikanti et al. 2022). Stages are even:
+        /// Megatron-LM then required `L` divisible by pp (`num_layers` assert in
+        /// `megatron/arguments.py`); the data-parallel all-reduce runs after the
+        /// backward (no `--overlap-grad-reduce` yet; meshplan prices the
+        /// overlap it is given: `dp_overlap = "off"` states it); interleaved 1F1B with
+        /// `--num-layers-per-virtual-pipeline-stage`; micro-batches = global
+        /// batch / (micro-batch size · dp).
+        #[strum(to_string = "megatron-2021", serialize = "megatron2021")]
+        #[serde(rename = "megatron-2021")]
+        Megatron2021,
+        /// torchtitan with FSDP2 (`fully_shard`, PyTorch ≥ 2.4; torchtitan
+        /// `docs/fsdp.md`, `torchtitan/config/job_config.py`): every data rank
+        /// shards the parameters, gradients and Adam state (ZeRO-3 over
+        /// `dp_shard = -1`), held in fp32 (sharded fp32 parameters double as
+        /// the master copy: 4 + 4 + 8 bytes per parameter, sharded);
+        /// `mixed_precision_param = "bfloat16"` all-gathers each transformer
+        /// block in bf16 before its forward and again before its backward, with
+        /// the next block's all-gather prefetched under the current block's
+        /// compute (two bf16 blocks alive), and reduce-scatters the block's
+        /// gradients in fp32 (`mixed_precision_reduce = "float32"`: the bf16
+        /// gradient and its fp32 copy alive for one block) under the previous
+        /// block's backward. Attention runs through PyTorch SDPA
+        /// (FlashAttention / cuDNN kernels). Defaults: layer-selective
+        /// activation checkpointing (`activation_checkpoint.mode =
+        /// "selective"`, `selective_ac_option = "2"`: every second block fully
+        /// recomputed), which no [`Remat`] policy states, so meshplan keeps the
+        /// remat it is given (full unless told; `op` selective AC saves the
+        /// matmul outputs: `after-matmuls` is the nearest policy); ZeRO-3 over
+        /// the data ranks; sequence parallelism in its TP plan; 1F1B with
+        /// even stages (`pipeline_parallel_layers_per_stage` unset: layers
+        /// spread evenly), one gradient-accumulation step (global batch =
+        /// local batch · data ranks).
+        #[strum(to_string = "torchtitan", serialize = "fsdp2")]
+        #[serde(rename = "torchtitan", alias = "fsdp2")]
+        Torchtitan,
+        /// DeepSpeed (ZeRO, Rajbhandari et al. 2020; Megatron-DeepSpeed for
+        /// TP/PP; `deepspeed/runtime/zero/config.py`): fp16/bf16 weights and
+        /// gradients (2 + 2 bytes per parameter) with fp32 master + Adam moments
+        /// (12 bytes: the ZeRO paper's `K = 12`), partitioned by the ZeRO stage
+        /// (`zero_optimization.stage`, default 0) over the data ranks;
+        /// gradients reduced in the model's 16-bit dtype
+        /// (`communication_data_type` unset) through a `reduce_bucket_size` =
+        /// 5·10⁸-element bucket, overlapped with the backward
+        /// (`overlap_comm`); ZeRO-3 gathers each layer before use and
+        /// prefetches the next (`stage3_prefetch_bucket_size`). Attention is
+        /// the model's (Megatron-DeepSpeed's fused kernels, FlashAttention
+        /// where enabled). Defaults: ZeRO-0, no activation checkpointing, no
+        /// sequence parallelism, pipeline stages split by parameters
+        /// (`partition_method = "parameters"`: the embedding counts as a
+        /// layer), 1F1B (DeepSpeed's `TrainSchedule`), micro-batches = global
+        /// batch / (micro-batch size · dp).
+        #[strum(to_string = "deepspeed", serialize = "megatron-deepspeed")]
+        #[serde(rename = "deepspeed", alias = "megatron-deepspeed")]
+        Deepspeed,
     }
 }
 
 impl Framework {
-    /// Parse "book", "megatron", "megatron-2022", "nanotron", "maxtext".
+    /// Parse "book", "megatron", "megatron-2022", "megatron-2021",
+    /// "nanotron", "maxtext", "torchtitan" ("fsdp2"), "deepspeed"
+    /// ("megatron-deepspeed").
     pub fn parse(s: &str) -> Result<Self> {
         parse_choice("framework", s)
     }
@@ -246,6 +309,27 @@ mod tests {
             assert_eq!(Remat::parse(&r.to_string()).unwrap(), r);
             assert_eq!(Remat::ALL[r.index()], r);
         }
+    }
+
+    #[test]
+    fn the_added_frameworks_parse_from_their_names_and_aliases() {
+        for (name, fw) in [
+            ("torchtitan", Framework::Torchtitan),
+            ("FSDP2", Framework::Torchtitan),
+            ("deepspeed", Framework::Deepspeed),
+            ("megatron-deepspeed", Framework::Deepspeed),
+            ("megatron-2021", Framework::Megatron2021),
+            ("megatron_2021", Framework::Megatron2021),
+        ] {
+            assert_eq!(Framework::parse(name).unwrap(), fw, "{name}");
+            // printed and serialized as the name it parses from
+            assert_eq!(Framework::parse(&fw.to_string()).unwrap(), fw);
+            let j = serde_json::to_value(fw).unwrap();
+            assert_eq!(j.as_str().unwrap(), fw.to_string());
+            assert!(fw.is_framework());
+        }
+        let e = Framework::parse("fsdp").unwrap_err().to_string();
+        assert!(e.contains("torchtitan") && e.contains("deepspeed"), "{e}");
     }
 
     #[test]

@@ -388,7 +388,7 @@ pub struct StepInventory {
 /// Gradient bytes per parameter a framework reduces.
 pub fn grad_bytes(fw: Framework) -> f64 {
     match fw {
-        Framework::Nanotron | Framework::Maxtext => 4.0,
+        Framework::Nanotron | Framework::Maxtext | Framework::Torchtitan => 4.0,
         _ => 2.0,
     }
 }
@@ -646,7 +646,7 @@ fn attention(s: &Shape, causal: bool) -> AttentionCall {
     let a = &s.spec.arch;
     let tpf = s.tpf;
     let heads = a.n_heads as f64 / tpf;
-    if s.spec.framework == Framework::Megatron2022 {
+    if crate::memory::unfused_attention(s.spec.framework) {
         // unfused attention core: full s×s scores (no causal skipping), two
         // batched GEMMs with the head dimension as inner size
         let fl = 4.0 * s.tok * s.seq * s.nh / tpf;
@@ -829,7 +829,11 @@ fn pp_transfers(s: &Shape, sched: (u64, u64, u64, bool)) -> Option<Transfer> {
     if pp <= 1 {
         return None;
     }
-    let scatter = s.sp || s.spec.framework == Framework::Megatron2022;
+    let scatter = s.sp
+        || matches!(
+            s.spec.framework,
+            Framework::Megatron2022 | Framework::Megatron2021
+        );
     let v = virtual_stages as f64;
     Some(Transfer {
         what: Moves::PpSend,

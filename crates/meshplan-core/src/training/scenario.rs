@@ -418,16 +418,18 @@ pub fn framework_microbatches(cfg: &TrainConfig) -> Option<u64> {
 ///   recompute_granularity = None`; NeMo's llama3_70b recipe sets none) and
 ///   nanotron (`recompute_layer: False`); selective for Megatron-LM 2022
 ///   (Korthikanti et al. 2022, selective recompute with sequence
-///   parallelism);
+///   parallelism); full for Megatron-LM 2021 (Narayanan et al. 2021) and
+///   torchtitan (its default recomputes every second block, which no remat
+///   policy states: full is the nearer memory bound); none for DeepSpeed
+///   (activation checkpointing is opt-in);
+/// * ZeRO-3 over the data ranks for torchtitan (FSDP2, `dp_shard = -1`);
 /// * sequence parallelism with tp > 1: Megatron (NeMo's llama recipes
-///   `sequence_parallelism=True`) and Megatron-LM 2022 (the same paper);
-///   not nanotron (`tp_mode` defaults to `ALL_REDUCE`).
+///   `sequence_parallelism=True`), Megatron-LM 2022 (the same paper) and
+///   torchtitan (its TP plan); not nanotron (`tp_mode` defaults to
+///   `ALL_REDUCE`), Megatron-LM 2021 (before SP) or DeepSpeed.
 pub fn framework_defaults(sc: &Scenario, cfg: &mut TrainConfig) -> Vec<String> {
     let fw = cfg.framework;
-    if !matches!(
-        fw,
-        Framework::Megatron | Framework::Megatron2022 | Framework::Nanotron
-    ) {
+    if matches!(fw, Framework::Book | Framework::Maxtext) {
         return Vec::new();
     }
     let (p, name) = (&sc.parallelism, framework_name(fw));
@@ -455,21 +457,37 @@ pub fn framework_defaults(sc: &Scenario, cfg: &mut TrainConfig) -> Vec<String> {
         cfg.zero = 1;
         chosen.push(format!("distributed optimizer (ZeRO-1, {name}'s recipes)"));
     }
+    if fw == Framework::Torchtitan && p.zero.is_none() && d.fsdp == 1 && d.dp * d.cp > 1 {
+        cfg.zero = 3;
+        chosen.push(format!(
+            "FSDP (ZeRO-3) over the data ranks ({name}'s dp_shard = -1)"
+        ));
+    }
     if sc.training.remat.is_none() {
-        cfg.remat = if fw == Framework::Megatron2022 {
-            Remat::Selective
-        } else {
-            Remat::None
+        cfg.remat = match fw {
+            Framework::Megatron2022 => Remat::Selective,
+            Framework::Megatron2021 | Framework::Torchtitan => Remat::Full,
+            _ => Remat::None,
         };
         chosen.push(format!(
-            "{} ({name}'s default)",
+            "{} ({name}'s default{})",
             match cfg.remat {
                 Remat::Selective => "selective recompute",
+                Remat::Full => "full recompute",
                 _ => "no recompute",
+            },
+            if fw == Framework::Torchtitan {
+                " recomputes every second block; full is the nearest policy"
+            } else {
+                ""
             }
         ));
     }
-    if fw != Framework::Nanotron && p.sequence_parallel.is_none() && d.tp > 1 {
+    let sp = matches!(
+        fw,
+        Framework::Megatron | Framework::Megatron2022 | Framework::Torchtitan
+    );
+    if sp && p.sequence_parallel.is_none() && d.tp > 1 {
         cfg.sequence_parallel = true;
         chosen.push("sequence parallelism with tp > 1".to_string());
     }
@@ -507,6 +525,9 @@ fn framework_name(fw: Framework) -> &'static str {
     match fw {
         Framework::Megatron => "Megatron",
         Framework::Megatron2022 => "Megatron-LM 2022",
+        Framework::Megatron2021 => "Megatron-LM 2021",
+        Framework::Torchtitan => "torchtitan",
+        Framework::Deepspeed => "DeepSpeed",
         Framework::Nanotron => "nanotron",
         Framework::Maxtext => "MaxText",
         Framework::Book => "the book",
