@@ -830,14 +830,29 @@ fn a_flagged_plan_needs_the_margin_to_rank_above_a_validated_one() {
         f.predicted.as_ref().unwrap().step_time_s.get(),
         v.predicted.as_ref().unwrap().step_time_s.get(),
     );
-    assert!(ft < vt, "the flagged plan is predicted faster: {ft} vs {vt}");
+    assert!(
+        ft < vt,
+        "the flagged plan is predicted faster: {ft} vs {vt}"
+    );
     let (fi, vi) = (
         Interval::of_report(&f, &topo).unwrap(),
         Interval::of_report(&v, &topo).unwrap(),
     );
-    let p90 = prof.as_ref().unwrap().profile.interval.as_ref().unwrap().p90;
+    let p90 = prof
+        .as_ref()
+        .unwrap()
+        .profile
+        .interval
+        .as_ref()
+        .unwrap()
+        .p90;
     assert!(rel(fi.hi_s, ft * p90 * 1.4) < 1e-12 && rel(vi.hi_s, vt * p90) < 1e-12);
-    assert!(fi.hi_s > vi.hi_s, "but ranks below it: {} vs {}", fi.hi_s, vi.hi_s);
+    assert!(
+        fi.hi_s > vi.hi_s,
+        "but ranks below it: {} vs {}",
+        fi.hi_s,
+        vi.hi_s
+    );
 }
 
 /// The "behind the bar" pruning with the interval factor is exact: the

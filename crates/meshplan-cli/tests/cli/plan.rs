@@ -33,9 +33,13 @@ fn train_json_has_ranked_feasible_plans() {
         assert_eq!(u(p, "rank"), i as u64 + 1);
         assert_eq!(p["fits"], true);
         assert_eq!(p["feasible"], true);
+        // ranked by the pessimistic end of the interval (docs/planner.md)
         let t = f(p, "predicted_step_time_s");
-        assert!(t >= prev, "ranked by predicted time");
-        prev = t;
+        let hi = p["ranking_interval_s"][1].as_f64().unwrap();
+        assert!(hi >= t && f(p, "score") == hi, "{hi} vs {t}");
+        assert!(hi >= prev, "ranked by the pessimistic end");
+        prev = hi;
+        assert!(p["regime"].is_array());
         assert!(f(p, "step_time_lower_s") > 0.0);
         let mfu = f(p, "predicted_mfu");
         assert!(mfu > 0.0 && mfu < 1.0, "{mfu}");

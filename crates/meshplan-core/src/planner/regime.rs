@@ -212,10 +212,12 @@ impl Interval {
     /// ranked it by.
     pub fn of_report(r: &TrainReport, topo: &Topology) -> Option<Interval> {
         let p = r.predicted.as_ref()?;
-        let (lo, hi) = p.interval.as_ref().map_or(
-            (p.step_time_s.get(), p.step_time_s.get()),
-            |i| (i.p10_s, i.p90_s),
-        );
+        let (lo, hi) = p
+            .interval
+            .as_ref()
+            .map_or((p.step_time_s.get(), p.step_time_s.get()), |i| {
+                (i.p10_s, i.p90_s)
+            });
         Some(Interval::from_ends(lo, hi, Regime::of_report(r, topo)))
     }
 }

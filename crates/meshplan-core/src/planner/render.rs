@@ -126,8 +126,16 @@ fn regime_cell(r: &PlanTrainReport, p: &PlanEntry) -> String {
     if p.ranking_interval_s.is_none() {
         return String::new();
     }
-    let job = r.job_outside_fitted_range.as_ref().map(|_| "job*".to_string());
-    let all: Vec<String> = job.into_iter().chain(p.regime.iter().cloned()).collect();
+    let job = r
+        .job_outside_fitted_range
+        .as_ref()
+        .map(|_| "job*".to_string());
+    // the fitted range of each flag is in the JSON (`regime`)
+    let own = p
+        .regime
+        .iter()
+        .map(|f| f.split(" (fitted:").next().unwrap_or(f).to_string());
+    let all: Vec<String> = job.into_iter().chain(own).collect();
     if all.is_empty() {
         "in range".into()
     } else {
@@ -193,7 +201,7 @@ impl Render for PlanTrainReport {
         d.table(plans_table(r));
         if r.ranked_by_prediction && !r.plans.is_empty() {
             d.line(format!(
-                "'ranked on' is the pessimistic end of each plan's step-time interval (held-out p90; × {} for a plan with a regime flag); ties by the point prediction, the roofline bound, memory, then enumeration order (docs/planner.md)",
+                "'ranked on' is the pessimistic end of each plan's step-time interval (held-out p90; × {} for a plan with a regime flag: an input outside the profile's fitted ranges, or tp across nodes); ties by the point prediction, the roofline bound, memory, then enumeration order (docs/planner.md)",
                 super::regime::UNVALIDATED_FACTOR
             ));
         }
@@ -235,10 +243,18 @@ impl Render for PlanTrainReport {
 fn interval_line(r: &PlanTrainReport) -> Option<String> {
     let best = r.plans.first()?;
     let i = best.report.predicted.as_ref()?.interval.as_ref()?;
+    let widened = match (best.regime.is_empty(), best.ranking_interval_s) {
+        (false, Some([lo, hi])) => format!(
+            "; with its regime flags ×{} at each end: {}–{} s",
+            super::regime::UNVALIDATED_FACTOR,
+            crate::units::sig4(lo),
+            crate::units::sig4(hi)
+        ),
+        _ => String::new(),
+    };
     Some(format!(
-        "plan {} step time p10–p90: {}",
+        "plan {} step time p10–p90: {}{widened}",
         best.rank,
         i.describe()
     ))
 }
-
