@@ -189,6 +189,38 @@ fn train_explain_derives_the_ranked_plan() {
     assert_ne!(m1, m3);
 }
 
+/// `--explain` derives what the winner was ranked on: t_rank = t_pred ·
+/// p90 · u, the JSON's `score` and the end of its `ranking_interval_s`
+/// (docs/planner.md, "Ranking with uncertainty").
+#[test]
+fn train_explain_derives_the_ranking_key() {
+    let mut args = h100_args("3");
+    args.push("--explain");
+    let v = json(&args);
+    let steps = v["derivation"].as_array().expect("derivation");
+    let s = steps
+        .iter()
+        .find(|s| s["id"] == "plan.ranked_on")
+        .expect("a plan.ranked_on step");
+    let bind = |sym: &str| {
+        s["bindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["symbol"] == sym)
+            .and_then(|b| b["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {sym} in {s}"))
+    };
+    let (t, p90, u) = (bind("t_pred"), bind("p90"), bind("u"));
+    assert_eq!(t, f(&v, "plans.0.predicted_step_time_s"));
+    // u is 1 for a plan without flags, 1.4 with any
+    let flagged = !v["plans"][0]["regime"].as_array().unwrap().is_empty();
+    assert_eq!(u, if flagged { 1.4 } else { 1.0 });
+    let rank_s = s["value"].as_f64().unwrap();
+    assert!((rank_s - t * p90 * u).abs() <= 1e-12 * rank_s);
+    assert_eq!(rank_s, f(&v, "plans.0.score"));
+}
+
 #[test]
 fn train_impossible_requests_are_verdicts() {
     let plan = |chips: &str| {

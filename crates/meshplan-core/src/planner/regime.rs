@@ -222,6 +222,29 @@ impl Interval {
     }
 }
 
+/// Record how a ranked plan's key was formed (`plan train --explain`,
+/// `--explain-rank N`): the pessimistic end of its interval from the
+/// prediction `t`, the held-out p90 and the widening `u` (1.4 flagged, else 1).
+pub fn record<T: crate::trace::Tracer>(step_s: f64, iv: Interval, regime: Regime, tr: &mut T) {
+    let u = if regime.validated() {
+        1.0
+    } else {
+        UNVALIDATED_FACTOR
+    };
+    tr.record(|| {
+        crate::trace::Step::new(
+            "plan.ranked_on",
+            "What the planner ranks the plan by: the pessimistic end of its step-time interval",
+            "t_rank = t_pred · p90 · u   (u = 1.4 when the plan has a regime flag, else 1)",
+        )
+        .bind("t_pred", step_s, "s")
+        .bind("p90", iv.hi_s / (u * step_s), "")
+        .bind("u", u, "")
+        .result(iv.hi_s, "s")
+        .source("docs/planner.md, Ranking with uncertainty (p90: the profile's held-out residuals, 1 without them; u: issue 25's p90 error on runs never fitted)")
+    });
+}
+
 /// The smallest factor between a prediction and its pessimistic end over
 /// every regime, with `residuals` or without (an offloaded plan has none):
 /// the search's bound for plans it does not predict (no prediction is below

@@ -623,6 +623,9 @@ fn derive(req: &PlanTrainRequest, res: &TrainResult, rank: usize) -> crate::Resu
         &f.config(&w.base),
         &mut rec,
     );
+    if let Some(p) = f.pred {
+        super::regime::record(p.step_time_s, p.interval, p.regime, &mut rec);
+    }
     Ok(rec.into_steps())
 }
 
