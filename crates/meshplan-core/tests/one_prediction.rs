@@ -357,7 +357,10 @@ fn the_dp_fsdp_split_is_one_plan_per_behaviour() {
     };
     let topo = meshplan_core::mesh::Topology::gpus(64, 8);
     let mut s = TrainSearch::new(spec, chip, topo, base);
-    s.top_k = 200;
+    // ZeRO-3 and fsdp lie outside the H100 profile's fitted ranges, so the
+    // planner ranks those plans by t·p90·1.4 (docs/planner.md, "Ranking with
+    // uncertainty"): keep enough plans to reach them
+    s.top_k = 2000;
     let res = s.run();
     let mut zero3_fsdp = 0;
     for f in &res.plans {

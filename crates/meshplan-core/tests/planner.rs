@@ -10,6 +10,7 @@ use common::{cube, l13b_h100_4m, llama13, model_and_chip, q3_workload, v5p};
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
 use meshplan_core::parallelism::{FlopConvention, Framework};
+use meshplan_core::planner::regime::{Interval, Regime, UNVALIDATED_FACTOR};
 use meshplan_core::planner::{
     factorizations, inner_choices, ChipBudget, InferSearch, RejectReason, TrainObjective,
     TrainSearch, TrainSpace,
@@ -193,7 +194,7 @@ fn brute_best(
             if predicting && r.predicted.is_none() {
                 continue; // not predictable
             }
-            let k = objective_key(&r, obj);
+            let k = objective_key(&r, obj, topo);
             if best.map_or(true, |b| k < b) {
                 best = Some(k);
             }
@@ -202,25 +203,25 @@ fn brute_best(
     best
 }
 
-/// The search's objective on a report: (predicted step | lower, …) for time,
-/// (−margin, predicted step | lower, …) for memory headroom.
-fn objective_key(r: &meshplan_core::training::TrainReport, obj: TrainObjective) -> (f64, f64, f64) {
+/// The search's objective on a report: (pessimistic end of the predicted
+/// step's interval, predicted step | lower, …) for time, (−margin, the
+/// same | lower, …) for memory headroom.
+fn objective_key(
+    r: &meshplan_core::training::TrainReport,
+    obj: TrainObjective,
+    topo: &Topology,
+) -> (f64, f64, f64) {
     let lower = r.step_time_lower_s.get();
-    match (obj, &r.predicted) {
-        (TrainObjective::MemoryHeadroom, None) => {
+    let hi = Interval::of_report(r, topo).map(|i| i.hi_s);
+    match (obj, &r.predicted, hi) {
+        (TrainObjective::MemoryHeadroom, Some(_), Some(hi)) => (-r.memory_margin_bytes, hi, lower),
+        (TrainObjective::MemoryHeadroom, _, _) => {
             (-r.memory_margin_bytes, lower, r.step_time_upper_s.get())
         }
-        (TrainObjective::MemoryHeadroom, Some(p)) => {
-            (-r.memory_margin_bytes, p.step_time_s.get(), lower)
-        }
-        (_, None) => (
+        (_, Some(p), Some(hi)) => (hi, p.step_time_s.get(), lower),
+        (_, _, _) => (
             lower,
             r.step_time_upper_s.get(),
-            r.memory_per_device.total_bytes.get(),
-        ),
-        (_, Some(p)) => (
-            p.step_time_s.get(),
-            lower,
             r.memory_per_device.total_bytes.get(),
         ),
     }
@@ -245,7 +246,7 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
                 "{m}: H100 searches rank by predictions, TPU ones cannot"
             );
             assert_eq!(rep.predicted.is_some(), r.predicted, "{m}");
-            let got = objective_key(&rep, obj);
+            let got = objective_key(&rep, obj, &topo);
             assert!(
                 rel(got.0, want.0) < 1e-9 && rel(got.1, want.1) < 1e-9,
                 "{m} {obj:?}: {got:?} vs {want:?}"
@@ -263,6 +264,11 @@ fn top_plan_equals_brute_force_and_plans_are_feasible_and_ranked() {
                     let fp = p.pred.expect("pred");
                     assert!(rel(fp.step_time_s, pr.step_time_s.get()) < 1e-12);
                     assert!(rel(fp.mfu, pr.mfu) < 1e-12);
+                    // one rule for the flags and the interval: the search's
+                    // allocation-free comparisons equal the report's list
+                    let t = &r.topologies[p.topo];
+                    assert_eq!(fp.regime, Regime::of_report(&rep, t), "{m}: {:?}", p.deg);
+                    assert_eq!(Some(fp.interval), Interval::of_report(&rep, t), "{m}");
                 }
                 assert_eq!(p.eval.memory, rep.memory_per_device);
                 assert!(p.score() >= prev, "{m}: not ranked");
@@ -776,4 +782,178 @@ fn rejected_plans_equal_brute_force() {
             }
         }
     }
+}
+
+/// The 70B model on 256 H100 (issue 25): the plans are ranked by the
+/// pessimistic end of their interval, and none of the top 5 is in an
+/// unvalidated regime without a flag — each plan-level input outside the
+/// profile's fitted ranges, or a TP group across nodes, is in its `regime`,
+/// and the job's own (sequence 8192 against 4096 fitted) is in the report's
+/// `job_outside_fitted_range`.
+#[test]
+fn seventy_b_on_256_h100_ranks_with_uncertainty_and_flags_every_unvalidated_plan() {
+    use meshplan_core::planner::{plan_train, PlanTrainRequest};
+    use meshplan_core::scenario::Scenario;
+    use meshplan_core::training::scenario::resolve_workload;
+    let sc = Scenario::parse(
+        "[model]\nname = \"llama-3.1-70b\"\n[hardware]\nchip = \"h100\"\nchips = 256\n[training]\nbatch_tokens = 4194304\nseq_len = 8192\n",
+        "test",
+    )
+    .unwrap();
+    let req = PlanTrainRequest {
+        workload: resolve_workload(&sc, Catalog::builtin(), None).unwrap(),
+        objective: TrainObjective::Time,
+        top: 5,
+        threads: None,
+        explain_rank: None,
+        cancel: None,
+    };
+    let rep = plan_train(&req, &|_, _| {}).unwrap();
+    assert!(rep.ranked_by_prediction && rep.plans.len() == 5);
+    // the job: sequence length 8192 against the fitted 4096
+    let job = rep.job_outside_fitted_range.as_deref().unwrap_or("");
+    assert!(job.contains("sequence length 8192"), "{job}");
+    let iv = req
+        .workload
+        .profile
+        .as_ref()
+        .and_then(|p| p.profile.interval.clone())
+        .expect("the H100 InfiniBand profile records held-out residuals");
+    let mut prev = f64::NEG_INFINITY;
+    for p in &rep.plans {
+        let pred = p.report.predicted.as_ref().expect("predicted");
+        let t = pred.step_time_s.get();
+        // every plan-level input outside the ranges is a flag
+        let plan_level: Vec<_> = pred
+            .outside_fitted_range
+            .iter()
+            .flatten()
+            .filter(|o| meshplan_core::planner::regime::PLAN_INPUTS.contains(&o.input))
+            .collect();
+        let across = p.report.degrees.tp > 8;
+        assert_eq!(
+            p.regime.len(),
+            plan_level.len() + usize::from(across),
+            "plan {}: {:?}",
+            p.rank,
+            p.regime
+        );
+        // hand-derived interval: t·p90, × 1.4 when flagged
+        let [_, hi] = p.ranking_interval_s.expect("interval");
+        let want = if p.regime.is_empty() {
+            t * iv.p90
+        } else {
+            t * iv.p90 * UNVALIDATED_FACTOR
+        };
+        assert!(rel(hi, want) < 1e-12, "plan {}: {hi} vs {want}", p.rank);
+        assert_eq!(p.score, hi);
+        assert!(hi >= prev, "ranked by the pessimistic end");
+        prev = hi;
+    }
+    // the table shows the flags: every row carries "job*" (the job's own
+    // inputs, named in the note) or "in range"
+    let text = meshplan_core::view::render_text(&meshplan_core::view::Render::doc(&rep));
+    assert!(text.contains("regime") && text.contains("job*"), "{text}");
+}
+
+/// An unvalidated layout is not ranked above a validated one on its point
+/// prediction alone: the 70B plan issue 25 found ranked first before this
+/// rule (dp 16 × fsdp 2 × tp 2 × pp 2 × cp 2, ZeRO-2, interleaved m = 16,
+/// v = 5: cp, fsdp and ZeRO-2 all outside the H100 profile's ranges) is
+/// predicted faster than the validated tp 4 × pp 4 × dp 16 plan, but its
+/// pessimistic end is t·p90·1.4 (p90 = 1.035 → ×1.449), behind the validated
+/// plan's t·p90 (×1.035), so it ranks below it.
+#[test]
+fn a_flagged_plan_needs_the_margin_to_rank_above_a_validated_one() {
+    use meshplan_core::parallelism::{Remat, Schedule};
+    let (spec, chip) = model_and_chip("llama-3.1-70b", "h100");
+    let topo = Topology::gpus(256, 8);
+    let prof = active_profile(chip, None).unwrap();
+    let base = TrainConfig {
+        batch_tokens: 4 << 20,
+        seq_len: 8192,
+        framework: Framework::Megatron,
+        remat: Remat::None,
+        sequence_parallel: true,
+        schedule: Schedule::Interleaved,
+        ..TrainConfig::default()
+    };
+    let flagged = TrainConfig {
+        degrees: Degrees {
+            dp: 16,
+            fsdp: 2,
+            tp: 2,
+            pp: 2,
+            cp: 2,
+            ..Degrees::default()
+        },
+        zero: 2,
+        microbatches: 16,
+        virtual_stages: 5,
+        ..base
+    };
+    let validated = TrainConfig {
+        degrees: Degrees {
+            dp: 16,
+            tp: 4,
+            pp: 4,
+            ..Degrees::default()
+        },
+        zero: 1,
+        microbatches: 32,
+        virtual_stages: 5,
+        ..base
+    };
+    let f = analyze_with(spec, chip, &topo, &flagged, prof.as_ref(), &mut NoTrace);
+    let v = analyze_with(spec, chip, &topo, &validated, prof.as_ref(), &mut NoTrace);
+    assert!(f.fits && v.fits);
+    let (fr, vr) = (Regime::of_report(&f, &topo), Regime::of_report(&v, &topo));
+    assert!(!fr.validated() && vr.validated());
+    let (ft, vt) = (
+        f.predicted.as_ref().unwrap().step_time_s.get(),
+        v.predicted.as_ref().unwrap().step_time_s.get(),
+    );
+    assert!(
+        ft < vt,
+        "the flagged plan is predicted faster: {ft} vs {vt}"
+    );
+    let (fi, vi) = (
+        Interval::of_report(&f, &topo).unwrap(),
+        Interval::of_report(&v, &topo).unwrap(),
+    );
+    let p90 = prof
+        .as_ref()
+        .unwrap()
+        .profile
+        .interval
+        .as_ref()
+        .unwrap()
+        .p90;
+    assert!(rel(fi.hi_s, ft * p90 * 1.4) < 1e-12 && rel(vi.hi_s, vt * p90) < 1e-12);
+    assert!(
+        fi.hi_s > vi.hi_s,
+        "but ranks below it: {} vs {}",
+        fi.hi_s,
+        vi.hi_s
+    );
+}
+
+/// The "behind the bar" pruning with the interval factor is exact: the
+/// best 5 of a search keeping 5 are the first 5 of one keeping 2,000
+/// (whose bar is far looser, so it predicts many more plans).
+#[test]
+fn pruning_by_the_interval_bound_keeps_the_ranking() {
+    let (spec, chip, base) = l13b_h100_4m();
+    let run = |k: usize| {
+        let mut s = TrainSearch::new(spec, chip, Topology::gpus(64, 8), base);
+        s.top_k = k;
+        s.threads = Some(1);
+        s.run()
+    };
+    let (small, large) = (run(5), run(2000));
+    assert!(small.predicted && small.bounded > large.bounded);
+    let key = |f: &meshplan_core::planner::Found| (f.deg, f.choice, f.score().to_bits());
+    let a: Vec<_> = small.plans.iter().map(key).collect();
+    let b: Vec<_> = large.plans.iter().take(5).map(key).collect();
+    assert_eq!(a, b);
 }

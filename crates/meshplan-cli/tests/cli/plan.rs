@@ -33,9 +33,13 @@ fn train_json_has_ranked_feasible_plans() {
         assert_eq!(u(p, "rank"), i as u64 + 1);
         assert_eq!(p["fits"], true);
         assert_eq!(p["feasible"], true);
+        // ranked by the pessimistic end of the interval (docs/planner.md)
         let t = f(p, "predicted_step_time_s");
-        assert!(t >= prev, "ranked by predicted time");
-        prev = t;
+        let hi = p["ranking_interval_s"][1].as_f64().unwrap();
+        assert!(hi >= t && f(p, "score") == hi, "{hi} vs {t}");
+        assert!(hi >= prev, "ranked by the pessimistic end");
+        prev = hi;
+        assert!(p["regime"].is_array());
         assert!(f(p, "step_time_lower_s") > 0.0);
         let mfu = f(p, "predicted_mfu");
         assert!(mfu > 0.0 && mfu < 1.0, "{mfu}");
@@ -183,6 +187,38 @@ fn train_explain_derives_the_ranked_plan() {
     assert_eq!(m3, f(&v3, "plans.2.memory_per_device.total_bytes"));
     // plans 1 and 3 differ in remat, so the derivations differ
     assert_ne!(m1, m3);
+}
+
+/// `--explain` derives what the winner was ranked on: t_rank = t_pred ·
+/// p90 · u, the JSON's `score` and the end of its `ranking_interval_s`
+/// (docs/planner.md, "Ranking with uncertainty").
+#[test]
+fn train_explain_derives_the_ranking_key() {
+    let mut args = h100_args("3");
+    args.push("--explain");
+    let v = json(&args);
+    let steps = v["derivation"].as_array().expect("derivation");
+    let s = steps
+        .iter()
+        .find(|s| s["id"] == "plan.ranked_on")
+        .expect("a plan.ranked_on step");
+    let bind = |sym: &str| {
+        s["bindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["symbol"] == sym)
+            .and_then(|b| b["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {sym} in {s}"))
+    };
+    let (t, p90, u) = (bind("t_pred"), bind("p90"), bind("u"));
+    assert_eq!(t, f(&v, "plans.0.predicted_step_time_s"));
+    // u is 1 for a plan without flags, 1.4 with any
+    let flagged = !v["plans"][0]["regime"].as_array().unwrap().is_empty();
+    assert_eq!(u, if flagged { 1.4 } else { 1.0 });
+    let rank_s = s["value"].as_f64().unwrap();
+    assert!((rank_s - t * p90 * u).abs() <= 1e-12 * rank_s);
+    assert_eq!(rank_s, f(&v, "plans.0.score"));
 }
 
 #[test]

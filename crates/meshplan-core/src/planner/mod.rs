@@ -7,7 +7,9 @@ and serving configuration. See `docs/planner.md`.
   stage × remat × schedule × micro-batches × virtual stages × sequence
   parallelism; each point costed by [`crate::training::evaluate`] — the
   evaluation `meshplan train` reports — with tracing off, in parallel
-  (rayon), the best K kept in a bounded heap.
+  (rayon), the best K kept in a bounded heap, ranked by the pessimistic
+  end of each plan's step-time interval and flagged where no profile
+  covers its regime ([`regime`]).
 * [`infer`]: slice shapes × EP × TP × 1D/2D-WS × weight/KV dtypes × batch,
   costed by [`crate::inference::evaluate`]; Pareto front and best point under
   the SLOs.
@@ -16,6 +18,7 @@ and serving configuration. See `docs/planner.md`.
 pub mod infer;
 pub mod infer_report;
 pub mod infer_request;
+pub mod regime;
 mod render;
 pub mod report;
 pub mod space;

@@ -48,8 +48,10 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             "sp",
             "mem/chip",
             "step",
+            "ranked on",
             "roofline ≥",
             "MFU",
+            "regime",
             "bound",
             "leading collective",
             "offload (exposed)",
@@ -59,13 +61,18 @@ fn plans_table(r: &PlanTrainReport) -> Table {
     let numeric = [
         &["#"][..],
         &DEGREE_COLUMNS,
-        &["mem/chip", "step", "roofline ≥", "MFU"],
+        &["mem/chip", "step", "ranked on", "roofline ≥", "MFU"],
     ]
     .concat();
     let mut t = Table::new(&header, &numeric);
     if pred {
-        t.header[13] = "step (pred.)".into();
-        t.header[15] = "MFU (pred.)".into();
+        for (i, h) in header.iter().enumerate() {
+            match *h {
+                "step" => t.header[i] = "step (pred.)".into(),
+                "MFU" => t.header[i] = "MFU (pred.)".into(),
+                _ => {}
+            }
+        }
     }
     for p in &r.plans {
         let (d, rep) = (&p.report.degrees, &p.report);
@@ -88,12 +95,17 @@ fn plans_table(r: &PlanTrainReport) -> Table {
                     .unwrap_or(rep.step_time_lower_s.get()),
                 "s",
             ),
+            // empty (and the column dropped) without predictions
+            p.ranking_interval_s
+                .map(|[_, hi]| fmt_si(hi, "s"))
+                .unwrap_or_default(),
             if pred {
                 fmt_si(rep.step_time_lower_s.get(), "s")
             } else {
                 String::new()
             },
             pct(p.predicted_mfu.unwrap_or(rep.mfu_at_lower_bound)),
+            regime_cell(r, p),
             rep.bound.clone(),
             leading_collective(rep)
                 .map(|c| format!("{} {} ({})", c.kind, c.axis.name(), c.seconds))
@@ -105,6 +117,30 @@ fn plans_table(r: &PlanTrainReport) -> Table {
         ]);
     }
     t.drop_empty_columns()
+}
+
+/// The regime column: "job*" when the job itself is outside the fitted
+/// ranges (the note under the table says how), then the plan's own flags;
+/// "in range" when there is neither; empty without predictions.
+fn regime_cell(r: &PlanTrainReport, p: &PlanEntry) -> String {
+    if p.ranking_interval_s.is_none() {
+        return String::new();
+    }
+    let job = r
+        .job_outside_fitted_range
+        .as_ref()
+        .map(|_| "job*".to_string());
+    // the fitted range of each flag is in the JSON (`regime`)
+    let own = p
+        .regime
+        .iter()
+        .map(|f| f.split(" (fitted:").next().unwrap_or(f).to_string());
+    let all: Vec<String> = job.into_iter().chain(own).collect();
+    if all.is_empty() {
+        "in range".into()
+    } else {
+        all.join(", ")
+    }
 }
 
 fn searched_line(r: &PlanTrainReport) -> String {
@@ -154,7 +190,7 @@ impl Render for PlanTrainReport {
             }
             (None, Some(p)) => {
                 d.line(format!(
-                    "ranked by predicted step time (efficiency profile {p}); 'roofline ≥' is the roofline lower bound"
+                    "ranked by predicted step time, pessimistic end (efficiency profile {p}); 'roofline ≥' is the roofline lower bound"
                 ));
             }
             (None, None) => {}
@@ -163,11 +199,19 @@ impl Render for PlanTrainReport {
             d.note(n.clone());
         }
         d.table(plans_table(r));
+        if r.ranked_by_prediction && !r.plans.is_empty() {
+            d.line(format!(
+                "'ranked on' is the pessimistic end of each plan's step-time interval (held-out p90; × {} for a plan with a regime flag: an input outside the profile's fitted ranges, or tp across nodes); ties by the point prediction, the roofline bound, memory, then enumeration order (docs/planner.md)",
+                super::regime::UNVALIDATED_FACTOR
+            ));
+        }
+        if let Some(j) = &r.job_outside_fitted_range {
+            d.note(format!(
+                "job*: every plan is outside the ranges the profile was fitted on (predictions are extrapolations): {j}"
+            ));
+        }
         if let Some(l) = interval_line(r) {
             d.line(l);
-        }
-        for n in range_notes(r) {
-            d.note(n);
         }
         if let Some(l) = rejected_line(r) {
             d.line(l);
@@ -194,40 +238,23 @@ impl Render for PlanTrainReport {
     }
 }
 
-/// The ranked plans' inputs outside the profile's fitted ranges: one note
-/// when every plan shares them, else one per plan that has any.
 /// The best plan's p10–p90 step time from the profile's held-out
 /// residuals (each plan's is in the JSON, `report.predicted.interval`).
 fn interval_line(r: &PlanTrainReport) -> Option<String> {
     let best = r.plans.first()?;
     let i = best.report.predicted.as_ref()?.interval.as_ref()?;
+    let widened = match (best.regime.is_empty(), best.ranking_interval_s) {
+        (false, Some([lo, hi])) => format!(
+            "; with its regime flags ×{} at each end: {}–{} s",
+            super::regime::UNVALIDATED_FACTOR,
+            crate::units::sig4(lo),
+            crate::units::sig4(hi)
+        ),
+        _ => String::new(),
+    };
     Some(format!(
-        "plan {} step time p10–p90: {}",
+        "plan {} step time p10–p90: {}{widened}",
         best.rank,
         i.describe()
     ))
-}
-
-fn range_notes(r: &PlanTrainReport) -> Vec<String> {
-    use crate::fidelity::range::one_line;
-    let outside: Vec<(usize, String)> = r
-        .plans
-        .iter()
-        .filter_map(|p| {
-            let o = p.report.predicted.as_ref()?.outside_fitted_range.as_ref()?;
-            (!o.is_empty()).then(|| (p.rank, one_line(o)))
-        })
-        .collect();
-    let what = "outside the ranges the profile was fitted on (predictions are extrapolations)";
-    match outside.first() {
-        Some((_, first))
-            if outside.len() == r.plans.len() && outside.iter().all(|(_, o)| o == first) =>
-        {
-            vec![format!("every plan is {what}: {first}")]
-        }
-        _ => outside
-            .into_iter()
-            .map(|(rank, o)| format!("plan {rank} is {what}: {o}"))
-            .collect(),
-    }
 }

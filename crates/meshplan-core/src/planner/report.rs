@@ -69,6 +69,15 @@ pub struct PlanEntry {
     pub predicted_step_time_s: Option<f64>,
     /// Predicted MFU.
     pub predicted_mfu: Option<f64>,
+    /// The step-time interval the plan was ranked by, seconds `[lo, hi]`:
+    /// the held-out p10–p90, widened by `regime::UNVALIDATED_FACTOR` when
+    /// the plan is flagged; the search ranks by `hi` (`None` without a
+    /// prediction).
+    pub ranking_interval_s: Option<[f64; 2]>,
+    /// The plan's flags: plan-level inputs outside the profile's fitted
+    /// ranges and a TP group across nodes ("tp 16 across nodes", "cp 16
+    /// (fitted: 1)"); empty: a validated layout.
+    pub regime: Vec<String>,
     /// The plan's training report.
     #[serde(flatten)]
     pub report: TrainReport,
@@ -113,6 +122,10 @@ pub struct PlanTrainReport {
     pub prediction_note: Option<String>,
     /// The job is larger than the profile was fitted on.
     pub extrapolation_note: Option<String>,
+    /// Inputs outside the profile's fitted ranges that every plan shares
+    /// (the job's: sequence length, model size, nodes, chip, …), or that the
+    /// profile records no ranges; `None` when the job is inside them.
+    pub job_outside_fitted_range: Option<String>,
     /// Rejections by reason (`RejectReason::key`).
     pub rejected: BTreeMap<String, u64>,
     /// The ranked plans.
@@ -211,6 +224,11 @@ fn entry(rank: usize, f: &Found, rep: TrainReport, chip: &Chip, res: &TrainResul
             .map(|c| format!("{} {}: {} ({})", c.kind, c.axis.name(), c.what, c.seconds)),
         predicted_step_time_s: f.pred.map(|p| p.step_time_s),
         predicted_mfu: f.pred.map(|p| p.mfu),
+        ranking_interval_s: f.pred.map(|p| [p.interval.lo_s, p.interval.hi_s]),
+        regime: match f.pred {
+            Some(_) => super::regime::plan_flags(&rep, &res.topologies[f.topo]),
+            None => Vec::new(),
+        },
         report: rep,
     }
 }
@@ -457,6 +475,20 @@ fn extrapolation(req: &PlanTrainRequest, topo: &Topology) -> Option<String> {
     ))
 }
 
+/// The job-level inputs outside the fitted ranges, from a ranked plan's
+/// report (every plan shares them), or why there are no ranges to check.
+fn job_outside(p: &PlanEntry) -> Option<String> {
+    let pred = p.report.predicted.as_ref()?;
+    let Some(_) = &pred.outside_fitted_range else {
+        return Some("the profile records no fitted ranges (no validation run covers this chip): every plan is unvalidated".into());
+    };
+    let o: Vec<String> = super::regime::job_outside(&p.report)
+        .into_iter()
+        .map(|o| format!("{} {}", o.input, o.describe()))
+        .collect();
+    (!o.is_empty()).then(|| o.join(", "))
+}
+
 /// The report when the chip count has no topology (a TPU size no slice offers).
 fn no_topology(req: &PlanTrainRequest, why: &str) -> PlanTrainReport {
     let w = &req.workload;
@@ -480,6 +512,7 @@ fn no_topology(req: &PlanTrainRequest, why: &str) -> PlanTrainReport {
         profile: None,
         prediction_note: None,
         extrapolation_note: None,
+        job_outside_fitted_range: None,
         rejected: BTreeMap::new(),
         plans: Vec::new(),
         best_rejected: None,
@@ -557,6 +590,7 @@ pub fn plan_train(
             .map(profile_label),
         prediction_note: res.prediction_note.clone(),
         extrapolation_note: extrapolation(req, &topo).filter(|_| res.predicted),
+        job_outside_fitted_range: plans.first().and_then(job_outside),
         rejected: RejectReason::ALL
             .iter()
             .map(|r| (r.key().to_string(), res.rejected_for(*r)))
@@ -589,6 +623,9 @@ fn derive(req: &PlanTrainRequest, res: &TrainResult, rank: usize) -> crate::Resu
         &f.config(&w.base),
         &mut rec,
     );
+    if let Some(p) = f.pred {
+        super::regime::record(p.step_time_s, p.interval, p.regime, &mut rec);
+    }
     Ok(rec.into_steps())
 }
 

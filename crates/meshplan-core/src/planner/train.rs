@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use super::regime::{least_factor, Interval, Regime};
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
 use crate::hardware::Chip;
 use crate::mesh::{GpuSplit, Mesh, Topology};
@@ -27,9 +28,10 @@ use crate::training::{analyze_with, Eval, MeshCtx, RejectReason, TrainCtx, Train
 named_choice! {
     /// What to optimise.
     pub enum TrainObjective {
-        /// Shortest step: the predicted step time when the chip has an efficiency
-        /// profile (ties by the roofline lower bound), else the lower bound
-        /// (overlapped communication), ties by the upper bound.
+        /// Shortest step: the pessimistic end of the predicted step-time
+        /// interval when the chip has an efficiency profile (ties by the point
+        /// prediction, then the roofline lower bound; `planner::regime`), else
+        /// the lower bound (overlapped communication), ties by the upper bound.
         #[default]
         #[strum(to_string = "time", serialize = "step-time")]
         Time,
@@ -92,6 +94,11 @@ pub struct PredEval {
     pub step_time_s: f64,
     /// Model FLOPs / (N·C·predicted step time).
     pub mfu: f64,
+    /// The plan's flags: plan-level inputs outside the profile's fitted
+    /// ranges, a TP group across nodes.
+    pub regime: Regime,
+    /// The step-time interval the plan is ranked by (its pessimistic end).
+    pub interval: Interval,
 }
 
 /// One costed candidate.
@@ -107,7 +114,7 @@ pub struct Found {
     pub eval: Eval,
     /// Calibrated prediction (when the search predicts and the plan fits).
     pub pred: Option<PredEval>,
-    key: [f64; 3],
+    key: [f64; 4],
     id: (u32, u32),
 }
 
@@ -116,8 +123,9 @@ impl Found {
     pub fn config(&self, base: &TrainConfig) -> TrainConfig {
         self.choice.config(base, self.deg)
     }
-    /// Objective value (lower is better): seconds per step, USD per token,
-    /// or minus the headroom in bytes.
+    /// Objective value (lower is better): seconds per step (the pessimistic
+    /// end of the interval when predicted), USD per token, or minus the
+    /// headroom in bytes.
     pub fn score(&self) -> f64 {
         self.key[0]
     }
@@ -142,7 +150,7 @@ impl Ord for Found {
     /// Better plans are smaller: by key, then by enumeration order (so that
     /// ties break the same way on any number of threads).
     fn cmp(&self, o: &Found) -> Ordering {
-        for k in 0..3 {
+        for k in 0..4 {
             match self.key[k].total_cmp(&o.key[k]) {
                 Ordering::Equal => {}
                 x => return x,
@@ -344,15 +352,23 @@ fn key_of(
     pred: Option<&PredEval>,
     hbm: f64,
     usd_per_token_s: f64,
-) -> [f64; 3] {
+) -> [f64; 4] {
     let mem = e.memory.total_bytes.get();
     match (obj, pred) {
-        (TrainObjective::Time, None) => [e.lower, e.upper, mem],
-        (TrainObjective::Cost, None) => [e.lower * usd_per_token_s, e.upper, mem],
-        (TrainObjective::MemoryHeadroom, None) => [mem - hbm, e.lower, e.upper],
-        (TrainObjective::Time, Some(p)) => [p.step_time_s, e.lower, mem],
-        (TrainObjective::Cost, Some(p)) => [p.step_time_s * usd_per_token_s, e.lower, mem],
-        (TrainObjective::MemoryHeadroom, Some(p)) => [mem - hbm, p.step_time_s, e.lower],
+        (TrainObjective::Time, None) => [e.lower, e.upper, mem, 0.0],
+        (TrainObjective::Cost, None) => [e.lower * usd_per_token_s, e.upper, mem, 0.0],
+        (TrainObjective::MemoryHeadroom, None) => [mem - hbm, e.lower, e.upper, 0.0],
+        // the pessimistic end first (`planner::regime`), then the point
+        (TrainObjective::Time, Some(p)) => [p.interval.hi_s, p.step_time_s, e.lower, mem],
+        (TrainObjective::Cost, Some(p)) => [
+            p.interval.hi_s * usd_per_token_s,
+            p.step_time_s,
+            e.lower,
+            mem,
+        ],
+        (TrainObjective::MemoryHeadroom, Some(p)) => {
+            [mem - hbm, p.interval.hi_s, p.step_time_s, e.lower]
+        }
     }
 }
 
@@ -366,12 +382,16 @@ struct Shared<'s, 'a> {
     prof: Option<&'s ActiveProfile>,
     /// USD per token per second of step time (the cost objective).
     usd_per_token_s: f64,
+    /// The profile's held-out residuals (none for a transferred profile).
+    residuals: Option<&'s crate::fidelity::profile::Interval>,
+    /// [`least_factor`] of them: the bound of the unpredicted plans.
+    least: f64,
 }
 
 impl Shared<'_, '_> {
     /// The fidelity model's step time for a fitting plan; `Err` when it
     /// cannot predict it.
-    fn predict(&self, cfg: &TrainConfig, e: &Eval) -> Result<Option<PredEval>, ()> {
+    fn predict(&self, cfg: &TrainConfig, e: &Eval, w: &Work) -> Result<Option<PredEval>, ()> {
         let Some(p) = self.prof else {
             return Ok(None);
         };
@@ -383,20 +403,35 @@ impl Shared<'_, '_> {
         let features = Features::of(cfg, &s.topology);
         let step = price_replica_step_s(&rs, &features, &RooflineFloor::of(e), s.chip, &p.profile);
         let n = rs.n_gpus.max(1) as f64;
+        let offloaded = e.offload.is_some();
+        let regime = Regime::of_plan(
+            &rs,
+            &w.deg,
+            &self.topologies[w.topo],
+            p.profile.fitted_on.as_ref(),
+            offloaded,
+        );
+        // the held-out residuals `predicted.interval` uses: none for a
+        // transferred profile or an offloaded step
+        let residuals = self.residuals.filter(|_| !offloaded);
         Ok(Some(PredEval {
             step_time_s: step,
             mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, step),
+            regime,
+            interval: Interval::of(step, residuals, regime),
         }))
     }
 
-    /// Whether a fitting plan can be left unpredicted: ranked by predicted
-    /// time (or cost), its key is at least its roofline lower bound's
-    /// (predictions never go below it), and that is already behind the K-th
-    /// best plan held.
+    /// Whether a fitting plan can be left unpredicted: ranked by the
+    /// pessimistic end of its predicted time (or cost), its key is at least
+    /// its lower bound's times the least interval factor (predictions never
+    /// go below the roofline bound, which is at least `lower_s`;
+    /// `regime::least_factor`), and that is already behind the K-th best
+    /// plan held.
     fn behind_the_bar(&self, acc: &Local, lower_s: f64) -> bool {
         let floor = match (self.prof, self.search.objective) {
-            (Some(_), TrainObjective::Time) => lower_s,
-            (Some(_), TrainObjective::Cost) => lower_s * self.usd_per_token_s,
+            (Some(_), TrainObjective::Time) => lower_s * self.least,
+            (Some(_), TrainObjective::Cost) => lower_s * self.least * self.usd_per_token_s,
             _ => return false,
         };
         acc.bar().is_some_and(|bar| floor > bar)
@@ -515,7 +550,7 @@ impl Shared<'_, '_> {
                 continue;
             }
             let pred = if e.fits {
-                match self.predict(&c.config(&s.base, w.deg), &e) {
+                match self.predict(&c.config(&s.base, w.deg), &e, w) {
                     Ok(p) => p,
                     Err(()) => {
                         acc.rejected[RejectReason::Unpredictable.index()] += 1;
@@ -688,8 +723,13 @@ impl<'a> TrainSearch<'a> {
         );
         let work = self.work(&topologies);
         let hbm = ctx.hbm;
+        let residuals = prof
+            .filter(|p| p.transferred_from.is_none())
+            .and_then(|p| p.profile.interval.as_ref());
         let shared = Shared {
             search: self,
+            residuals,
+            least: least_factor(residuals),
             usd_per_token_s: n as f64 * price / 3600.0 / self.base.batch_tokens.max(1) as f64,
             ctx,
             topo_bad: !pure.reasons.is_empty(),
