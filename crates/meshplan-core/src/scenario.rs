@@ -278,6 +278,14 @@ pub struct ParallelismSection {
     pub microbatches: Option<u64>,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: Option<u64>,
+    /// Layers on the first pipeline stage (Megatron's
+    /// `--decoder-first-pipeline-num-layers`; default: the framework's split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u64>,
+    /// Layers on the last pipeline stage (Megatron's
+    /// `--decoder-last-pipeline-num-layers`; default: the framework's split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u64>,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: Option<bool>,
     /// Serving layout: "1d" | "2d-ws".

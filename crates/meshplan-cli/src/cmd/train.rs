@@ -183,6 +183,14 @@ pub struct ParallelArgs {
     /// Virtual stages per device (interleaved).
     #[arg(long)]
     pub virtual_stages: Option<u64>,
+    /// Layers on the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers; default: the framework's split).
+    #[arg(long, value_name = "LAYERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u64>,
+    /// Layers on the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers; default: the framework's split).
+    #[arg(long, value_name = "LAYERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u64>,
     /// ZeRO stage over dp·cp (0–3).
     #[arg(long)]
     pub zero: Option<u64>,

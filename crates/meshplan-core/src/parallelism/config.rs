@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::pipeline::StageLayers;
 use super::{Degrees, FlopConvention, Framework, Offload, Optimizer, Overlap, Remat, Schedule};
 use crate::units::DType;
 
@@ -56,6 +57,11 @@ pub struct TrainConfig {
     pub microbatches: u64,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: u64,
+    /// Layers on the first / last pipeline stage as stated (Megatron's
+    /// `--decoder-first/last-pipeline-num-layers`); unset: the framework's
+    /// split.
+    #[serde(skip_serializing_if = "StageLayers::is_even")]
+    pub stage_layers: StageLayers,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: bool,
     /// Fraction of link bandwidth collectives achieve (1 = the roofline).
@@ -94,6 +100,7 @@ impl Default for TrainConfig {
             schedule: Schedule::OneFOneB,
             microbatches: 1,
             virtual_stages: 1,
+            stage_layers: StageLayers::EVEN,
             sequence_parallel: false,
             comm_efficiency: 1.0,
             hbm_usable_fraction: 1.0,

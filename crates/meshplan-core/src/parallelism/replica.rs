@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::pipeline::StageLayers;
 use super::{Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
@@ -43,6 +44,10 @@ pub struct RunSpec {
     pub schedule: Schedule,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: u64,
+    /// Layers on the first / last stage as stated (unset: the framework's
+    /// split, [`super::pipeline::stages_with`]).
+    #[serde(default, skip_serializing_if = "StageLayers::is_even")]
+    pub stage_layers: StageLayers,
     /// Framework conventions.
     pub framework: Framework,
     /// Expert-parallel degree (MoE; ep ranks are data-parallel ranks that
@@ -138,6 +143,7 @@ impl RunSpec {
             sequence_parallel: cfg.sequence_parallel,
             schedule: cfg.schedule,
             virtual_stages: cfg.virtual_stages.max(1),
+            stage_layers: cfg.stage_layers,
             framework,
             ep: d.ep,
             etp: cfg.degrees.etp,

@@ -19,7 +19,7 @@ use crate::collectives::Collective;
 use crate::hardware::Chip;
 use crate::mesh::GpuSplit;
 use crate::model::flops::{head_dims, layer_keys};
-use crate::parallelism::pipeline::stage_extremes;
+use crate::parallelism::pipeline::stage_extremes_with;
 use crate::parallelism::{
     Degrees, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
 };
@@ -313,7 +313,7 @@ impl Serialize for Transfer {
 pub struct StepInventory {
     /// Pipeline stages, micro-batches per step, virtual stages (interleaved;
     /// 1 otherwise), layers on a plain stage and on the stage with the LM
-    /// head ([`stage_extremes`]).
+    /// head ([`stage_extremes_with`]).
     pub stages: u64,
     /// Micro-batches per step per replica.
     pub microbatches: u64,
@@ -468,7 +468,7 @@ impl StepInventory {
             sp: spec.sequence_parallel && tp > 1,
         };
         let pp = spec.pp.max(1);
-        let (plain, with_head) = stage_extremes(a, pp, spec.framework);
+        let (plain, with_head) = stage_extremes_with(a, pp, spec.framework, spec.stage_layers);
         let placed = Placer { split, deg };
         let low_precision = features.compute_dtype.bytes_per_element() < 2.0;
         let pp_cross = split.in_node(LogicalAxis::Pp) < pp;
