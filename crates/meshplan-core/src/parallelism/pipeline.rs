@@ -170,7 +170,7 @@ impl StageLayers {
             // pp = 2 with both counts: they must add up to L
             return Err(StageLayersError::Middle { rest, stages });
         }
-        let middle = if stages == 0 { 0 } else { rest / stages };
+        let middle = rest.checked_div(stages).unwrap_or(0);
         if stages > 0 && (middle == 0 || rest % stages != 0) {
             return Err(StageLayersError::Middle { rest, stages });
         }
