@@ -286,6 +286,10 @@ pub struct ParallelismSection {
     /// `--decoder-last-pipeline-num-layers`; default: the framework's split).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_stage_layers: Option<u64>,
+    /// How context parallelism moves K/V: "ring" (default) or "all-gather"
+    /// (Megatron-Core's `--cp-comm-type p2p | all_gather`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_comm: Option<String>,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: Option<bool>,
     /// Serving layout: "1d" | "2d-ws".

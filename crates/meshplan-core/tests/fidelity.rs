@@ -397,6 +397,7 @@ fn llama7b_spec() -> RunSpec {
         schedule: Schedule::OneFOneB,
         virtual_stages: 1,
         stage_layers: meshplan_core::parallelism::pipeline::StageLayers::EVEN,
+        cp_comm: meshplan_core::parallelism::CpComm::Ring,
         framework: Framework::Megatron,
         ep: 1,
         etp: 0,

@@ -25,6 +25,11 @@ fn the_production_layouts_are_predicted() {
             "examples/train/llama-3.1-405b-h100-16k-interleaved.toml",
             15.0 / 79.0,
         ),
+        // 128K context, CP 16 all-gather: the same pipeline, 15/79
+        (
+            "examples/train/llama-3.1-405b-h100-128k-cp16-allgather.toml",
+            15.0 / 79.0,
+        ),
     ] {
         let v = json(&["train", file, "--json"]);
         assert_eq!(v["feasible"], true, "{file}: {}", v["reasons"]);
@@ -75,4 +80,29 @@ fn stage_layer_flags_change_the_busiest_stage() {
     let (code, _, err) = run(&["train", file, "--first-stage-layers", "0"]);
     assert_ne!(code, 0);
     assert!(err.contains("at least 1"), "{err}");
+}
+
+/// `--cp-comm` names the K/V exchange; the JSON shows it and the inventory
+/// moves the same bytes as one all-gather per pass (4 passes with full
+/// recompute) instead of cp − 1 = 15 ring hops each; a wrong name is a
+/// clear error.
+#[test]
+fn cp_comm_flag_switches_ring_and_all_gather() {
+    let file = "examples/train/llama-3.1-405b-h100-128k-cp16-allgather.toml";
+    let ag = json(&["train", file, "--json"]);
+    assert_eq!(ag["config"]["cp_comm"], "all-gather");
+    let ring = json(&["train", file, "--cp-comm", "ring", "--json"]);
+    assert!(ring["config"].get("cp_comm").is_none());
+    let inv = "predicted.inventory.cp";
+    assert_eq!(f(&ag, &format!("{inv}.calls")), 4.0);
+    assert_eq!(f(&ring, &format!("{inv}.calls")), 60.0);
+    assert_close(
+        f(&ag, &format!("{inv}.bytes_per_call")) * 4.0,
+        f(&ring, &format!("{inv}.bytes_per_call")) * 60.0,
+        1e-12,
+        "same bytes",
+    );
+    let (code, _, err) = run(&["train", file, "--cp-comm", "p3p"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("ring, all-gather"), "{err}");
 }

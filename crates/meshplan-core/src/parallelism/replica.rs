@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::pipeline::StageLayers;
-use super::{Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
+use super::{CpComm, Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 
@@ -40,6 +40,9 @@ pub struct RunSpec {
     pub remat: Remat,
     /// Megatron-style sequence parallelism with TP.
     pub sequence_parallel: bool,
+    /// How context parallelism moves K/V.
+    #[serde(skip_serializing_if = "CpComm::is_ring")]
+    pub cp_comm: CpComm,
     /// Pipeline schedule.
     pub schedule: Schedule,
     /// Virtual stages per device (interleaved).
@@ -141,6 +144,7 @@ impl RunSpec {
             seq_len: t,
             remat: cfg.remat,
             sequence_parallel: cfg.sequence_parallel,
+            cp_comm: cfg.cp_comm,
             schedule: cfg.schedule,
             virtual_stages: cfg.virtual_stages.max(1),
             stage_layers: cfg.stage_layers,

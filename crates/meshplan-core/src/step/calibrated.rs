@@ -519,6 +519,10 @@ fn cp_layer(g: &Geometry, layer_attn: f64) -> f64 {
         return 0.0;
     };
     let (bw, hop_lat) = g.link(t);
+    if t.what == super::inventory::Moves::CpAllGather {
+        // gathered before the attention that needs it: nothing hides it
+        return t.calls * (t.bytes_per_call / bw + t.ring_steps * hop_lat);
+    }
     let hop = t.bytes_per_call / bw + hop_lat;
     let comm = t.calls * hop;
     (comm - layer_attn).max(0.0) + hop

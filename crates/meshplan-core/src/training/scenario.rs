@@ -11,8 +11,8 @@ use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::parallelism::pipeline::StageLayers;
 use crate::parallelism::{
-    Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule, TpOverlap,
-    TrainConfig,
+    CpComm, Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule,
+    TpOverlap, TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::step::predict::{active_profile, default_framework, ActiveProfile};
@@ -334,6 +334,9 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         ));
     }
     cfg.stage_layers = stage_layers(p, cfg.degrees.pp)?;
+    if let Some(c) = &p.cp_comm {
+        cfg.cp_comm = CpComm::parse(c)?;
+    }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
     Ok(())
 }
