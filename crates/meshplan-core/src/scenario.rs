@@ -280,15 +280,15 @@ pub struct ParallelismSection {
     pub virtual_stages: Option<u64>,
     /// Layers on the first pipeline stage (Megatron's
     /// `--decoder-first-pipeline-num-layers`; default: the framework's split).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub first_stage_layers: Option<u64>,
     /// Layers on the last pipeline stage (Megatron's
     /// `--decoder-last-pipeline-num-layers`; default: the framework's split).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_stage_layers: Option<u64>,
     /// How context parallelism moves K/V: "ring" (default) or "all-gather"
     /// (Megatron-Core's `--cp-comm-type p2p | all_gather`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub cp_comm: Option<String>,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: Option<bool>,
