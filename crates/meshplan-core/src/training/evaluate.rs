@@ -81,6 +81,21 @@ fn compute_time<T: Tracer>(
     });
     let b = bubble_fraction(mesh.deg.pp, c.microbatches, c.chunks());
     let t_bubble = if b < 1.0 { t_math * b / (1.0 - b) } else { 0.0 };
+    if pp > 1 {
+        tr.record(|| {
+            Step::new(
+                "train.bubble",
+                "Pipeline bubble",
+                "b = (p−1)/v (m ≥ p), (p−m) + (m−1)/v (m < p) micro-batch times; bubble = b/(m+b); T_bubble = T_math·bubble/(1−bubble)",
+            )
+            .bind("p", pp as f64, "stages")
+            .bind("m", c.microbatches as f64, "micro-batches")
+            .bind("v", c.chunks() as f64, "chunks")
+            .bind("bubble", b, "")
+            .result(t_bubble, "s")
+            .source("Narayanan et al. 2021 §2.2; docs/training.md (Production layouts)")
+        });
+    }
     (t_math, b, t_bubble)
 }
 
