@@ -278,6 +278,18 @@ pub struct ParallelismSection {
     pub microbatches: Option<u64>,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: Option<u64>,
+    /// Layers on the first pipeline stage (Megatron's
+    /// `--decoder-first-pipeline-num-layers`; default: the framework's split).
+    #[serde(default)]
+    pub first_stage_layers: Option<u64>,
+    /// Layers on the last pipeline stage (Megatron's
+    /// `--decoder-last-pipeline-num-layers`; default: the framework's split).
+    #[serde(default)]
+    pub last_stage_layers: Option<u64>,
+    /// How context parallelism moves K/V: "ring" (default) or "all-gather"
+    /// (Megatron-Core's `--cp-comm-type p2p | all_gather`).
+    #[serde(default)]
+    pub cp_comm: Option<String>,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: Option<bool>,
     /// Serving layout: "1d" | "2d-ws".

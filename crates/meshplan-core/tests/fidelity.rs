@@ -396,6 +396,8 @@ fn llama7b_spec() -> RunSpec {
         sequence_parallel: false,
         schedule: Schedule::OneFOneB,
         virtual_stages: 1,
+        stage_layers: meshplan_core::parallelism::pipeline::StageLayers::EVEN,
+        cp_comm: meshplan_core::parallelism::CpComm::Ring,
         framework: Framework::Megatron,
         ep: 1,
         etp: 0,

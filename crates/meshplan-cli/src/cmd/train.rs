@@ -184,6 +184,18 @@ pub struct ParallelArgs {
     /// Virtual stages per device (interleaved).
     #[arg(long)]
     pub virtual_stages: Option<u64>,
+    /// Layers on the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers; default: the framework's split).
+    #[arg(long, value_name = "LAYERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u64>,
+    /// Layers on the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers; default: the framework's split).
+    #[arg(long, value_name = "LAYERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u64>,
+    /// Context-parallel K/V exchange: ring (default; Megatron's --cp-comm-type p2p) or all-gather (Llama 3's).
+    #[arg(long, value_parser = cp_comm)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_comm: Option<meshplan_core::parallelism::CpComm>,
     /// ZeRO stage over dp·cp (0–3).
     #[arg(long)]
     pub zero: Option<u64>,
@@ -191,6 +203,12 @@ pub struct ParallelArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sequence_parallel: bool,
+}
+
+/// `--cp-comm`, parsed where the flag is read (the scenario key takes the
+/// same names, `CpComm::parse`).
+fn cp_comm(s: &str) -> std::result::Result<meshplan_core::parallelism::CpComm, String> {
+    meshplan_core::parallelism::CpComm::parse(s).map_err(|e| e.to_string())
 }
 
 /// Run the command.

@@ -11,6 +11,7 @@ mod hostile2;
 mod hw;
 mod infer;
 mod json_every;
+mod layouts;
 mod limits;
 mod model;
 mod model_files;

@@ -126,6 +126,9 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         MIXTRAL_H100,
         r#"{"tp": 8, "dp": 4, "cp": 2, "ep": 4, "zero": 3, "sequence_parallel": true, "microbatches": 4}"#,
     ),
+    // production layouts (issue 25): whole experts folded over tp (etp),
+    // stated first/last stage layers, all-gather context parallelism
+    (Command::Train, LAYOUTS_H100, "{}"),
     // the book's roofline serving on a TPU, 2D weight-stationary sharding
     (Command::Infer, BOOK_CH7_V5E, "{}"),
     (Command::Infer, BOOK_CH7_V5E, r#"{"sharding": "2d-ws"}"#),
@@ -305,6 +308,32 @@ train_tokens = "1T"
 [parallelism]
 dp = 8
 ep = 8
+"#;
+
+/// Mixtral on 128 H100 with the production-layout keys: ep 8 folded over
+/// tp's ranks (etp 1: etp·ep = 8 divides tp·dp·cp = 64), 32 layers as
+/// 15 | 17 on 2 stages, all-gather context parallelism.
+const LAYOUTS_H100: &str = r#"
+[model]
+name = "mixtral-8x7b"
+[hardware]
+chip = "h100"
+chips = 128
+[training]
+batch_tokens = "4Mi"
+seq_len = 4096
+[parallelism]
+tp = 8
+cp = 2
+pp = 2
+dp = 4
+ep = 8
+etp = 1
+first_stage_layers = 15
+last_stage_layers = 17
+cp_comm = "all-gather"
+sequence_parallel = true
+microbatches = 4
 "#;
 
 /// The book's ch7 18B on a TPU v5e 4x4, int8.

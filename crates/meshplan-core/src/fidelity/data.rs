@@ -454,6 +454,8 @@ fn run_spec(arch: Arch, framework: Framework, what: &str, row: usize) -> Result<
         sequence_parallel: false,
         schedule: Schedule::OneFOneB,
         virtual_stages: 1,
+        stage_layers: crate::parallelism::pipeline::StageLayers::EVEN,
+        cp_comm: crate::parallelism::CpComm::Ring,
         framework,
         ep: 1,
         etp: 0,
@@ -654,6 +656,8 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
             Schedule::OneFOneB
         },
         virtual_stages: vst,
+        stage_layers: crate::parallelism::pipeline::StageLayers::EVEN,
+        cp_comm: crate::parallelism::CpComm::Ring,
         ..run_spec(arch, framework, &what, 0)?
     };
     // the same checks as a CSV row (no line numbers in this JSON: the id names it)

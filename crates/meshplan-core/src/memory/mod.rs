@@ -37,7 +37,8 @@ use serde::Serialize;
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 use crate::parallelism::pipeline::{
-    first_stage_layers, microbatches_in_flight, microbatches_in_flight_at, stage_extremes,
+    first_stage_layers_with, microbatches_in_flight, microbatches_in_flight_at,
+    stage_extremes_with, StageLayers,
 };
 use crate::parallelism::{Framework, Offload, Optimizer, Remat, TrainConfig};
 use crate::trace::{Step, Tracer};
@@ -92,6 +93,8 @@ pub struct MemoryQuery {
     pub activation_dtype: DType,
     /// Parts kept in host memory ([`offload`]).
     pub offload: Offload,
+    /// Layers on the first / last stage as stated (unset: the framework's split).
+    pub stage_layers: StageLayers,
 }
 
 /// (shard, replicas) for `dp_ranks` data ranks (dp·fsdp), `cp`, `fsdp` and
@@ -150,6 +153,7 @@ impl MemoryQuery {
             master_weights: cfg.master_weights,
             activation_dtype: cfg.activation_dtype,
             offload: cfg.offload,
+            stage_layers: cfg.stage_layers,
         }
     }
 }
@@ -546,11 +550,14 @@ fn framework(
         let tied = if a.tied_embeddings { 1.0 } else { 2.0 };
         return stage(l, l * layer + tied * emb, q.in_flight, true);
     }
-    let (plain, with_head) = stage_extremes(a, q.pp, q.framework);
+    let (plain, with_head) = stage_extremes_with(a, q.pp, q.framework, q.stage_layers);
     // nanotron's cost-balanced split puts the most layers on the first stage
     let first = match q.framework {
+        _ if q.stage_layers.is_set() => {
+            first_stage_layers_with(a, q.pp, q.framework, q.stage_layers)
+        }
         Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
-            first_stage_layers(a, q.pp, q.framework)
+            first_stage_layers_with(a, q.pp, q.framework, q.stage_layers)
         }
         _ => plain,
     } as f64;

@@ -4,8 +4,37 @@
 
 use serde::Serialize;
 
+use super::pipeline::StageLayers;
 use super::{Degrees, FlopConvention, Framework, Offload, Optimizer, Overlap, Remat, Schedule};
 use crate::units::DType;
+
+super::named_choice! {
+    /// How context parallelism moves K and V between the cp ranks
+    /// (Megatron-Core's `--cp-comm-type`, Transformer Engine's
+    /// `cp_comm_type`). Both move the same bytes; they differ in what hides
+    /// the transfer.
+    pub enum CpComm {
+        /// Ring attention (TE `p2p`): each K/V chunk passes to the next rank
+        /// while the attention of the chunk in hand runs; one hop is exposed.
+        #[default]
+        Ring,
+        /// All-gather K/V once per layer, then attention on the local
+        /// queries (TE `all_gather`; the Llama 3 paper's context parallelism,
+        /// §3.3.2): nothing hides it, small with GQA's few K/V heads.
+        AllGather,
+    }
+}
+
+impl CpComm {
+    /// Whether this is the default (ring).
+    pub fn is_ring(&self) -> bool {
+        *self == CpComm::Ring
+    }
+    /// Parse a flag or scenario value ("ring", "all-gather").
+    pub fn parse(s: &str) -> crate::error::Result<CpComm> {
+        super::parse_choice("cp_comm", s)
+    }
+}
 
 /// Everything a training analysis needs besides model and chip.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -56,8 +85,16 @@ pub struct TrainConfig {
     pub microbatches: u64,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: u64,
+    /// Layers on the first / last pipeline stage as stated (Megatron's
+    /// `--decoder-first/last-pipeline-num-layers`); unset: the framework's
+    /// split.
+    #[serde(skip_serializing_if = "StageLayers::is_even")]
+    pub stage_layers: StageLayers,
     /// Megatron sequence parallelism with TP.
     pub sequence_parallel: bool,
+    /// How context parallelism moves K/V (ring or all-gather).
+    #[serde(skip_serializing_if = "CpComm::is_ring")]
+    pub cp_comm: CpComm,
     /// Fraction of link bandwidth collectives achieve (1 = the roofline).
     pub comm_efficiency: f64,
     /// Fraction of HBM usable (headroom for fragmentation, workspaces) under
@@ -94,7 +131,9 @@ impl Default for TrainConfig {
             schedule: Schedule::OneFOneB,
             microbatches: 1,
             virtual_stages: 1,
+            stage_layers: StageLayers::EVEN,
             sequence_parallel: false,
+            cp_comm: CpComm::Ring,
             comm_efficiency: 1.0,
             hbm_usable_fraction: 1.0,
             overlap: Overlap::default(),

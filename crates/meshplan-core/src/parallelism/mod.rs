@@ -19,7 +19,7 @@ mod replica;
 
 pub(crate) use choices::named_choice;
 pub use choices::{parse_choice, FlopConvention, Framework, Optimizer, Remat, Schedule};
-pub use config::{Choice, TrainConfig};
+pub use config::{Choice, CpComm, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis, RankOrder};
 pub use offload::Offload;
 pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};

@@ -3,17 +3,186 @@
 //! memory model and the fidelity model all use these, so that memory and
 //! step time always see the same stages.
 
+use serde::Serialize;
+
 use super::{Framework, Schedule};
 use crate::model::Arch;
 
-/// Bubble fraction `(p−1)/(m·v+p−1)` of a pipeline of `p` stages, `m`
-/// micro-batches and `v` chunks per device (1 unless interleaved).
-pub fn bubble_fraction(p: u64, m: u64, v: u64) -> f64 {
+/// The pipeline bubble in micro-batch times (one micro-batch's forward and
+/// backward through one whole stage, `t_mb`): the idle time of a stage per
+/// step is `bubble_microbatches · t_mb`, the busy time `m · t_mb`.
+///
+/// A chunk pass takes `t_mb/v`. With `m ≥ p` micro-batches each model chunk
+/// keeps every stage busy (Megatron groups `p` micro-batches per chunk; the
+/// Llama 3 schedule, §3.3.2, any group of at least `p`, so `m` need not be a
+/// multiple of `p`): only the fill and drain of the `p·v`-deep chain are idle,
+/// `(p − 1)` chunk passes, `(p − 1)/v` micro-batch times (Narayanan et al.
+/// 2021 §2.2.1; `v = 1`: `p − 1`, GPipe/1F1B).
+///
+/// With `m < p` no stage ever holds two chunks' work at once (micro-batch
+/// `j` reaches virtual stage `s` at chunk slot `j + s`; stages `s` and `s + p`
+/// of one device would need `j` and `j − p` both in `0..m`), so the step is
+/// the dependency chain alone: `(m + p·v − 1)` chunk passes for `m·v` of
+/// work, a bubble of `(p·v − 1 − m·(v − 1))` chunk passes, i.e.
+/// `(p − m) + (m − 1)/v` micro-batch times (equal to `(p − 1)/v` at `m = p`,
+/// to `p − 1` at `v = 1`).
+pub fn bubble_microbatches(p: u64, m: u64, v: u64) -> f64 {
     if p <= 1 {
         return 0.0;
     }
     let (pf, mf, vf) = (p as f64, m.max(1) as f64, v.max(1) as f64);
-    (pf - 1.0) / (mf * vf + pf - 1.0)
+    if m >= p {
+        (pf - 1.0) / vf
+    } else {
+        (pf - mf) + (mf - 1.0) / vf
+    }
+}
+
+/// Bubble fraction of the step, `b/(m + b)` with `b` =
+/// [`bubble_microbatches`]: `(p−1)/(m·v+p−1)` when `m ≥ p` (the idle share of
+/// a pipeline of `p` stages, `m` micro-batches and `v` chunks per device, 1
+/// unless interleaved).
+pub fn bubble_fraction(p: u64, m: u64, v: u64) -> f64 {
+    let b = bubble_microbatches(p, m, v);
+    if b <= 0.0 {
+        return 0.0;
+    }
+    b / (m.max(1) as f64 + b)
+}
+
+/// Layers on the first and the last pipeline stage as a user states them
+/// (Megatron-Core `--decoder-first-pipeline-num-layers` /
+/// `--decoder-last-pipeline-num-layers`): the other `pp − k` stages (k = the
+/// counts given) share the remaining layers evenly. Unset: the framework's
+/// own split ([`stages`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct StageLayers {
+    /// Layers on the first stage (with the input embedding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<u64>,
+    /// Layers on the last stage (with the LM head and the loss).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<u64>,
+}
+
+/// Why a [`StageLayers`] cannot split the layers (Megatron-Core's checks in
+/// `TransformerConfig.__post_init__`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageLayersError {
+    /// A count of 0 (Megatron: must be larger than 0).
+    Empty,
+    /// A count set with a single stage.
+    NoPipeline,
+    /// The counts given leave no layer, or a negative number, for the rest.
+    TooMany {
+        /// Layers the first/last counts take.
+        taken: u64,
+        /// Layers of the model.
+        layers: u64,
+    },
+    /// The middle stages cannot share the rest evenly.
+    Middle {
+        /// Layers left for the middle stages.
+        rest: u64,
+        /// Middle stages.
+        stages: u64,
+    },
+    /// With interleaving, a stage's layers do not split over its `v` chunks.
+    Chunks {
+        /// Layers of the stage.
+        layers: u64,
+        /// Virtual stages per device.
+        v: u64,
+    },
+}
+
+impl std::fmt::Display for StageLayersError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            StageLayersError::Empty => {
+                f.write_str("first/last stage layers must be at least 1 (Megatron-Core's rule)")
+            }
+            StageLayersError::NoPipeline => {
+                f.write_str("first/last stage layers need a pipeline (pp ≥ 2)")
+            }
+            StageLayersError::TooMany { taken, layers } => write!(
+                f,
+                "first/last stage layers take {taken} of the {layers} layers: none would be left for the middle stages"
+            ),
+            StageLayersError::Middle { rest, stages } => write!(
+                f,
+                "the {rest} layers left after the first/last stage counts do not split evenly over the {stages} middle stages"
+            ),
+            StageLayersError::Chunks { layers, v } => write!(
+                f,
+                "a stage's {layers} layers do not split over its {v} virtual stages (interleaved: every stage's count must be a multiple of v)"
+            ),
+        }
+    }
+}
+
+impl StageLayers {
+    /// The framework's own split.
+    pub const EVEN: StageLayers = StageLayers {
+        first: None,
+        last: None,
+    };
+
+    /// Whether a count is given.
+    pub fn is_set(&self) -> bool {
+        self.first.is_some() || self.last.is_some()
+    }
+
+    /// Whether nothing is given (serde's skip).
+    pub fn is_even(&self) -> bool {
+        !self.is_set()
+    }
+
+    /// `(first, middle, last)` layers of `layers` over `pp` stages with `v`
+    /// chunks each (1 unless interleaved), Megatron-Core's rules: counts ≥ 1,
+    /// the rest `L − first − last` split evenly over the stages not given a
+    /// count, and (interleaved) every stage's layers a multiple of `v`. A
+    /// count not given is the middle count. `Ok(None)` when nothing is set.
+    pub fn split(
+        &self,
+        layers: u64,
+        pp: u64,
+        v: u64,
+    ) -> Result<Option<(u64, u64, u64)>, StageLayersError> {
+        if !self.is_set() {
+            return Ok(None);
+        }
+        if pp <= 1 {
+            return Err(StageLayersError::NoPipeline);
+        }
+        let given = [self.first, self.last];
+        if given.contains(&Some(0)) {
+            return Err(StageLayersError::Empty);
+        }
+        let taken: u64 = given.iter().flatten().sum();
+        let k = given.iter().flatten().count() as u64;
+        let stages = pp - k;
+        let rest = layers
+            .checked_sub(taken)
+            .filter(|r| *r > 0 || stages == 0)
+            .ok_or(StageLayersError::TooMany { taken, layers })?;
+        if stages == 0 && rest > 0 {
+            // pp = 2 with both counts: they must add up to L
+            return Err(StageLayersError::Middle { rest, stages });
+        }
+        let middle = rest.checked_div(stages).unwrap_or(0);
+        if stages > 0 && (middle == 0 || rest % stages != 0) {
+            return Err(StageLayersError::Middle { rest, stages });
+        }
+        let (first, last) = (self.first.unwrap_or(middle), self.last.unwrap_or(middle));
+        let v = v.max(1);
+        for n in [first, middle, last] {
+            if n % v != 0 && !(n == middle && stages == 0) {
+                return Err(StageLayersError::Chunks { layers: n, v });
+            }
+        }
+        Ok(Some((first, middle, last)))
+    }
 }
 
 /// Micro-batches whose activations are alive at once on the first (most
@@ -78,9 +247,18 @@ pub fn megatron_uneven(layers: u64, pp: u64) -> Option<(u64, u64, u64)> {
 /// Layers on the first stage (which also holds the input embedding) under
 /// `framework`'s split.
 pub fn first_stage_layers(a: &Arch, pp: u64, framework: Framework) -> u64 {
+    first_stage_layers_with(a, pp, framework, StageLayers::EVEN)
+}
+
+/// [`first_stage_layers`] with the user's first/last stage counts, when they
+/// split the layers ([`StageLayers::split`]).
+pub fn first_stage_layers_with(a: &Arch, pp: u64, framework: Framework, given: StageLayers) -> u64 {
     let pp = pp.max(1);
     if pp == 1 {
         return a.n_layers;
+    }
+    if let Some((first, _, _)) = given_split(a, pp, given) {
+        return first;
     }
     match framework {
         Framework::Nanotron => {
@@ -103,12 +281,24 @@ pub fn first_stage_layers(a: &Arch, pp: u64, framework: Framework) -> u64 {
 /// (`ceil(L/pp)`) with the head on the last stage; Megatron too when `pp`
 /// divides `L`, else [`megatron_uneven`].
 pub fn stages(a: &Arch, pp: u64, framework: Framework) -> Vec<(u64, bool)> {
+    stages_with(a, pp, framework, StageLayers::EVEN)
+}
+
+/// [`stages`] with the user's first/last stage counts (any framework: the
+/// user states the split), when they split the layers.
+pub fn stages_with(
+    a: &Arch,
+    pp: u64,
+    framework: Framework,
+    given: StageLayers,
+) -> Vec<(u64, bool)> {
     let pp = pp.max(1);
     if pp == 1 {
         return vec![(a.n_layers, true)];
     }
-    if framework != Framework::Nanotron {
-        if let Some((first, middle, last)) = uneven(a, pp, framework) {
+    let stated = given_split(a, pp, given);
+    if framework != Framework::Nanotron || stated.is_some() {
+        if let Some((first, middle, last)) = stated.or_else(|| uneven(a, pp, framework)) {
             let mut v = vec![(middle, false); pp as usize];
             v[0].0 = first;
             v[pp as usize - 1] = (last, true);
@@ -123,6 +313,12 @@ pub fn stages(a: &Arch, pp: u64, framework: Framework) -> Vec<(u64, bool)> {
     nanotron_split(a, pp, |n, h| out.push((n, h)));
     out.resize(pp as usize, (0, false)); // the ranks after the head's hold nothing
     out
+}
+
+/// The user's counts as `(first, middle, last)`, `None` when none is given
+/// or they do not split the layers (the feasibility rules say why).
+fn given_split(a: &Arch, pp: u64, given: StageLayers) -> Option<(u64, u64, u64)> {
+    given.split(a.n_layers, pp, 1).ok().flatten()
 }
 
 /// Megatron's embedding/loss-accounted split for the Megatron frameworks
@@ -161,9 +357,24 @@ fn nanotron_split(a: &Arch, pp: u64, mut stage: impl FnMut(u64, bool)) {
 /// the head). The same split as [`stages`], without building it (the planner
 /// calls this for every candidate it predicts).
 pub fn stage_extremes(a: &Arch, pp: u64, framework: Framework) -> (u64, u64) {
+    stage_extremes_with(a, pp, framework, StageLayers::EVEN)
+}
+
+/// [`stage_extremes`] with the user's first/last stage counts.
+pub fn stage_extremes_with(
+    a: &Arch,
+    pp: u64,
+    framework: Framework,
+    given: StageLayers,
+) -> (u64, u64) {
     let pp = pp.max(1);
     if pp == 1 {
         return (0, a.n_layers);
+    }
+    let stated = given_split(a, pp, given);
+    if let Some((first, middle, last)) = stated {
+        // pp = 2 has no middle stage
+        return (if pp > 2 { first.max(middle) } else { first }, last);
     }
     if framework != Framework::Nanotron {
         if let Some((first, middle, last)) = uneven(a, pp, framework) {

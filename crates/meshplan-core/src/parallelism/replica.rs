@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::{Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
+use super::pipeline::StageLayers;
+use super::{CpComm, Degrees, Framework, LogicalAxis, RankOrder, Remat, Schedule, TrainConfig};
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 
@@ -39,10 +40,17 @@ pub struct RunSpec {
     pub remat: Remat,
     /// Megatron-style sequence parallelism with TP.
     pub sequence_parallel: bool,
+    /// How context parallelism moves K/V.
+    #[serde(skip_serializing_if = "CpComm::is_ring")]
+    pub cp_comm: CpComm,
     /// Pipeline schedule.
     pub schedule: Schedule,
     /// Virtual stages per device (interleaved).
     pub virtual_stages: u64,
+    /// Layers on the first / last stage as stated (unset: the framework's
+    /// split, [`super::pipeline::stages_with`]).
+    #[serde(default, skip_serializing_if = "StageLayers::is_even")]
+    pub stage_layers: StageLayers,
     /// Framework conventions.
     pub framework: Framework,
     /// Expert-parallel degree (MoE; ep ranks are data-parallel ranks that
@@ -136,8 +144,10 @@ impl RunSpec {
             seq_len: t,
             remat: cfg.remat,
             sequence_parallel: cfg.sequence_parallel,
+            cp_comm: cfg.cp_comm,
             schedule: cfg.schedule,
             virtual_stages: cfg.virtual_stages.max(1),
+            stage_layers: cfg.stage_layers,
             framework,
             ep: d.ep,
             etp: cfg.degrees.etp,

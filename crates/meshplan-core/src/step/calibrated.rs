@@ -519,6 +519,10 @@ fn cp_layer(g: &Geometry, layer_attn: f64) -> f64 {
         return 0.0;
     };
     let (bw, hop_lat) = g.link(t);
+    if t.what == super::inventory::Moves::CpAllGather {
+        // gathered before the attention that needs it: nothing hides it
+        return t.calls * (t.bytes_per_call / bw + t.ring_steps * hop_lat);
+    }
     let hop = t.bytes_per_call / bw + hop_lat;
     let comm = t.calls * hop;
     (comm - layer_attn).max(0.0) + hop
@@ -669,9 +673,13 @@ fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
     let Some(t) = &g.inv.pp else {
         return (0.0, 0.0);
     };
-    let (ppf, p) = (g.inv.stages as f64, g.p);
-    let v_st = g.inv.virtual_stages as f64;
-    let bubble = (ppf - 1.0) / v_st * t_mb;
+    let p = g.p;
+    // (p − 1)/v micro-batch times, more when m < p (one formula, pipeline.rs)
+    let bubble = crate::parallelism::pipeline::bubble_microbatches(
+        g.inv.stages,
+        g.inv.microbatches,
+        g.inv.virtual_stages,
+    ) * t_mb;
     let so = g
         .chip
         .scale_out

@@ -19,9 +19,9 @@ use crate::collectives::Collective;
 use crate::hardware::Chip;
 use crate::mesh::GpuSplit;
 use crate::model::flops::{head_dims, layer_keys};
-use crate::parallelism::pipeline::stage_extremes;
+use crate::parallelism::pipeline::stage_extremes_with;
 use crate::parallelism::{
-    Degrees, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
+    CpComm, Degrees, Framework, LogicalAxis, Overlap, Remat, RunSpec, Schedule, SpAllGather,
 };
 use crate::units::DType;
 
@@ -184,6 +184,8 @@ pub enum Moves {
     Tp,
     /// Context parallelism's ring-attention K/V hops.
     CpRing,
+    /// Context parallelism's K/V all-gathers (and dK/dV reduce-scatters).
+    CpAllGather,
     /// MoE dispatch + combine all-to-alls.
     EpDispatch,
     /// Pipeline sends.
@@ -227,6 +229,7 @@ impl Moves {
             Moves::TpSp => "tp+sp: all-gather / reduce-scatter of activations",
             Moves::Tp => "tp: all-reduce of activations",
             Moves::CpRing => "cp: ring-attention K/V hops",
+            Moves::CpAllGather => "cp: all-gather K/V, reduce-scatter dK/dV",
             Moves::EpDispatch => "ep: MoE dispatch + combine",
             Moves::PpSend => "pp: send activations / gradients",
             Moves::Fsdp => "zero-3/fsdp: gather parameters (fwd, bwd) + reduce-scatter gradients",
@@ -238,7 +241,9 @@ impl Moves {
     /// The unit its calls are counted in.
     pub fn per(self) -> Per {
         match self {
-            Moves::TpSp | Moves::Tp | Moves::CpRing | Moves::EpDispatch => Per::Layer,
+            Moves::TpSp | Moves::Tp | Moves::CpRing | Moves::CpAllGather | Moves::EpDispatch => {
+                Per::Layer
+            }
             Moves::Fsdp => Per::MicroBatch,
             Moves::PpSend | Moves::DpReduceScatter | Moves::DpAllGather | Moves::DpAllReduce => {
                 Per::Step
@@ -250,7 +255,7 @@ impl Moves {
         match self {
             Moves::TpSp | Moves::Tp => "the layer's GEMMs",
             Moves::CpRing => "the attention kernels",
-            Moves::EpDispatch => "nothing",
+            Moves::EpDispatch | Moves::CpAllGather => "nothing",
             Moves::PpSend => "nothing (1F1B)",
             Moves::Fsdp => "the micro-batch's compute (prefetch)",
             Moves::DpReduceScatter | Moves::DpAllGather | Moves::DpAllReduce => {
@@ -313,7 +318,7 @@ impl Serialize for Transfer {
 pub struct StepInventory {
     /// Pipeline stages, micro-batches per step, virtual stages (interleaved;
     /// 1 otherwise), layers on a plain stage and on the stage with the LM
-    /// head ([`stage_extremes`]).
+    /// head ([`stage_extremes_with`]).
     pub stages: u64,
     /// Micro-batches per step per replica.
     pub microbatches: u64,
@@ -468,7 +473,7 @@ impl StepInventory {
             sp: spec.sequence_parallel && tp > 1,
         };
         let pp = spec.pp.max(1);
-        let (plain, with_head) = stage_extremes(a, pp, spec.framework);
+        let (plain, with_head) = stage_extremes_with(a, pp, spec.framework, spec.stage_layers);
         let placed = Placer { split, deg };
         let low_precision = features.compute_dtype.bytes_per_element() < 2.0;
         let pp_cross = split.in_node(LogicalAxis::Pp) < pp;
@@ -770,7 +775,10 @@ fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
 
 /// Context parallelism: ring attention passes the K/V chunks around the cp
 /// ranks (cp − 1 hops forward; K/V again plus dK/dV backward, 2(cp − 1);
-/// a recomputed attention forward passes them once more).
+/// a recomputed attention forward passes them once more). All-gather CP
+/// moves the same bytes as one collective per pass: each device receives
+/// the other cp − 1 chunks (forward gather; backward gather and dK/dV
+/// reduce-scatter; a recomputed forward gathers again), cp − 1 ring steps.
 fn cp_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
     let cp = s.spec.cp.max(1);
     if cp <= 1 {
@@ -781,15 +789,28 @@ fn cp_transfers(s: &Shape, at: &Placer) -> Option<Transfer> {
     } else {
         4.0
     };
-    Some(Transfer {
-        what: Moves::CpRing,
-        kind: Collective::PointToPoint,
-        ranks: cp,
-        placement: at.of(&[LogicalAxis::Cp]),
-        // K and V of the local chunk, bf16
-        bytes_per_call: 2.0 * s.tok * s.kh / s.tpf * 2.0,
-        calls: passes * (cp as f64 - 1.0),
-        ring_steps: 1.0,
+    // K and V of the local chunk, bf16
+    let chunk = 2.0 * s.tok * s.kh / s.tpf * 2.0;
+    let hops = cp as f64 - 1.0;
+    Some(match s.spec.cp_comm {
+        CpComm::Ring => Transfer {
+            what: Moves::CpRing,
+            kind: Collective::PointToPoint,
+            ranks: cp,
+            placement: at.of(&[LogicalAxis::Cp]),
+            bytes_per_call: chunk,
+            calls: passes * hops,
+            ring_steps: 1.0,
+        },
+        CpComm::AllGather => Transfer {
+            what: Moves::CpAllGather,
+            kind: Collective::AllGather,
+            ranks: cp,
+            placement: at.of(&[LogicalAxis::Cp]),
+            bytes_per_call: chunk * hops,
+            calls: passes,
+            ring_steps: hops,
+        },
     })
 }
 

@@ -693,9 +693,10 @@ pub fn record<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
             Step::new(
                 "train.predicted.bubble",
                 "Pipeline bubble (the stages' fill and drain)",
-                "T_bubble = (pp − 1)/v · T_mb",
+                "T_bubble = (pp − 1)/v · T_mb (m ≥ pp); ((pp − m) + (m − 1)/v) · T_mb (m < pp)",
             )
             .bind("pp", sc.stages as f64, "")
+            .bind("m", sc.microbatches as f64, "")
             .bind("v", sc.virtual_stages as f64, "")
             .bind("T_mb", sc.microbatch_s, "s")
             .result(t.bubble, "s")

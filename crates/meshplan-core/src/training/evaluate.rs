@@ -49,9 +49,14 @@ fn compute_time<T: Tracer>(
 ) -> (f64, f64, f64) {
     let f = ctx.flops[c.remat.index()];
     // Stages run in lock-step, so an uneven split runs at its busiest
-    // stage's pace: ⌈L/pp⌉ layers where the balanced split has L/pp.
+    // stage's pace: ⌈L/pp⌉ layers where the balanced split has L/pp, or the
+    // most a stage holds under the first/last counts the user stated.
     let (l, pp) = (ctx.spec.arch.n_layers.max(1), mesh.deg.pp.max(1));
-    let imbalance = (l.div_ceil(pp) * pp) as f64 / l as f64;
+    let l_stage = match ctx.base.stage_layers.split(l, pp, 1) {
+        Ok(Some((first, middle, last))) => first.max(middle).max(last),
+        _ => l.div_ceil(pp),
+    };
+    let imbalance = (l_stage * pp) as f64 / l as f64;
     let t_math = f.hardware * imbalance / (mesh.chips * ctx.peak);
     tr.record(|| {
         Step::new(
@@ -66,8 +71,9 @@ fn compute_time<T: Tracer>(
         .source("How To Scale Your Model ch4; docs/training.md (FLOP conventions)")
     });
     tr.record(|| {
-        Step::new("train.t_math", "T_math", "FLOPs·(⌈L/pp⌉·pp/L)/(N·C)")
+        Step::new("train.t_math", "T_math", "FLOPs·(L_stage·pp/L)/(N·C)")
             .bind("L", l as f64, "layers")
+            .bind("L_stage", l_stage as f64, "layers")
             .bind("pp", pp as f64, "stages")
             .bind("N", mesh.chips, "chips")
             .bind("C", ctx.peak, "FLOP/s")
@@ -75,6 +81,21 @@ fn compute_time<T: Tracer>(
     });
     let b = bubble_fraction(mesh.deg.pp, c.microbatches, c.chunks());
     let t_bubble = if b < 1.0 { t_math * b / (1.0 - b) } else { 0.0 };
+    if pp > 1 {
+        tr.record(|| {
+            Step::new(
+                "train.bubble",
+                "Pipeline bubble",
+                "b = (p−1)/v (m ≥ p), (p−m) + (m−1)/v (m < p) micro-batch times; bubble = b/(m+b); T_bubble = T_math·bubble/(1−bubble)",
+            )
+            .bind("p", pp as f64, "stages")
+            .bind("m", c.microbatches as f64, "micro-batches")
+            .bind("v", c.chunks() as f64, "chunks")
+            .bind("bubble", b, "")
+            .result(t_bubble, "s")
+            .source("Narayanan et al. 2021 §2.2; docs/training.md (Production layouts)")
+        });
+    }
     (t_math, b, t_bubble)
 }
 

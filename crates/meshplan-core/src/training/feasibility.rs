@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::model::Arch;
+use crate::parallelism::pipeline::{StageLayers, StageLayersError};
 use crate::parallelism::{Choice, Degrees, Schedule};
 
 /// Why a candidate was rejected (the planner counts these).
@@ -155,6 +156,8 @@ pub enum Infeasible {
         /// L.
         layers: u64,
     },
+    /// The stated first/last stage layer counts do not split the layers.
+    StageLayers(StageLayersError),
 }
 
 impl Infeasible {
@@ -181,7 +184,9 @@ impl Infeasible {
             Infeasible::ZeroDegree | Infeasible::Underfilled { .. } => RejectReason::Placement,
             Infeasible::TpHeads { .. } => RejectReason::TpHeads,
             Infeasible::TpKvHeads { .. } => RejectReason::TpKvHeads,
-            Infeasible::PpLayers { .. } | Infeasible::Interleave { .. } => RejectReason::PpLayers,
+            Infeasible::PpLayers { .. }
+            | Infeasible::Interleave { .. }
+            | Infeasible::StageLayers(_) => RejectReason::PpLayers,
             Infeasible::EpExperts { .. } | Infeasible::EpDense { .. } => RejectReason::EpExperts,
             Infeasible::CpSeqLen { .. } => RejectReason::CpSeqLen,
         }
@@ -220,8 +225,9 @@ impl std::fmt::Display for Infeasible {
             ),
             Infeasible::Interleave { pp, v, layers } => write!(
                 f,
-                "interleaved schedule: pp·v = {pp}·{v} divides neither the {layers} layers nor the layers + embedding + loss"
+                "interleaved schedule: pp·v = {pp}·{v} divides neither the {layers} layers nor the layers + embedding + loss (--first-stage-layers / --last-stage-layers state another split)"
             ),
+            Infeasible::StageLayers(e) => e.fmt(f),
         }
     }
 }
@@ -268,11 +274,29 @@ pub fn degree_problems(a: &Arch, seq_len: u64, d: &Degrees) -> impl Iterator<Ite
     .flatten()
 }
 
-/// The rules on the pipeline choices (micro-batches, interleaving).
+/// The rules on the pipeline choices (micro-batches, interleaving) under
+/// the framework's own stage split.
 pub fn choice_problems(a: &Arch, d: &Degrees, c: &Choice) -> impl Iterator<Item = Infeasible> {
+    choice_problems_with(a, d, c, StageLayers::EVEN)
+}
+
+/// [`choice_problems`] with the first/last stage layer counts the user
+/// stated: those replace the rule that pp·v divide L or L + 2 by
+/// Megatron-Core's own ([`StageLayers::split`]).
+pub fn choice_problems_with(
+    a: &Arch,
+    d: &Degrees,
+    c: &Choice,
+    given: StageLayers,
+) -> impl Iterator<Item = Infeasible> {
     let pp = d.pp.max(1);
     let v = c.virtual_stages.max(1);
+    let stated = given
+        .split(a.n_layers, pp, c.chunks())
+        .err()
+        .map(Infeasible::StageLayers);
     [
+        stated,
         (pp > 1 && c.microbatches < pp).then_some(Infeasible::Underfilled {
             m: c.microbatches,
             pp,
@@ -281,6 +305,7 @@ pub fn choice_problems(a: &Arch, d: &Degrees, c: &Choice) -> impl Iterator<Item 
         // layer each (`account_for_*_in_pipeline_split`), L + 2 units
         (c.schedule == Schedule::Interleaved
             && pp > 1
+            && !given.is_set()
             && a.n_layers % pp.saturating_mul(v) != 0
             && (a.n_layers + 2) % pp.saturating_mul(v) != 0)
             .then_some(Infeasible::Interleave {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::comms::CommEntry;
 use super::context::{MeshCtx, TrainCtx};
 use super::evaluate::{evaluate, Eval};
-use super::feasibility::{choice_problems, degree_problems};
+use super::feasibility::{choice_problems_with, degree_problems};
 use super::rules::{book_rules, Rules};
 use super::run_time::RunTime;
 use crate::collectives::AxisPlacement;
@@ -206,8 +206,12 @@ fn problems(spec: &ModelSpec, mesh: &Mesh, cfg: &TrainConfig) -> (Vec<String>, V
     let deg = cfg.degrees;
     let mut reasons = mesh.reasons.clone();
     let mut notes = mesh.notes.clone();
-    let found =
-        degree_problems(a, cfg.seq_len, &deg).chain(choice_problems(a, &deg, &cfg.choice()));
+    let found = degree_problems(a, cfg.seq_len, &deg).chain(choice_problems_with(
+        a,
+        &deg,
+        &cfg.choice(),
+        cfg.stage_layers,
+    ));
     for p in found {
         if p.runs_under(cfg.framework) {
             notes.push(format!("{p} ({} runs it, slowly)", cfg.framework));

@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::hardware::{fmt_shape, Chip};
 use crate::mesh::Topology;
 use crate::model::ModelSpec;
+use crate::parallelism::pipeline::StageLayers;
 use crate::parallelism::{
-    Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule, TpOverlap,
-    TrainConfig,
+    CpComm, Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule,
+    TpOverlap, TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::step::predict::{active_profile, default_framework, ActiveProfile};
@@ -332,8 +333,34 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
             "--microbatches and --virtual-stages must be at least 1".into(),
         ));
     }
+    cfg.stage_layers = stage_layers(p, cfg.degrees.pp)?;
+    if let Some(c) = &p.cp_comm {
+        cfg.cp_comm = CpComm::parse(c)?;
+    }
     cfg.sequence_parallel = p.sequence_parallel.unwrap_or(false);
     Ok(())
+}
+
+/// `first_stage_layers` / `last_stage_layers`: each at least 1 (Megatron
+/// refuses 0) and only with a pipeline; whether they split the layers is a
+/// feasibility rule (`training::feasibility`), reported with the others.
+fn stage_layers(p: &ParallelismSection, pp: u64) -> Result<StageLayers> {
+    let given = StageLayers {
+        first: p.first_stage_layers,
+        last: p.last_stage_layers,
+    };
+    if given.is_set() && pp <= 1 {
+        return Err(Error::Invalid(
+            "--first-stage-layers / --last-stage-layers need a pipeline (--pp 2 or more)".into(),
+        ));
+    }
+    if given.first == Some(0) || given.last == Some(0) {
+        return Err(Error::Invalid(
+            "--first-stage-layers / --last-stage-layers must be at least 1 (Megatron-Core's rule)"
+                .into(),
+        ));
+    }
+    Ok(given)
 }
 
 /// Transformer Engine's userbuffers overlap pipelines the SP all-gather /
