@@ -150,6 +150,7 @@ fn compose_by_hand() {
         frontend_s: 0.1,
         kv_overlap: false,
         rate: None,
+        percentiles: true,
     };
     let p = compose(&t, &q, &link, &mut NoTrace);
     close(p.prefill_capacity_requests_per_s, 4.0, 1e-12, "R_p");

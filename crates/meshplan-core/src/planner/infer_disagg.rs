@@ -11,7 +11,7 @@
 //! own prefill on the same chips ([`disagg::colocated`]): a disaggregated
 //! plan's chips do all the prefill work too.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -147,15 +147,22 @@ impl Worker {
 
 type Group = (String, DType, DType);
 
-/// Prefill and decode workers per (engine, weights, KV) group: the fastest
-/// time per layout (and batch) over the slices tried, 1D sharding only.
-fn workers(pts: &[InferPoint]) -> HashMap<Group, (Vec<Worker>, Vec<Worker>)> {
-    let mut g: HashMap<Group, (HashMap<[u64; 3], Worker>, HashMap<[u64; 4], Worker>)> =
-        HashMap::new();
+/// Prefill and decode workers per (engine, weights, KV) group, 1D sharding
+/// only, in a fixed order (ties between plans keep it): the fastest decode
+/// layout per (chips, batch), and the fastest prefill layout per chip count
+/// unless one with fewer chips is as fast (more chips must prefill faster
+/// to be worth a try).
+fn workers(pts: &[InferPoint]) -> Vec<(Group, Vec<Worker>, Vec<Worker>)> {
+    type Pools = (BTreeMap<u64, Worker>, BTreeMap<[u64; 2], Worker>);
+    let mut g: BTreeMap<(String, &'static str, &'static str), (Group, Pools)> = BTreeMap::new();
     for p in pts.iter().filter(|p| p.sharding == Sharding::OneD) {
-        let e = g
-            .entry((p.engine.clone(), p.weights_dtype, p.kv_dtype))
-            .or_default();
+        let key = (p.engine.clone(), p.weights_dtype.name(), p.kv_dtype.name());
+        let (_, e) = g.entry(key).or_insert_with(|| {
+            (
+                (p.engine.clone(), p.weights_dtype, p.kv_dtype),
+                Pools::default(),
+            )
+        });
         let w = |time_s| Worker {
             tp: p.tp,
             ep: p.ep,
@@ -163,17 +170,31 @@ fn workers(pts: &[InferPoint]) -> HashMap<Group, (Vec<Worker>, Vec<Worker>)> {
             batch: p.batch,
             time_s,
         };
+        let c = p.tp * p.ep * p.pp;
         if p.batch == 1 {
-            let x = e.0.entry([p.tp, p.ep, p.pp]).or_insert(w(p.ttft_s));
-            x.time_s = x.time_s.min(p.ttft_s);
+            let x = e.0.entry(c).or_insert(w(p.ttft_s));
+            if p.ttft_s < x.time_s {
+                *x = w(p.ttft_s);
+            }
         }
-        let x =
-            e.1.entry([p.tp, p.ep, p.pp, p.batch])
-                .or_insert(w(p.tpot_s));
-        x.time_s = x.time_s.min(p.tpot_s);
+        let x = e.1.entry([c, p.batch]).or_insert(w(p.tpot_s));
+        if p.tpot_s < x.time_s {
+            *x = w(p.tpot_s);
+        }
     }
-    g.into_iter()
-        .map(|(k, (a, b))| (k, (a.into_values().collect(), b.into_values().collect())))
+    g.into_values()
+        .map(|(k, (a, b))| {
+            let mut best = f64::INFINITY;
+            let pre: Vec<Worker> = a
+                .into_values()
+                .filter(|w| {
+                    let keep = w.time_s < best;
+                    best = best.min(w.time_s);
+                    keep
+                })
+                .collect();
+            (k, pre, b.into_values().collect())
+        })
         .collect()
 }
 
@@ -202,7 +223,7 @@ pub(crate) fn points(s: &InferSearch, pts: &[InferPoint]) -> Vec<InferPoint> {
     };
     let n = n.min(s.chip.max_chips().unwrap_or(u64::MAX));
     let mut out = Vec::new();
-    for ((engine, wdt, kdt), (pre, dec)) in workers(pts) {
+    for ((engine, wdt, kdt), pre, dec) in workers(pts) {
         let frontend = s
             .engines
             .iter()
@@ -215,6 +236,7 @@ pub(crate) fn points(s: &InferSearch, pts: &[InferPoint]) -> Vec<InferPoint> {
             frontend_s: frontend,
             kv_overlap: false,
             rate: None,
+            percentiles: false,
         };
         for p in &pre {
             for d in &dec {

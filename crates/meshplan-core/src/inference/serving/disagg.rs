@@ -217,6 +217,9 @@ pub struct DisaggRequest {
     pub kv_overlap: bool,
     /// Requests/s offered (None: as many as the pools serve).
     pub rate: Option<f64>,
+    /// Also the TTFT percentiles (a bisection each; the plan search ranks
+    /// by the mean and leaves them at the mean).
+    pub percentiles: bool,
 }
 
 /// One disaggregated operating point.
@@ -297,9 +300,13 @@ pub fn compose<T: Tracer>(
     let rho = (r * s_1 / w_p).min(RHO_MAX);
     let w_mean = md1_wait_mean(rho, s_1);
     let base = q.frontend_s + s_1 + exposed;
-    let pq = |p| base + wait_quantile(p, t_d, rho, w_mean);
+    let mean = base + t_d / 2.0 + w_mean;
+    let pq = |p| match q.percentiles {
+        true => base + wait_quantile(p, t_d, rho, w_mean),
+        false => mean,
+    };
     let ttft = Percentiles {
-        mean: base + t_d / 2.0 + w_mean,
+        mean,
         p50: pq(0.5),
         p90: pq(0.9),
         p99: pq(0.99),
@@ -533,6 +540,7 @@ pub fn evaluate<T: Tracer>(
             Workload::Rate(r) => Some(r),
             _ => None,
         },
+        percentiles: true,
     };
     let times = PoolTimes {
         prefill_s: rp.ttft_s.get(),
