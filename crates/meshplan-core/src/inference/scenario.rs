@@ -55,6 +55,12 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     let chip = sc.hardware.resolve_chip(cat)?;
     let inf = &sc.inference;
     let disagg = disagg_spec(inf)?;
+    if disagg.is_some() && chip.ici.is_some() {
+        return Err(Error::Invalid(format!(
+            "prefill and decode pools (--prefill, --decode) are GPU deployments: {} serves one slice with one layout",
+            chip.name
+        )));
+    }
     let mesh = match (&sc.hardware.mesh, sc.hardware.chips) {
         (Some(m), _) => parse_shape(m)?,
         (None, Some(c)) => match (&chip.ici, topology_for_chips(&chip, c.0)) {

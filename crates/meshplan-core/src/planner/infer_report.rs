@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::infer::{ChipBudget, InferObjective, InferPoint, InferReject, InferSearch};
 use super::infer_disagg::DisaggMode;
 use crate::hardware::{fmt_shape, Chip};
+use crate::inference::serving::disagg::{self, DisaggSpec};
 use crate::inference::{self, InferReport};
 use crate::model::ModelSpec;
 use crate::trace::{Recorder, Step};
@@ -61,7 +62,8 @@ pub struct PlanInferReport {
     /// The points ranked by the objective (ties: lower TPOT, then fewer
     /// chips, then the enumeration order).
     pub points: Vec<InferPoint>,
-    /// The full reports of the best points.
+    /// The full reports of the best points (a disaggregated plan: its
+    /// decode pool's; the pools are in `points[].disagg`).
     pub plans: Vec<InferPlanEntry>,
     /// The Pareto front of TPOT against tokens/s per chip.
     pub pareto: Vec<InferPoint>,
@@ -122,7 +124,20 @@ pub fn plan_infer_search(
                 )));
             };
             let mut rec = Recorder::default();
-            inference::evaluate(s.spec, s.chip, &p.query(s), &mut rec)?;
+            match &p.disagg {
+                // a disaggregated plan: both workers and the composition
+                Some(d) => {
+                    let spec = DisaggSpec {
+                        prefill: d.prefill,
+                        decode: d.decode,
+                        kv_overlap: false,
+                    };
+                    disagg::evaluate(s.spec, s.chip, &p.query(s), &spec, &mut rec)?;
+                }
+                None => {
+                    inference::evaluate(s.spec, s.chip, &p.query(s), &mut rec)?;
+                }
+            }
             Some(rec.into_steps())
         }
     };

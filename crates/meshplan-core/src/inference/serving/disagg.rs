@@ -271,9 +271,13 @@ pub fn compose<T: Tracer>(
     let (w_p, w_d) = (t.workers.0 as f64, t.workers.1 as f64);
     let s_1 = t.prefill_s.max(1e-15);
     let t_d = t.decode_step_s.max(1e-15);
-    let gaps = q.gen_len.saturating_sub(1).max(1) as f64;
+    // one output token: the prefill emits it, the decode pool has nothing to do
+    let gaps = q.gen_len.saturating_sub(1) as f64;
     let r_p = w_p / s_1;
-    let r_d = w_d * t.decode_batch as f64 / (gaps * t_d);
+    let r_d = match gaps > 0.0 {
+        true => w_d * t.decode_batch as f64 / (gaps * t_d),
+        false => f64::INFINITY,
+    };
     let cap = (RHO_MAX * r_p).min(r_d);
     let (r, saturated) = match q.rate {
         Some(x) => (x.min(cap), x > cap),
@@ -284,7 +288,10 @@ pub fn compose<T: Tracer>(
     } else {
         "decode"
     };
-    let balanced = (r_d * s_1 / RHO_MAX).ceil().max(1.0) as u64;
+    let balanced = match r_d.is_finite() {
+        true => (r_d * s_1 / RHO_MAX).ceil().max(1.0) as u64,
+        false => t.workers.0,
+    };
     let rate = link.bytes_per_s_per_chip_one_way * link.parallel_chips as f64;
     let t_kv = if rate > 0.0 {
         link.latency_s + q.kv_bytes / rate
@@ -431,7 +438,7 @@ fn record<T: Tracer>(
 /// `R = 1/(s_1 + (T_out − 1)·t_d/B)`, `TPOT = t_d/(1 − ρ)`.
 /// Returns (R per replica, TPOT, ρ).
 pub fn colocated(s_1: f64, t_d: f64, batch: u64, gen_len: u64) -> (f64, f64, f64) {
-    let gaps = gen_len.saturating_sub(1).max(1) as f64;
+    let gaps = gen_len.saturating_sub(1) as f64;
     let r = 1.0 / (s_1 + gaps * t_d / batch.max(1) as f64);
     let rho = (r * s_1).min(1.0 - 1e-12);
     (r, t_d / (1.0 - rho), rho)
