@@ -358,6 +358,7 @@ def plan_infer(
     allow_quantization: Optional[bool] = None,
     explain_rank: Optional[int] = None,
     threads: Optional[int] = None,
+    disagg: Optional[str] = None,
     **sections: Mapping[str, Any],
 ) -> PlanInferReport:
     """``meshplan plan infer``: serving plans (slice, Y, Z, dtypes, B) meeting
@@ -366,7 +367,8 @@ def plan_infer(
     ``top`` and the request lengths take the core's serving defaults, as in
     the CLI and the web API (docs/inference.md). A bf16 model is searched in
     bf16 unless ``allow_quantization=True`` (``--allow-quantization``) or the
-    scenario names its dtypes."""
+    scenario names its dtypes. ``disagg`` (``--disagg``): "off" (default),
+    "on" (aggregated and disaggregated prefill/decode pools) or "only"."""
     text = _native.plan_infer(
         _path(scenario),
         _overrides(model, chip, chips, mesh, sections),
@@ -379,6 +381,7 @@ def plan_infer(
             allow_quantization=allow_quantization,
             explain_rank=explain_rank,
             threads=threads,
+            disagg=disagg,
         ),
     )
     return PlanInferReport(json.loads(text))

@@ -253,3 +253,23 @@ def test_validate_one_and_several_sources():
     assert two["held_out"]["held_out"]["by_chip"]["h100"]["n"] > 0
     with pytest.raises(TypeError):
         meshplan.validate()
+
+
+def test_plan_infer_disagg_is_the_cli_flag():
+    # disaggregated prefill/decode pools are searched with disagg="on", as
+    # with the CLI's --disagg on (the same report, timing aside); a bad mode
+    # is refused with the core's message naming it
+    r = meshplan.plan_infer(
+        model="llama-3-8b", chip="h100", max_chips=8, tpot_slo="50ms", disagg="on"
+    ).to_dict()
+    c = cli(
+        "plan", "infer", "--model", "llama-3-8b", "--hw", "h100", "--max-chips", "8",
+        "--tpot-slo", "50ms", "--disagg", "on",
+    )
+    for d in (r, c):
+        d.pop("search_time_s")
+    same(r, c)
+    assert r["disagg"] == "on"
+    assert any("disagg" in p for p in r["pareto"])
+    with pytest.raises(Exception, match="disagg"):
+        meshplan.plan_infer(model="llama-3-8b", chip="h100", chips=8, disagg="sometimes")

@@ -141,6 +141,11 @@ pub fn infer(
     write(&a.plot, |k| kinds::infer(s, r, k, slos))
 }
 
+/// `plan infer --plot`.
+pub fn plan_infer(r: &meshplan_core::planner::PlanInferReport, a: &PlotArgs) -> Result<()> {
+    write(a, |k| kinds::plan_infer(r, k))
+}
+
 /// `plan train --plot`.
 pub fn plan_train(r: &PlanTrainReport, a: &PlotArgs) -> Result<()> {
     write(a, |k| kinds::plan_train(r, k))

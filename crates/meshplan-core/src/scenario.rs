@@ -244,6 +244,17 @@ pub struct InferenceSection {
     pub spec_acceptance: Option<f64>,
     /// Fraction of each prompt already in the prefix cache, in [0, 1) (default 0).
     pub prefix_cache_hit: Option<f64>,
+    /// Disaggregated serving: the prefill pool, "tp=4,workers=2" (keys tp,
+    /// ep, pp, workers); with `decode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<String>,
+    /// Disaggregated serving: the decode pool, "tp=8,ep=8,workers=1,batch=64".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<String>,
+    /// Disaggregated serving: the KV moves layer by layer under the prefill
+    /// (default false: after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_overlap: Option<bool>,
 }
 
 /// `[parallelism]`, shared by training and inference.

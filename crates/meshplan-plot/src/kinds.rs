@@ -3,13 +3,13 @@
 //! is the default.
 
 use meshplan_core::inference::{scenario::InferSetup, InferReport};
-use meshplan_core::planner::PlanTrainReport;
+use meshplan_core::planner::{PlanInferReport, PlanTrainReport};
 use meshplan_core::training::scenario::TrainSetup;
 use meshplan_core::training::TrainReport;
 
 use crate::{
-    memory_svg, pareto_svg, roofline_svg, serving_svg, step_time_svg, timeline_svg, ParetoAxis,
-    PlotError, Result,
+    infer_pareto_svg, memory_svg, pareto_svg, roofline_svg, serving_svg, step_time_svg,
+    timeline_svg, ParetoAxis, PlotError, Result,
 };
 
 /// Plots of a training report.
@@ -18,6 +18,8 @@ pub const TRAIN: [&str; 3] = ["memory", "step-time", "timeline"];
 pub const INFER: [&str; 2] = ["serving", "roofline"];
 /// Plots of a training plan search.
 pub const PLAN_TRAIN: [&str; 2] = ["pareto", "pareto-cost"];
+/// Plots of a serving plan search.
+pub const PLAN_INFER: [&str; 1] = ["pareto"];
 
 /// The kind asked for (the first of `kinds` when none is), or an error
 /// that lists the kinds `command` offers.
@@ -63,6 +65,13 @@ pub fn plan_train(r: &PlanTrainReport, kind: Option<&str>) -> Result<String> {
         "pareto" => pareto_svg(r, ParetoAxis::Memory),
         _ => pareto_svg(r, ParetoAxis::Cost),
     }
+}
+
+/// A serving plan search's plot: `pareto` (output tokens/s per chip
+/// against tokens/s per user, aggregated and disaggregated plans).
+pub fn plan_infer(r: &PlanInferReport, kind: Option<&str>) -> Result<String> {
+    pick("plan infer", &PLAN_INFER, kind)?;
+    infer_pareto_svg(r)
 }
 
 #[cfg(test)]

@@ -16,12 +16,15 @@ sweep, from the core's own inference evaluation), never from formulas here.
 | [`roofline_svg`] | [`InferReport`] | attainable FLOP/s vs intensity, with each decode/prefill op marked |
 | [`serving_svg`] | [`InferSetup`] | TPOT, TTFT and tokens/s vs batch, with the SLOs |
 | [`pareto_svg`] | [`PlanTrainReport`] | step time vs memory per device (or cost) of every plan, Pareto front |
+| [`infer_pareto_svg`] | `PlanInferReport` | output tokens/s per chip vs per user of the serving plans, aggregated and disaggregated, with the TPOT SLO |
 | [`timeline_svg`] | [`Timeline`] | one predicted step: each stage's streams over time, the bubble idle |
 */
 
+mod infer_pareto;
 pub mod kinds;
 mod timeline;
 
+pub use infer_pareto::infer_pareto_svg;
 pub use timeline::{timeline_svg, WIDTH_PX as TIMELINE_WIDTH_PX};
 
 use meshplan_core::inference::{self, scenario::InferSetup, InferReport};

@@ -120,9 +120,10 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest, cancel: &Cancel) -> Answer {
         || q.ttft_slo.is_some()
         || q.tpot_slo.is_some()
         || q.allow_quantization.is_some()
+        || q.disagg.is_some()
     {
         return Err(ApiError::bad_request(
-            "max_chips, ttft_slo, tpot_slo and allow_quantization are serving-search options (/api/plan/infer)",
+            "max_chips, ttft_slo, tpot_slo, allow_quantization and disagg are serving-search options (/api/plan/infer)",
         ));
     }
     let (sc, cat) = q.resolve(cat)?;
@@ -165,6 +166,7 @@ pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
         top: q.top,
         explain_rank: None,
         threads: None,
+        disagg: q.disagg.clone(),
     };
     if req.top() > crate::MAX_TOP {
         return Err(too_many_plans(req.top()));

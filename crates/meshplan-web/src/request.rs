@@ -77,6 +77,10 @@ pub struct PlanRequest {
     /// (`--allow-quantization`; off: the model's own dtypes).
     #[serde(default)]
     pub allow_quantization: Option<bool>,
+    /// Serving only: disaggregated prefill/decode pools, off | on | only
+    /// (`--disagg`).
+    #[serde(default)]
+    pub disagg: Option<String>,
 }
 
 /// The first [`PREFIX_CHARS`] characters of a string the user sent, with

@@ -454,6 +454,51 @@ async fn plan_infer_takes_allow_quantization() {
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
 
+/// `disagg` reaches the core's request: the answer lists the core's
+/// disaggregated plans for the same body; a bad mode is a 400 naming it; on
+/// `/api/plan/train` it is a serving-only option (400).
+#[tokio::test]
+async fn plan_infer_takes_disagg() {
+    use meshplan_core::planner::{plan_infer, PlanInferRequest};
+    let sc = json!({ "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100" } });
+    let body = json!({ "scenario": sc, "max_chips": 8, "tpot_slo": "50ms", "disagg": "on" });
+    let (s, ans) = post("/api/plan/infer", body.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{ans}");
+    let req: PlanInferRequest = serde_json::from_value(body).unwrap();
+    let core = serde_json::to_value(plan_infer(&req, Catalog::builtin()).unwrap()).unwrap();
+    // the same plans in the same order (numbers equal to the last bits the
+    // step model's sums leave)
+    let plans = |v: &Value| -> Vec<String> {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} {} {} {}",
+                    p["disagg"], p["chips"], p["tp"], p["batch"], p["engine"]
+                )
+            })
+            .collect()
+    };
+    assert_eq!(plans(&ans["report"]), plans(&core));
+    assert!(ans["report"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p.get("disagg").is_some()));
+    assert_eq!(ans["report"]["disagg"], "on");
+    let (s, bad) = post(
+        "/api/plan/infer",
+        json!({ "scenario": sc, "max_chips": 8, "disagg": "maybe" }),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(bad.to_string().contains("maybe"), "{bad}");
+    let (s, _) = post("/api/plan/train", json!({ "scenario": sc, "disagg": "on" })).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
 /// Every SLO no plan can be judged by — as a number or as text — is a 400
 /// with the core's one message on both serving endpoints (JSON has no NaN
 /// or infinity: those travel as text).

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use meshplan_core::inference::{self, scenario::resolve};
+use meshplan_core::inference::{self, scenario::resolve, serving::disagg};
 use meshplan_core::trace::Recorder;
 
 use serde::Serialize;
@@ -87,6 +87,18 @@ pub struct InferRunArgs {
     /// Fraction of each prompt already in the prefix cache, [0, 1).
     #[arg(long)]
     pub prefix_cache_hit: Option<f64>,
+    /// Disaggregated serving: the prefill pool, e.g. tp=4,workers=2 (keys tp, ep, pp, workers); with --decode.
+    #[arg(long, value_name = "LAYOUT", requires = "decode")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<String>,
+    /// Disaggregated serving: the decode pool, e.g. tp=8,ep=8,workers=1,batch=64; with --prefill.
+    #[arg(long, value_name = "LAYOUT", requires = "prefill")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<String>,
+    /// Disaggregated serving: move the KV layer by layer under the prefill (default: after it).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kv_overlap: bool,
 }
 
 /// `[parallelism]` flags of `infer`.
@@ -135,6 +147,14 @@ pub fn run(mut a: InferArgs) -> Result<ExitCode> {
     let sc = a.target.load(&mut cat, flags)?;
     let s = resolve(&sc, &cat)?;
     let mut rec = Recorder::default();
+    if let Some(d) = &s.disagg {
+        if a.plot.plot.plot.is_some() {
+            anyhow::bail!("--plot: no plot of disaggregated pools yet (plan infer --disagg on --plot draws the Pareto front)");
+        }
+        let r = disagg::evaluate(&s.model, &s.chip, &s.query, d, &mut rec)?;
+        emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let r = inference::evaluate(&s.model, &s.chip, &s.query, &mut rec)?;
     emit(&r, a.out.explain.then(|| rec.steps()), &a.out)?;
     crate::plot::infer(&s, &r, &a.plot, slos)?;

@@ -102,9 +102,15 @@ pub struct PlanInferArgs {
     /// Also search int8/fp8 weights and KV (default: the model's bf16 only, unless --weights-dtype/--kv-dtype pin one).
     #[arg(long)]
     pub allow_quantization: bool,
+    /// Disaggregated prefill/decode pools: off (default), on (aggregated and disaggregated; the pool ratio is searched), only.
+    #[arg(long, value_name = "MODE")]
+    pub disagg: Option<String>,
     /// Listing and derivation.
     #[command(flatten)]
     pub search: InferListArgs,
+    /// `--plot FILE.svg`: the Pareto front of output tokens/s per chip against tokens/s per user.
+    #[command(flatten)]
+    pub plot: crate::plot::PlotArgs,
 }
 
 /// Listing and derivation of `plan infer` (as [`SearchArgs`], with the
@@ -187,9 +193,11 @@ fn run_infer(a: PlanInferArgs) -> Result<ExitCode> {
         top: Some(a.search.top),
         explain_rank: a.search.explain_rank.or(a.search.out.explain.then_some(1)),
         threads: a.search.threads,
+        disagg: a.disagg,
     };
     let mut r = plan_infer(&req, &cat)?;
     let steps = r.derivation.take();
     emit(&r, steps.as_deref(), &a.search.out)?;
+    crate::plot::plan_infer(&r, &a.plot)?;
     Ok(ExitCode::SUCCESS)
 }

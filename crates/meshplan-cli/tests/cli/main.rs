@@ -5,6 +5,7 @@ mod blocks;
 mod check;
 mod claims_models;
 mod defaults;
+mod disagg;
 mod harness;
 mod hostile;
 mod hostile2;

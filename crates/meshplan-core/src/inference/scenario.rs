@@ -6,6 +6,7 @@
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::hardware::{parse_shape, Chip};
+use crate::inference::serving::disagg::{DisaggSpec, PoolLayout};
 use crate::inference::serving::{EngineProfile, Workload};
 use crate::inference::speculative::{check_prefix_hit, DraftMethod, Speculative};
 use crate::mesh::Topology;
@@ -25,6 +26,8 @@ pub struct InferSetup {
     pub chip: Chip,
     /// The query.
     pub query: InferQuery,
+    /// Disaggregated prefill/decode pools (`prefill` and `decode` keys).
+    pub disagg: Option<DisaggSpec>,
 }
 
 fn dtype(s: Option<&str>, default: DType) -> Result<DType> {
@@ -51,6 +54,13 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
     let model = sc.model.resolve(cat)?;
     let chip = sc.hardware.resolve_chip(cat)?;
     let inf = &sc.inference;
+    let disagg = disagg_spec(inf)?;
+    if disagg.is_some() && chip.ici.is_some() {
+        return Err(Error::Invalid(format!(
+            "prefill and decode pools (--prefill, --decode) are GPU deployments: {} serves one slice with one layout",
+            chip.name
+        )));
+    }
     let mesh = match (&sc.hardware.mesh, sc.hardware.chips) {
         (Some(m), _) => parse_shape(m)?,
         (None, Some(c)) => match (&chip.ici, topology_for_chips(&chip, c.0)) {
@@ -60,15 +70,27 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
             (Some(_), Ok(Topology::Torus { shape, .. })) => shape,
             _ => vec![c.0],
         },
-        (None, None) => {
-            return Err(Error::Invalid(
-                "no slice given: use --mesh 4x4 (TPU) or --chips N".into(),
-            ))
-        }
+        // disaggregated pools name their own chips
+        (None, None) => match &disagg {
+            Some(d) => vec![disagg_chips(d)?],
+            None => {
+                return Err(Error::Invalid(
+                    "no slice given: use --mesh 4x4 (TPU) or --chips N".into(),
+                ))
+            }
+        },
     };
     let n = mesh.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
     crate::mesh::check_chip_count(n.unwrap_or(u64::MAX)).map_err(Error::Invalid)?;
     check_mesh(&chip, &mesh)?;
+    if let (Some(d), Some(n)) = (&disagg, n) {
+        let pools = disagg_chips(d)?;
+        if pools != n {
+            return Err(Error::Invalid(format!(
+                "the prefill and decode pools use {pools} chips but the slice has {n}: drop --chips/--mesh or make them agree"
+            )));
+        }
+    }
     let wdt = dtype(inf.weights_dtype.as_deref(), DType::Bf16)?;
     let kvdt = dtype(inf.kv_dtype.as_deref(), wdt)?;
     let engine = match inf.engine.as_deref() {
@@ -116,7 +138,39 @@ pub fn resolve(sc: &Scenario, cat: &Catalog) -> Result<InferSetup> {
         speculative: speculative(inf, cat)?,
         prefix_cache_hit: check_prefix_hit(inf.prefix_cache_hit.unwrap_or(0.0))?,
     };
-    Ok(InferSetup { model, chip, query })
+    Ok(InferSetup {
+        model,
+        chip,
+        query,
+        disagg,
+    })
+}
+
+/// The `prefill` / `decode` / `kv_overlap` keys: both pools or neither.
+fn disagg_spec(inf: &InferenceSection) -> Result<Option<DisaggSpec>> {
+    match (&inf.prefill, &inf.decode) {
+        (None, None) if inf.kv_overlap.is_some() => Err(Error::Invalid(
+            "kv_overlap (--kv-overlap) needs disaggregated pools: give prefill and decode (--prefill, --decode)".into(),
+        )),
+        (None, None) => Ok(None),
+        (Some(p), Some(d)) => Ok(Some(DisaggSpec {
+            prefill: PoolLayout::parse("prefill (--prefill)", p)?,
+            decode: PoolLayout::parse("decode (--decode)", d)?,
+            kv_overlap: inf.kv_overlap.unwrap_or(false),
+        })),
+        _ => Err(Error::Invalid(
+            "disaggregated serving needs both pools: prefill and decode (--prefill tp=4,workers=2 --decode tp=8,workers=1)".into(),
+        )),
+    }
+}
+
+/// Chips of both pools: `W_p·c_p + W_d·c_d`.
+fn disagg_chips(d: &DisaggSpec) -> Result<u64> {
+    let pool = |p: &PoolLayout| p.chips_per_worker().and_then(|c| c.checked_mul(p.workers));
+    pool(&d.prefill)
+        .zip(pool(&d.decode))
+        .and_then(|(a, b)| a.checked_add(b))
+        .ok_or_else(|| Error::Invalid("prefill and decode pools: too many chips".into()))
 }
 
 /// The `[inference]` speculative keys: `speculative = "ngram" | "mtp" |

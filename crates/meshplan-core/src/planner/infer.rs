@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::infer_disagg::{self, DisaggMode, DisaggPlan};
 use super::space::divisors;
 use crate::hardware::{fmt_shape, Chip, ChipKind};
 use crate::inference::defaults;
@@ -151,6 +152,8 @@ pub struct InferSearch<'a> {
     /// matching tensor cores where an engine does so); the first is the
     /// default engine for the chip.
     pub engines: Vec<EngineProfile>,
+    /// Aggregated, disaggregated or both (`--disagg`).
+    pub disagg: DisaggMode,
 }
 
 /// One costed serving point.
@@ -196,13 +199,20 @@ pub struct InferPoint {
     /// Other weight/KV dtypes ("fp8/fp8") of the same plan that also meet
     /// the SLOs, ranked below this one.
     pub dtype_variants: Vec<String>,
+    /// Output tokens/s one user receives, `1/TPOT`.
+    pub tokens_per_s_per_user: f64,
+    /// The prefill and decode pools of a disaggregated plan (then `tp`,
+    /// `ep`, `pp` and `batch` are the decode worker's, `replicas` copies of
+    /// the pool pair); absent for an aggregated plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disagg: Option<DisaggPlan>,
 }
 
 impl InferPoint {
     /// What makes two points one plan: the layout per replica (tp, ep, pp,
     /// sharding), the engine and the batch — not the replica count (the
     /// slice size) nor the dtypes.
-    fn plan_key(&self) -> (u64, u64, u64, bool, String, u64) {
+    fn plan_key(&self) -> PlanKey {
         (
             self.tp,
             self.ep,
@@ -210,7 +220,15 @@ impl InferPoint {
             self.sharding == Sharding::TwoDWs,
             self.engine.clone(),
             self.batch,
+            self.disagg.as_ref().map(DisaggPlan::key),
         )
+    }
+
+    /// "agg", or the pools of a disaggregated plan.
+    pub fn serving(&self) -> String {
+        self.disagg
+            .as_ref()
+            .map_or_else(|| "agg".into(), DisaggPlan::describe)
     }
 
     /// "weights/kv", e.g. "bf16/bf16".
@@ -229,7 +247,8 @@ impl InferPoint {
         }
     }
 
-    /// The query that reproduces this point.
+    /// The query that reproduces this point (a disaggregated plan: its
+    /// decode pool).
     pub fn query(&self, s: &InferSearch) -> InferQuery {
         let e = s
             .engines
@@ -247,7 +266,10 @@ impl InferPoint {
             prompt_len: s.prompt_len,
             context: s.prompt_len + s.gen_len,
             gen_len: s.gen_len,
-            mesh: self.mesh.clone(),
+            mesh: match &self.disagg {
+                Some(d) => vec![d.decode.workers * self.tp * self.ep * self.pp],
+                None => self.mesh.clone(),
+            },
             tp: Some(self.tp),
             ep: Some(self.ep),
             pp: Some(self.pp),
@@ -289,6 +311,9 @@ impl InferResult {
     }
 }
 
+/// What makes two points one plan (see [`InferPoint::plan_key`]).
+type PlanKey = (u64, u64, u64, bool, String, u64, Option<[u64; 8]>);
+
 /// Points of one layout (with batch_fits), layout rejections, weight misfits.
 type LayoutOutcome = (Vec<(InferPoint, bool)>, u64, u64);
 
@@ -327,6 +352,7 @@ impl InferSearch<'_> {
             max_batch: defaults::PLAN_MAX_BATCH,
             threads: None,
             engines: vec![EngineProfile::default_for(chip)],
+            disagg: DisaggMode::Off,
         }
     }
 
@@ -660,6 +686,24 @@ impl InferSearch<'_> {
                 pts.push(p);
             }
         }
+        if self.disagg != DisaggMode::Off {
+            let dis = infer_disagg::points(self, &pts);
+            candidates += dis.len() as u64;
+            if self.disagg == DisaggMode::Only {
+                pts.clear();
+            } else {
+                infer_disagg::colocate(self, &mut pts);
+            }
+            for mut p in dis {
+                let (a, b) = self.meets(&p);
+                p.meets_slo = a && b;
+                pts.push(p);
+            }
+            for p in pts.iter_mut() {
+                let (a, b) = self.meets(p);
+                p.meets_slo = a && b;
+            }
+        }
         let fitting = pts.len() as u64;
         // Pareto front: TPOT ascending, keep strictly better throughput per chip.
         let mut by_lat: Vec<&InferPoint> = pts.iter().collect();
@@ -713,8 +757,7 @@ impl InferSearch<'_> {
 /// best of its plan).
 fn distinct(ranked: Vec<InferPoint>) -> Vec<InferPoint> {
     let mut out: Vec<InferPoint> = Vec::new();
-    let mut seen: std::collections::HashMap<(u64, u64, u64, bool, String, u64), usize> =
-        std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<PlanKey, usize> = std::collections::HashMap::new();
     for p in ranked {
         match seen.get(&p.plan_key()) {
             Some(&i) => out[i].fold(&p),
@@ -748,6 +791,8 @@ fn point_of(r: &InferReport, l: &Layout, engine: &str) -> InferPoint {
         meets_slo: true,
         replica_options: vec![r.replicas],
         dtype_variants: Vec::new(),
+        tokens_per_s_per_user: 1.0 / r.decode_step_time_s.get(),
+        disagg: None,
     }
 }
 

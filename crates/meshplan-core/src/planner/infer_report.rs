@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::infer::{ChipBudget, InferObjective, InferPoint, InferReject, InferSearch};
+use super::infer_disagg::DisaggMode;
 use crate::hardware::{fmt_shape, Chip};
+use crate::inference::serving::disagg::{self, DisaggSpec};
 use crate::inference::{self, InferReport};
 use crate::model::ModelSpec;
 use crate::trace::{Recorder, Step};
@@ -45,6 +47,8 @@ pub struct PlanInferReport {
     pub tpot_slo_s: Option<f64>,
     /// The weight and KV dtypes searched, and why.
     pub dtypes: String,
+    /// Aggregated, disaggregated or both (`--disagg`).
+    pub disagg: DisaggMode,
     /// Slice shapes tried.
     pub slices: Vec<String>,
     /// Points of the space.
@@ -58,7 +62,8 @@ pub struct PlanInferReport {
     /// The points ranked by the objective (ties: lower TPOT, then fewer
     /// chips, then the enumeration order).
     pub points: Vec<InferPoint>,
-    /// The full reports of the best points.
+    /// The full reports of the best points (a disaggregated plan: its
+    /// decode pool's; the pools are in `points[].disagg`).
     pub plans: Vec<InferPlanEntry>,
     /// The Pareto front of TPOT against tokens/s per chip.
     pub pareto: Vec<InferPoint>,
@@ -119,7 +124,20 @@ pub fn plan_infer_search(
                 )));
             };
             let mut rec = Recorder::default();
-            inference::evaluate(s.spec, s.chip, &p.query(s), &mut rec)?;
+            match &p.disagg {
+                // a disaggregated plan: both workers and the composition
+                Some(d) => {
+                    let spec = DisaggSpec {
+                        prefill: d.prefill,
+                        decode: d.decode,
+                        kv_overlap: false,
+                    };
+                    disagg::evaluate(s.spec, s.chip, &p.query(s), &spec, &mut rec)?;
+                }
+                None => {
+                    inference::evaluate(s.spec, s.chip, &p.query(s), &mut rec)?;
+                }
+            }
             Some(rec.into_steps())
         }
     };
@@ -147,6 +165,7 @@ pub fn plan_infer_search(
         ttft_slo_s: s.ttft_slo,
         tpot_slo_s: s.tpot_slo,
         dtypes: s.dtypes_note(),
+        disagg: s.disagg,
         slices: r.slices.iter().map(|x| fmt_shape(x)).collect(),
         candidates: r.candidates,
         fitting: r.fitting,
@@ -183,6 +202,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
     let mut t = Table::new(
         &[
             "#",
+            "serving",
             "mesh",
             "tp",
             "ep",
@@ -196,6 +216,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             "TPOT",
             "TTFT",
             "tok/s/chip",
+            "tok/s/user",
             "$/Mtok",
             "also",
         ],
@@ -209,16 +230,23 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             "TPOT",
             "TTFT",
             "tok/s/chip",
+            "tok/s/user",
             "$/Mtok",
         ],
     );
     let n = points.len();
+    let any_disagg = points.iter().any(|p| p.disagg.is_some());
     for (i, p) in points.iter().enumerate() {
         if i % every != 0 && i + 1 != n {
             continue;
         }
         t.row(vec![
             (i + 1).to_string(),
+            if any_disagg {
+                p.serving()
+            } else {
+                String::new()
+            },
             fmt_shape(&p.mesh),
             p.tp.to_string(),
             p.ep.to_string(),
@@ -232,6 +260,7 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             fmt_si(p.tpot_s, "s"),
             fmt_si(p.ttft_s, "s"),
             sig4_grouped(p.tokens_per_s_per_chip),
+            sig4_grouped(p.tokens_per_s_per_user),
             p.cost_per_million_tokens_usd.map_or("-".into(), sig4),
             if p.dtype_variants.is_empty() {
                 "-".into()
@@ -240,7 +269,11 @@ fn points_table(points: &[InferPoint], every: usize) -> Table {
             },
         ]);
     }
-    t
+    if n > 0 {
+        t.drop_empty_columns()
+    } else {
+        t
+    }
 }
 
 impl Render for PlanInferReport {
@@ -268,6 +301,16 @@ impl Render for PlanInferReport {
             fmt_int(self.fitting)
         ));
         d.line(format!("dtypes: {}", self.dtypes));
+        if self.disagg != DisaggMode::Off {
+            d.line(format!(
+                "serving: {} (--disagg {}); aggregated plans priced with their prefill on the same chips (R = 1/(s_1 + (T_out − 1)·t_d/B), TPOT = t_d/(1 − R·s_1)); P/D = prefill/decode pools, tp×workers; KV handed off after the prefill",
+                match self.disagg {
+                    DisaggMode::Only => "disaggregated only",
+                    _ => "aggregated and disaggregated",
+                },
+                self.disagg
+            ));
+        }
         d.table(points_table(&self.points, 1));
         d.line(self.objective.ranking());
         d.line(format!(

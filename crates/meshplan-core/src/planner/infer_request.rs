@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::infer::{engines_for, ChipBudget, InferObjective, InferSearch};
+use super::infer_disagg::DisaggMode;
 use super::infer_report::{plan_infer_search, PlanInferReport};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -57,6 +58,11 @@ pub struct PlanInferRequest {
     /// Worker threads (None: all cores; 1: sequential).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Disaggregated serving: "off" (default: aggregated only), "on"
+    /// (aggregated, priced with its prefill on the same chips, and
+    /// disaggregated prefill/decode pools) or "only".
+    #[serde(default)]
+    pub disagg: Option<String>,
 }
 
 /// "cannot read WHAT from 'INPUT': expected EXPECTED", naming the input.
@@ -153,6 +159,10 @@ impl PlanInferRequest {
         // keep enough plans to derive the one asked for
         s.top_k = top.max(self.explain_rank.unwrap_or(0));
         s.threads = self.threads;
+        s.disagg = match &self.disagg {
+            Some(d) => DisaggMode::parse(d)?,
+            None => DisaggMode::default(),
+        };
         Ok(s)
     }
 }

@@ -16,6 +16,7 @@ and serving configuration. See `docs/planner.md`.
 */
 
 pub mod infer;
+pub mod infer_disagg;
 pub mod infer_report;
 pub mod infer_request;
 pub mod regime;

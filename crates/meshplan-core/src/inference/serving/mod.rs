@@ -9,12 +9,15 @@ Serving as engines run it and benchmarks measure it.
 * [`validation`]: predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
   prefill/decode.
+* [`disagg`]: a prefill pool and a decode pool with their own layouts and
+  worker counts, the KV hand-off between them.
 
 The step times themselves come from [`crate::inference`] (one place); this
 module composes them into what a benchmark reports.
 */
 
 pub mod continuous;
+pub mod disagg;
 pub mod queue;
 // Kept here too: the speculative-decoding options were first published under `serving`.
 pub use super::speculative;
