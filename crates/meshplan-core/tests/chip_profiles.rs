@@ -220,6 +220,13 @@ fn hw_show_lists_the_profile_curves() {
         .figures
         .iter()
         .any(|f| f.field == "matmul_efficiency" && f.source.contains("microbench")));
+    // --explain: the pricer's efficiency at 8192³ on the h100's own
+    // (InfiniBand, Megatron-Core) profile, 0.8129 · 0.861 · 8192/8209.5
+    let mut rec = meshplan_core::trace::Recorder::default();
+    let _ = hw_report(h, &mut rec);
+    let st = rec.find("hw.profile.gemm_8192").expect("explain step");
+    let by_hand = 0.8129 * 0.861 * 8192.0 / 8209.5;
+    assert!((st.value - by_hand).abs() < 1e-12, "{}", st.value);
     // the book's figures carry no efficiency profile
     let b = cat.chip("h100@book").unwrap();
     assert!(hw_report(b, &mut NoTrace).efficiency_profile.is_none());

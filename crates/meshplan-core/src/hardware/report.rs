@@ -214,13 +214,30 @@ const SHOWN: [crate::fidelity::profile::Param; 7] = {
 impl ProfileCurves {
     /// The built-in profile of `ch` on its own scale-out network; `None`
     /// for the book's figures (`NAME@book`) and chips without one.
-    pub fn of(ch: &Chip) -> Option<ProfileCurves> {
+    /// The GEMM efficiency the pricer applies to a large (8192³) GEMM is
+    /// recorded in `tr` (`hw.profile.gemm_8192`).
+    pub fn of<T: Tracer>(ch: &Chip, tr: &mut T) -> Option<ProfileCurves> {
         if ch.profile == Profile::Book {
             return None;
         }
         let base = crate::fidelity::EfficiencyProfile::builtin(&ch.name)?;
         let net = ch.scale_out.as_ref().map_or("", |s| s.kind.as_str());
         let p = base.for_network(net);
+        const X: f64 = 8192.0;
+        let e = crate::step::calibrated::gemm_efficiency(&p, X, X, X);
+        tr.record(|| {
+            Step::new(
+                "hw.profile.gemm_8192",
+                "GEMM efficiency the pricer applies at m = n = k = 8192 (bf16 curve × stack share)",
+                "e = e_max · s · (x/⌈x⌉₁₂₈) · x/(x + x½), x = min(m, n, k)",
+            )
+            .bind("e_max", p.matmul_efficiency, "")
+            .bind("s", p.matmul_stack_share, "")
+            .bind("x½", p.matmul_half_dim, "")
+            .bind("x", X, "")
+            .result(e, "")
+            .source(p.sources.get("matmul_efficiency").map_or("", String::as_str))
+        });
         let figures = SHOWN
             .iter()
             .map(|&q| ProfileFigure {
@@ -547,7 +564,7 @@ fn build<T: Tracer>(ch: &Chip, m: u64, tr: &mut T) -> HwReport {
         price_source: ch.price_source.clone(),
         notes: ch.notes.clone(),
         anatomy: AnatomyReport::of(ch, tr),
-        efficiency_profile: ProfileCurves::of(ch),
+        efficiency_profile: ProfileCurves::of(ch, tr),
         slices: slices(ch),
         network: inventory(ch, &levels, m, tr),
         network_levels: levels,
