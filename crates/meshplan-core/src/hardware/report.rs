@@ -236,7 +236,11 @@ impl ProfileCurves {
             .bind("x½", p.matmul_half_dim, "")
             .bind("x", X, "")
             .result(e, "")
-            .source(p.sources.get("matmul_efficiency").map_or("", String::as_str))
+            .source(
+                p.sources
+                    .get("matmul_efficiency")
+                    .map_or("", String::as_str),
+            )
         });
         let figures = SHOWN
             .iter()
