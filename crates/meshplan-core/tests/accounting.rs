@@ -35,8 +35,11 @@ fn same_mfu_in_train_plan_and_validate() {
         (8, 1, 1, 2, 16)
     );
     let chip = Catalog::builtin().chip("h100").unwrap();
-    // validate predicts the run with the profile of its network (EFA: the base)
-    let base = EfficiencyProfile::builtin("h100").unwrap();
+    // validate predicts the run with the profile of its cluster (the
+    // Playbook's: nanotron's own GEMM efficiency and host terms)
+    let base = EfficiencyProfile::builtin("h100")
+        .unwrap()
+        .for_run("efa", meshplan_core::fidelity::data::PLAYBOOK_CLUSTER);
     let rows = compare(&with_chips(std::slice::from_ref(run)), &|_| base.clone());
     let validate_mfu = rows[0].mfu_predicted;
 

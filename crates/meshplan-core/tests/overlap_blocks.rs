@@ -43,19 +43,20 @@ sequence_parallel = true
 }
 
 /// One SP collective of the one-node run: tok·D·2 B = 4096·4096·2 =
-/// 33,554,432 B, (tp−1)/tp of it over NVLink 450 GB/s one-way × 0.82 (the
-/// InfiniBand sub-profile's intra_node_efficiency) = 369 GB/s:
-/// 0.875·33,554,432/369e9 = 7.9567e-5 s; its ring latency 7 steps × 3 µs
-/// (collective_latency_s) = 2.1e-5 s. 8 collectives per layer (2 AG + 2 RS
-/// forward, the same backward) × 32 layers × 1 micro-batch = 256.
-const PER_OP: f64 = 0.875 * 33_554_432.0 / 369e9;
-const RING_LAT: f64 = 7.0 * 3e-6;
+/// 33,554,432 B, (tp−1)/tp of it over NVLink 450 GB/s one-way × 0.754 (the
+/// InfiniBand sub-profile's intra_node_efficiency, from the aiconfigurator
+/// h100_sxm nccl_perf table) = 339.3 GB/s: 0.875·33,554,432/339.3e9 =
+/// 8.6533e-5 s; its ring latency 7 steps × 1.45 µs (collective_latency_s,
+/// same table) = 1.015e-5 s. 8 collectives per layer (2 AG + 2 RS forward,
+/// the same backward) × 32 layers × 1 micro-batch = 256.
+const PER_OP: f64 = 0.875 * 33_554_432.0 / 339.3e9;
+const RING_LAT: f64 = 7.0 * 1.45e-6;
 
 #[test]
 fn tp_overlap_none_exposes_every_collective() {
     let p = one_node("tp_overlap = \"none\"");
     let e = &p.overlap.exposure;
-    // none: exposed = Σ collectives = 256·(7.9567e-5 + 2.1e-5) = 0.025745 s
+    // none: exposed = Σ collectives = 256·(8.6533e-5 + 1.015e-5) = 0.024751 s
     let want = 256.0 * (PER_OP + RING_LAT);
     assert!(
         rel(p.time_breakdown_s.tp_comm, want) < 1e-9,
@@ -72,7 +73,7 @@ fn tp_overlap_ring_is_the_fitted_fraction_and_the_default() {
         .unwrap()
         .for_network("infiniband")
         .tp_overlap;
-    // ring: 256·(7.9567e-5·(1 − 0.332926) + 2.1e-5) = 0.019 s
+    // ring: 256·(8.6533e-5·(1 − 0.332926) + 1.015e-5) = 0.01738 s
     let ring = one_node("tp_overlap = \"ring\"");
     let want = 256.0 * (PER_OP * (1.0 - f) + RING_LAT);
     assert!(rel(ring.time_breakdown_s.tp_comm, want) < 1e-9);
@@ -95,8 +96,8 @@ fn tp_overlap_pipelined_hides_all_but_one_chunk() {
     // c = tp = 8 ring-exchange chunks; the layers' GEMMs (27.3M parameters per
     // GPU per layer × 2 × 4096 tokens × 3 passes ≈ 6.7e11 FLOPs at ~0.7 of
     // 989 TFLOP/s ≈ 1 ms per layer, 31 ms in all) outlast the transfers
-    // (T = 256·7.9567e-5 = 20.4 ms), so only the first chunk is exposed:
-    // T/8 + latency = 2.546 ms + 256·21 µs = 7.922 ms
+    // (T = 256·8.6533e-5 = 22.15 ms), so only the first chunk is exposed:
+    // T/8 + latency = 2.769 ms + 256·10.15 µs = 5.368 ms
     assert_eq!(e.tp_chunks, 8.0);
     let t = 256.0 * PER_OP;
     assert!(e.tp_gemm_s > t, "GEMMs {} vs transfers {t}", e.tp_gemm_s);
@@ -128,7 +129,7 @@ fn pipelined_formula_by_hand() {
 fn sp_allgather_redo_adds_two_all_gathers_per_layer() {
     // redo: 8 + 2 collectives per layer (one all-gather per column-parallel
     // block in the backward), all exposed with tp_overlap none:
-    // 32·10·(7.9567e-5 + 2.1e-5) = 0.032181 s
+    // 32·10·(8.6533e-5 + 1.015e-5) = 0.030939 s
     let p = one_node("tp_overlap = \"none\"\nsp_allgather = \"redo\"");
     assert_eq!(p.overlap.exposure.tp_collectives_per_layer, 10.0);
     let want = 320.0 * (PER_OP + RING_LAT);
@@ -242,14 +243,14 @@ fn block_times_by_hand() {
     assert_eq!(ew.bound, "memory");
     // the logits GEMM: 6·V·D·B = 6·128,256·4,096·32,768 = 1.0329e14 FLOPs,
     // + 1/3 recomputed (full remat), over 8 × 989.5 TFLOP/s at the GEMM
-    // efficiency of [32768, 4096] × [4096, 128256/8]: matmul_efficiency 0.7 ×
-    // x/(x + x½) with x = 4096 (a multiple of the 128 tile), x½ = 1:
-    // 0.7·4096/4097 → 24.86 ms; its bytes (1.9e10 per device, 7.1 ms) are
-    // below: compute-bound
+    // efficiency of [32768, 4096] × [4096, 128256/8]: the H100 GEMM curve
+    // e_max 0.8129 × matmul_stack_share 0.861 × x/(x + x½) with x = 4096 (a
+    // multiple of the 128 tile), x½ = 17.5: 0.69991·4096/4113.5 → 24.97 ms;
+    // its bytes (1.9e10 per device, 7.1 ms) are below: compute-bound
     let head = b("embedding");
     let flops = 6.0 * 128_256.0 * 4096.0 * 32768.0;
     assert!(rel(head.flops, flops) < 1e-12);
-    let want = flops * (4.0 / 3.0) / (8.0 * 989.5e12 * 0.7 * 4096.0 / 4097.0);
+    let want = flops * (4.0 / 3.0) / (8.0 * 989.5e12 * 0.8129 * 0.861 * 4096.0 / 4113.5);
     assert!(rel(head.time_s, want) < 1e-9, "{}", head.time_s);
     assert_eq!(head.bound, "compute");
 }

@@ -64,7 +64,7 @@ fn inside_and_transferred_and_job_size() {
         outside(&format!("{job} --hw h100 --zero 1")),
         Vec::<Value>::new()
     );
-    // another chip (a profile transferred from the H100 fit) names the chip
+    // another chip (its own curves, the end-to-end terms fitted on H100 runs) names the chip
     let o = outside(&format!("{job} --hw h200"));
     assert!(
         o.contains(&j!({"input": "chip", "value": "h200", "fitted_range": ["h100"]})),

@@ -164,6 +164,143 @@ pub struct HwReport {
     /// bandwidth for the query's model-parallel group).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkInventory>,
+    /// The chip's built-in efficiency profile: its microbenchmark curves
+    /// and the pricer's figures, each with its source (`None` for the
+    /// book's figures and chips without a profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency_profile: Option<ProfileCurves>,
+}
+
+/// What `hw show` lists of a chip's efficiency profile
+/// (`data/profiles/CHIP.toml`): the microbenchmark curves, and the figures
+/// the calibrated pricer applies on the chip's own network, with sources.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileCurves {
+    /// The profile's description.
+    pub source: String,
+    /// Network the figures describe.
+    pub network: String,
+    /// The curves (GEMM per dtype, attention, collectives per level).
+    pub curves: crate::fidelity::profile::ChipCurves,
+    /// The pricer's figures: (field, value, source).
+    pub figures: Vec<ProfileFigure>,
+}
+
+/// One pricer figure of a profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileFigure {
+    /// Field name (as in the profile TOML).
+    pub field: String,
+    /// Value (fractions, seconds).
+    pub value: f64,
+    /// Its `[sources]` entry.
+    pub source: String,
+}
+
+/// The pricer figures `hw show` lists (compute, memory, collectives).
+const SHOWN: [crate::fidelity::profile::Param; 7] = {
+    use crate::fidelity::profile::Param as P;
+    [
+        P::MatmulEfficiency,
+        P::MatmulHalfDim,
+        P::AttentionEfficiency,
+        P::HbmEfficiency,
+        P::IntraNodeEfficiency,
+        P::CollectiveLatencyS,
+        P::InterNodeEfficiency,
+    ]
+};
+
+impl ProfileCurves {
+    /// The built-in profile of `ch` on its own scale-out network; `None`
+    /// for the book's figures (`NAME@book`) and chips without one.
+    /// The GEMM efficiency the pricer applies to a large (8192³) GEMM is
+    /// recorded in `tr` (`hw.profile.gemm_8192`).
+    pub fn of<T: Tracer>(ch: &Chip, tr: &mut T) -> Option<ProfileCurves> {
+        if ch.profile == Profile::Book {
+            return None;
+        }
+        let base = crate::fidelity::EfficiencyProfile::builtin(&ch.name)?;
+        let net = ch.scale_out.as_ref().map_or("", |s| s.kind.as_str());
+        let p = base.for_network(net);
+        const X: f64 = 8192.0;
+        let e = crate::step::calibrated::gemm_efficiency(&p, X, X, X);
+        tr.record(|| {
+            Step::new(
+                "hw.profile.gemm_8192",
+                "GEMM efficiency the pricer applies at m = n = k = 8192 (bf16 curve × stack share)",
+                "e = e_max · s · (x/⌈x⌉₁₂₈) · x/(x + x½), x = min(m, n, k)",
+            )
+            .bind("e_max", p.matmul_efficiency, "")
+            .bind("s", p.matmul_stack_share, "")
+            .bind("x½", p.matmul_half_dim, "")
+            .bind("x", X, "")
+            .result(e, "")
+            .source(
+                p.sources
+                    .get("matmul_efficiency")
+                    .map_or("", String::as_str),
+            )
+        });
+        let figures = SHOWN
+            .iter()
+            .map(|&q| ProfileFigure {
+                field: q.name().to_string(),
+                value: p.param(q),
+                source: p.sources.get(q.name()).cloned().unwrap_or_default(),
+            })
+            .collect();
+        Some(ProfileCurves {
+            source: base.source.clone(),
+            network: p.network.clone(),
+            curves: p.curves.clone().unwrap_or_default(),
+            figures,
+        })
+    }
+
+    /// The text view: one line per curve and figure, with its source.
+    fn lines(&self, d: &mut Doc) {
+        d.line(format!(
+            "Efficiency profile (data/profiles, network {}): {}",
+            if self.network.is_empty() {
+                "-"
+            } else {
+                &self.network
+            },
+            self.source
+        ));
+        let mut rows = Vec::new();
+        for g in &self.curves.gemm {
+            rows.push(field(
+                &format!("GEMM {} e_max, x½", g.dtype),
+                format!(
+                    "{:.3} of peak, x½ {:.1} ({})",
+                    g.efficiency, g.half_dim, g.source
+                ),
+            ));
+        }
+        if let Some(a) = &self.curves.attention {
+            rows.push(field(
+                "attention kernel",
+                format!("{:.3} of bf16 peak ({})", a.efficiency, a.source),
+            ));
+        }
+        for c in &self.curves.collectives {
+            rows.push(field(
+                &format!("{} {} ({} ranks)", c.level, c.collective, c.ranks),
+                format!(
+                    "bus {:.0} GB/s, α {:.1} µs ({})",
+                    c.busbw_gbs,
+                    c.latency_s * 1e6,
+                    c.source
+                ),
+            ));
+        }
+        for f in &self.figures {
+            rows.push(field(&f.field, format!("{} ({})", sig4(f.value), f.source)));
+        }
+        d.fields(rows);
+    }
 }
 
 /// What `hw show` is asked beyond the chip.
@@ -431,6 +568,7 @@ fn build<T: Tracer>(ch: &Chip, m: u64, tr: &mut T) -> HwReport {
         price_source: ch.price_source.clone(),
         notes: ch.notes.clone(),
         anatomy: AnatomyReport::of(ch, tr),
+        efficiency_profile: ProfileCurves::of(ch, tr),
         slices: slices(ch),
         network: inventory(ch, &levels, m, tr),
         network_levels: levels,
@@ -658,6 +796,9 @@ impl Render for HwReport {
             d.fields(a);
         }
         self.inventory(&mut d);
+        if let Some(p) = &self.efficiency_profile {
+            p.lines(&mut d);
+        }
         d
     }
 }

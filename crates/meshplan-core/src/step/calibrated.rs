@@ -186,13 +186,15 @@ pub const FP8_CAST_BYTES: f64 = 4.0;
 /// and of the all-to-all.
 pub const MOE_LOAD_IMBALANCE: f64 = 1.25;
 
-/// GEMM efficiency for an `[m, k] × [k, n]` matmul: `e_max · x/(x + x½)` with
+/// GEMM efficiency for an `[m, k] × [k, n]` matmul: `e_max · share · x/(x + x½)` with
+/// `e_max`, `x½` the chip's GEMM curve and `share` the fraction of it the
+/// framework keeps (`matmul_stack_share`),
 /// `x = min(m, k, n)` after rounding up to the 128-wide tensor-core tile
 /// (padding waste `x/ceil128(x)`).
 pub fn gemm_efficiency(p: &EfficiencyProfile, m: f64, k: f64, n: f64) -> f64 {
     let x = m.min(k).min(n).max(1.0);
     let padded = (x / 128.0).ceil() * 128.0;
-    p.matmul_efficiency * (x / padded) * x / (x + p.matmul_half_dim)
+    p.matmul_efficiency * p.matmul_stack_share * (x / padded) * x / (x + p.matmul_half_dim)
 }
 
 /// [`LOW_PRECISION_GEMM_RELATIVE`] for 8-bit and narrower GEMMs, 1 otherwise.

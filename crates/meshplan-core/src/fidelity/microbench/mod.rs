@@ -197,6 +197,7 @@ pub fn calibrate(
         .filter(|g| g.dtype != DType::Bf16.to_string())
         .map(|g| (g.dtype.clone(), g.efficiency, g.half_dim))
         .collect();
+    record_curves(&mut p, &gemm, attention.as_ref(), &collectives, inputs);
     p.microbench = Some(MicrobenchRecord {
         gemm,
         attention,
@@ -221,6 +222,69 @@ pub fn calibrate(
         collectives,
         gemm_other_dtypes: others,
     })
+}
+
+/// The fitted curves replace the starting profile's `[curves]` of the same
+/// kind (those describe the chip the starting profile was measured on, not
+/// this cluster): GEMM per dtype, attention, and the collectives.
+fn record_curves(
+    p: &mut EfficiencyProfile,
+    gemm: &[GemmRecord],
+    attention: Option<&AttentionRecord>,
+    collectives: &[CollectiveFit],
+    inputs: &MicrobenchInputs,
+) {
+    use super::profile::{AttentionCurve, CollectiveCurve, GemmCurve};
+    let names = |v: &[(String, String)]| {
+        v.iter()
+            .map(|x| x.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let c = p.curves.get_or_insert_with(Default::default);
+    if !gemm.is_empty() {
+        c.gemm = gemm
+            .iter()
+            .map(|g| GemmCurve {
+                dtype: g.dtype.clone(),
+                efficiency: g.efficiency,
+                half_dim: g.half_dim,
+                source: format!(
+                    "microbench: {} ({} {} GEMMs; `meshplan calibrate --gemm`, time-weighted rms log residual {:.1} %)",
+                    names(&inputs.gemm),
+                    g.points,
+                    g.dtype,
+                    100.0 * g.rms_log_residual
+                ),
+            })
+            .collect();
+    }
+    if let Some(a) = attention {
+        c.attention = Some(AttentionCurve {
+            efficiency: a.efficiency,
+            source: format!(
+                "microbench: {} ({} forward kernels; `meshplan calibrate --attention`)",
+                names(&inputs.attention),
+                a.points
+            ),
+        });
+    }
+    if !collectives.is_empty() {
+        c.collectives = collectives
+            .iter()
+            .map(|f| CollectiveCurve {
+                level: if f.nodes <= 1 { "in-node" } else { "scale-out" }.to_string(),
+                collective: f.collective.clone(),
+                ranks: f.ranks,
+                busbw_gbs: f.busbw_gbs,
+                latency_s: f.alpha_s,
+                source: format!(
+                    "microbench: {} (`meshplan calibrate --nccl`, {} nodes)",
+                    f.file, f.nodes
+                ),
+            })
+            .collect();
+    }
 }
 
 type Setter<'a> = dyn FnMut(&mut EfficiencyProfile, Param, f64, String) + 'a;
