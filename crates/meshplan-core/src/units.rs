@@ -2,7 +2,7 @@
 Typed physical quantities.
 
 Every quantity is stored in its SI base unit (bytes, FLOPs, seconds, bytes/s,
-FLOP/s). Prefixes appear only at the edges: in [`parse`] functions and in
+FLOP/s). Prefixes appear only at the edges: in `parse` functions and in
 `Display`. The types only implement operations that mean something, so
 `Bytes + Seconds` or `Flops / BytesPerSec` does not compile:
 

@@ -1,23 +1,26 @@
 /*!
-Fidelity: a calibrated performance model that predicts the step time, MFU,
-tokens/s per device and peak memory a real framework reaches, and whether the
-run fits (issue 7; `docs/fidelity.md` has every formula and parameter).
+Fidelity: validation and calibration of the calibrated performance model
+(issue 7; `docs/fidelity.md` has every formula and parameter). The model
+itself — the step inventory and its calibrated pricer — lives in
+[`crate::step`]; this module keeps what it is fitted and checked with.
 
 * [`profile::EfficiencyProfile`]: ≈ a dozen documented efficiency parameters
-  per chip (`data/profiles/NAME.toml`, embedded), global per chip, never per run.
-* [`model::predict`]: step time (matmuls by shape, FlashAttention, HBM-bound
-  work, TP/SP/PP/DP collectives with overlap, bubble, recompute, overheads)
-  and [`model::peak_memory`] (the one memory model, [`crate::memory`], with
-  the profile's calibration).
-* [`data`]: the validation data sets and the calibration CSV.
+  per chip (`data/profiles/NAME.toml`, embedded), global per chip, never per
+  run, with the chip's measured curves.
+* [`crate::step::predict::price`]: the one prediction path (step time:
+  matmuls by shape, attention, HBM-bound work, TP/SP/PP/DP collectives with
+  overlap, bubble, recompute, overheads) and
+  [`crate::step::predict::peak_memory`] (the one memory model,
+  [`crate::memory`], with the profile's calibration).
+* [`data`]: the validation data sets and the calibration CSV; a row's
+  prediction is [`data::Run::predict`].
 * [`calibrate::calibrate`]: Nelder–Mead fit + bootstrap uncertainty.
 * [`range`]: the inputs a profile was fitted on and the check that names
   a prediction's inputs outside them.
 * [`stats`]: comparison, summaries, OOM accuracy, recompute-pair ratios, SVG.
 
-Other commands use a profile with [`profile::resolve_profile`] then
-[`model::predict`] (a [`crate::parallelism::RunSpec`] built from their
-configuration with [`crate::parallelism::RunSpec::from_config`]).
+Other commands use a profile with [`crate::step::predict::active_profile`]
+and price through [`crate::step::predict`].
 */
 
 pub mod calibrate;

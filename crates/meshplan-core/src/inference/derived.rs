@@ -46,7 +46,7 @@ pub struct Aggregates {
     /// The context T above which loading one sequence's KV takes longer than
     /// its token's matmul FLOPs, at any batch: 2·P_active·W_hbm / (C·KV_token)
     /// (book ch8: "at all sequence lengths greater than 2048 … KV cache
-    /// loading [beats] FLOPs").
+    /// loading \[beats\] FLOPs").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_load_equals_flops_context_len: Option<f64>,
     /// Finished requests per second of the slice: tokens/s / gen_len.

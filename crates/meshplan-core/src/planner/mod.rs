@@ -5,7 +5,7 @@ and serving configuration. See `docs/planner.md`.
 * [`train`]: every factorization of the chip count into
   dp·fsdp·tp·pp·cp (× ep for MoE), every TPU axis order ([`space`]), × ZeRO
   stage × remat × schedule × micro-batches × virtual stages × sequence
-  parallelism; each point costed by [`crate::training::evaluate`] — the
+  parallelism; each point costed by [`crate::training::evaluate()`] — the
   evaluation `meshplan train` reports — with tracing off, in parallel
   (rayon), the best K kept in a bounded heap, ranked by the pessimistic
   end of each plan's step-time interval and flagged where no profile

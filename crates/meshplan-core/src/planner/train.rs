@@ -1,5 +1,5 @@
 //! The training search: every degree tuple × every choice inside it, costed
-//! with [`crate::training::evaluate`] (the same evaluation `meshplan train`
+//! with [`crate::training::evaluate()`] (the same evaluation `meshplan train`
 //! reports, tracing off), ranked by an objective, in parallel, keeping the
 //! best K in a bounded heap.
 

@@ -15,7 +15,7 @@ prediction path every front end calls (issue 22; `docs/architecture.md`).
   Python and the web page all call [`predict::predict_step`]; the report's
   `predicted` section and its derivation (`train --explain`).
 
-The book's roofline (the peak pricer) is [`crate::training::evaluate`]; the
+The book's roofline (the peak pricer) is [`crate::training::evaluate()`]; the
 prediction never goes below its lower bound.
 */
 

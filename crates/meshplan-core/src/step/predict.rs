@@ -95,7 +95,7 @@ fn transferred(chip: &Chip, base: &str) -> Option<ActiveProfile> {
 /// built-in H100 profile was fitted on the Playbook's AWS EFA cluster and
 /// carries an InfiniBand sub-profile that shares its compute and memory
 /// parameters); a GPU without a fitted profile gets one transferred from a
-/// fitted chip ([`transfer_base`]); a TPU its MaxText/ICI profile
+/// fitted chip (`transfer_base`); a TPU its MaxText/ICI profile
 /// ([`crate::training::tpu::tpu_profile`]). A user profile is used as written: it was
 /// calibrated on the user's own cluster.
 pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<ActiveProfile>> {
@@ -257,7 +257,7 @@ pub struct RooflineFloor {
 }
 
 impl RooflineFloor {
-    /// The floor of an evaluated plan ([`crate::training::evaluate`]).
+    /// The floor of an evaluated plan ([`crate::training::evaluate()`]).
     pub fn of(e: &crate::training::Eval) -> RooflineFloor {
         RooflineFloor {
             model_flops: e.flops.model,
@@ -267,7 +267,7 @@ impl RooflineFloor {
     }
 
     /// Evaluate the roofline of `cfg` on `topo` (tracing off) for its floor:
-    /// the same [`crate::training::evaluate`] `train` reports.
+    /// the same [`crate::training::evaluate()`] `train` reports.
     pub fn evaluate(spec: &ModelSpec, chip: &Chip, topo: &Topology, cfg: &TrainConfig) -> Self {
         let ctx = crate::training::TrainCtx::new(spec, chip, cfg, None, &mut NoTrace);
         let mesh = crate::mesh::Mesh::build(chip, topo, cfg.degrees);

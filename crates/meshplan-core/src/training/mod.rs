@@ -14,9 +14,9 @@ small functions over a context computed once ([`context`]):
   `T_comms = max over axes`; the lower bound is
   `max(T_math + T_bubble, T_comms)`, the upper `T_math + T_bubble + Σ comms`);
 * [`rules`]: the book's critical batches and verdicts;
-* [`evaluate`]: one plan's numbers — the planner calls the same function
+* [`evaluate()`]: one plan's numbers — the planner calls the same function
   with tracing off;
-* [`predicted`]: the calibrated prediction ([`crate::fidelity`]);
+* the calibrated prediction: [`crate::step::predict`];
 * [`blocks`]: one step by block of the model (FLOPs, HBM bytes, roofline time);
 * [`advice`]: what would change a framework plan's verdict (micro-batches,
   recompute, ZeRO, sequence parallelism), each re-analysed.

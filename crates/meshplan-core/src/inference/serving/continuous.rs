@@ -11,7 +11,7 @@
 //! running decodes (or runs first with them paused, `prefill_priority`).
 //! With `C = min(N, B)` requests running:
 //! * decode step `t_d = T_step(C, T_in + T_out/2)` (the engine's
-//!   [`StepModel`], the one step model);
+//!   `StepModel`, the one step model);
 //! * a request's share of the batched prefill `s_p = T_prefill(C·T_in)/C`,
 //!   its own prefill latency `s_1 = T_prefill(T_in)` plus, when its chunks
 //!   share steps with the others' decodes, `chunks·(t_d − t_fixed)`;
@@ -98,7 +98,7 @@ pub struct Continuous {
     pub tpot_s: Percentiles,
     /// Inter-token latency (the gaps between a request's tokens), s: the
     /// decode step, or the step plus the prefill work it carries
-    /// ([`itl_percentiles`]). Its mean is the TPOT's; its median is what
+    /// (`itl_percentiles`). Its mean is the TPOT's; its median is what
     /// `benchmark_serving` prints as "Median ITL".
     pub itl_s: Percentiles,
     /// End-to-end request latency `TTFT + (T_out − 1)·TPOT`, s (the

@@ -6,7 +6,7 @@ Serving as engines run it and benchmarks measure it.
 * [`workload`]: static batch, continuous batching at a concurrency or a
   request rate.
 * [`queue`]: the distributions behind the TTFT/TPOT percentiles.
-* [`validation`]: predicted vs published serving measurements (`data/serving/`).
+* [`validation`](crate::inference::validation): predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
   prefill/decode.
 * [`disagg`]: a prefill pool and a decode pool with their own layouts and
