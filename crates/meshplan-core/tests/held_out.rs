@@ -48,19 +48,20 @@ fn leave_one_source_out_ratchet() {
     );
     // ratchets at today's held-out figures + margin (reached on this subset:
     // see the eprintln above; full set in docs/fidelity.md)
-    // kor22 2.8 %, mcore24 8.4 %, playbook 70.0 %, pooled 57.4 %, memory 9.5 %
+    // kor22 3.5 %, mcore24 4.5 %, playbook 60.8 %, pooled 53.0 %, memory 9.5 %
     // since the GEMM efficiency is the chip's microbenchmark curve times a
-    // shared stack share, and the nanotron host/DP terms are the Playbook
-    // cluster's (issue 25): on the full set mcore24 went 14.4 % → 8.4 % and
-    // kor22 4.1 % → 3.2 %; on this subset mcore24 went 5.9 % → 8.4 % (the
-    // subset's pooled fit had suited it), hence its looser limit
-    let lim = [("kor22", 0.04), ("mcore24", 0.09), ("playbook", 0.72)];
+    // shared stack share, the nanotron host/DP terms are the Playbook
+    // cluster's, and the TP overlap is each stack's own (not carried from
+    // one source to another; a held-out source starts from none hidden):
+    // on the full set mcore24 14.4 % → 5.5 %, kor22 4.1 % → 3.5 %,
+    // Playbook 68.6 % → 63.2 %
+    let lim = [("kor22", 0.04), ("mcore24", 0.055), ("playbook", 0.65)];
     for (k, l) in lim {
         let m = ho.by_source[k].median;
         assert!(m <= l, "held-out {k}: median {m}");
     }
     assert!(
-        ho.pooled.median <= 0.62,
+        ho.pooled.median <= 0.56,
         "held-out pooled {}",
         ho.pooled.median
     );
