@@ -232,7 +232,8 @@ fn bf16_gemm_curves_follow_the_measured_gemm_tables() {
     // (engine, [(M, latency ms)]) read from the tables
     // (profiles, [(M, latency ms)]) read from the tables; trtllm-2023 takes
     // today's TensorRT-LLM table
-    let tables: [(&[&str], [(f64, f64); 5]); 3] = [
+    type Points = [(f64, f64); 5];
+    let tables: [(&[&str], Points); 3] = [
         (
             &["vllm"],
             [
