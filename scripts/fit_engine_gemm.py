@@ -17,6 +17,11 @@ model's max(compute, weight load) uses them. The fit is least squares on the
 log error over the grid η = 0.005k, M½ = 0…1024 tokens (the grid of
 tests/serving_validation.rs `fit_curve`); each shape counts once per M.
 
+The fp8 and fp8_block rows are printed beside the bf16 ones: the profiles'
+`lowp_gemm_*` stay the DeepGEMM H800 fit (data/engines/fp8-gemm-h800.csv,
+also a kernel microbenchmark); these per-engine fp8 fits are the alternative
+(at N = K = 8192 they are 28-38 % low at M = 128-512, p90 error 0.32-0.41).
+
 Usage:  python3 scripts/fit_engine_gemm.py [MICROBENCH_DIR]
 Prints, per engine and dtype, η, M½, the median/p90 relative error of the
 fitted efficiency over its points, and the source string for the TOML.
