@@ -3,10 +3,11 @@
 //! Every row is a published serving benchmark (vLLM / SGLang serving or
 //! latency benchmarks, third-party sweeps, engine blog posts), each with its
 //! link; nothing here is fitted. Rows with `split = heldout` never informed
-//! any engine number. The five `split = in-sample` rows are the end-to-end
-//! rows two shipped numbers (`step_overhead_s`, `gemm_half_tokens`) were once
-//! fitted on: they are reported beside the held-out figures, never inside
-//! them, until those two numbers come from microbenchmarks. The reserved
+//! any engine number. A `split = in-sample` row would be one an engine number
+//! was fitted on: it is reported beside the held-out figures, never inside
+//! them. None is today: the five rows `step_overhead_s` and
+//! `gemm_half_tokens` were once fitted on are held out since those numbers
+//! come from a GEMM microbenchmark and a profiled step overhead. The reserved
 //! tables (TensorRT-LLM and NIM performance pages, InferenceMAX, aiconfigurator
 //! silicon samples) are not here at all, not even as comparison rows.
 //!
@@ -457,10 +458,12 @@ pub fn markdown(s: &Summary) -> String {
         out.push('\n');
     };
     table("Held out:", &s.heldout);
-    table(
-        "In-sample (rows two shipped numbers were fitted on):",
-        &s.in_sample,
-    );
+    if !s.in_sample.is_empty() {
+        table(
+            "In-sample (rows an engine number was fitted on):",
+            &s.in_sample,
+        );
+    }
     let _ = writeln!(
         out,
         "Rows: {} held out, {} in-sample, {} not predicted.",
@@ -500,8 +503,10 @@ impl Render for Summary {
         }
         d.line("Held out (rows that never informed an engine number):");
         d.table(group_table(&self.heldout));
-        d.line("In-sample (the rows step_overhead_s and gemm_half_tokens were fitted on), beside:");
-        d.table(group_table(&self.in_sample));
+        if !self.in_sample.is_empty() {
+            d.line("In-sample (the rows an engine number was fitted on), beside:");
+            d.table(group_table(&self.in_sample));
+        }
         if self.not_predicted > 0 {
             d.note(format!(
                 "{} rows could not be evaluated (listed with --all); they count in no group",
