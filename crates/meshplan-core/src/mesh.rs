@@ -569,11 +569,23 @@ fn order_index(a: LogicalAxis) -> usize {
         .unwrap_or(LogicalAxis::ORDER.len() - 2)
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
+/// Greatest common divisor (binary: shifts and subtractions, no division —
+/// the planner places every plan it predicts, and degrees and node sizes
+/// are mostly powers of two). `gcd(0, b) = b`.
+pub(crate) fn gcd(a: u64, b: u64) -> u64 {
+    if a == 0 || b == 0 {
+        return a | b;
     }
-    a
+    let shift = (a | b).trailing_zeros();
+    let (mut a, mut b) = (a >> a.trailing_zeros(), b >> b.trailing_zeros());
+    while a != b {
+        if a > b {
+            (a, b) = (b, a);
+        }
+        b -= a;
+        b >>= b.trailing_zeros();
+    }
+    a << shift
 }
 
 fn unit_bandwidth(chip: &Chip) -> f64 {
@@ -638,4 +650,28 @@ fn ep_axis(chip: &Chip, axes: &[MeshAxis], deg: Degrees) -> MeshAxis {
         }
     };
     make_axis(chip, LogicalAxis::Ep, &[ep], p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gcd;
+
+    #[test]
+    fn gcd_is_the_greatest_common_divisor() {
+        // by hand: 12 = 2²·3, 18 = 2·3² → 6; 64 = 2⁶, 48 = 2⁴·3 → 16
+        assert_eq!(gcd(12, 18), 6);
+        assert_eq!(gcd(64, 48), 16);
+        assert_eq!(gcd(8, 3), 1);
+        assert_eq!(gcd(0, 5), 5);
+        assert_eq!(gcd(7, 0), 7);
+        assert_eq!(gcd(72, 72), 72);
+        // every pair up to 96: it divides both, and no larger number does
+        for a in 1..=96u64 {
+            for b in 1..=96u64 {
+                let g = gcd(a, b);
+                assert!(a % g == 0 && b % g == 0, "{a} {b} {g}");
+                assert!(((g + 1)..=a.min(b)).all(|d| a % d != 0 || b % d != 0));
+            }
+        }
+    }
 }

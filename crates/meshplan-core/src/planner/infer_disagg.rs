@@ -22,6 +22,7 @@ use crate::inference::serving::disagg::{
 };
 use crate::inference::serving::queue::md1_wait_mean;
 use crate::inference::Sharding;
+use crate::mesh::gcd;
 use crate::model::kv;
 use crate::trace::NoTrace;
 use crate::units::DType;
@@ -96,13 +97,6 @@ impl DisaggPlan {
             self.decode.workers / g,
         ]
     }
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// Price aggregated points with their own prefill (the colocated model).

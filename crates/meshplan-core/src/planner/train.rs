@@ -372,6 +372,15 @@ fn key_of(
     }
 }
 
+/// Why a fitting plan gets no place in the ranking.
+enum Unranked {
+    /// The fidelity model cannot predict it (counted as a rejection).
+    Unpredictable,
+    /// Predicted, and behind the K best whatever its regime (counted as
+    /// fitting, not offered).
+    Behind,
+}
+
 /// What every worker reads.
 struct Shared<'s, 'a> {
     search: &'s TrainSearch<'a>,
@@ -386,12 +395,24 @@ struct Shared<'s, 'a> {
     residuals: Option<&'s crate::fidelity::profile::Interval>,
     /// [`least_factor`] of them: the bound of the unpredicted plans.
     least: f64,
+    /// [`least_factor`] without residuals: an offloaded plan's (its
+    /// interval has none).
+    least_offloaded: f64,
 }
 
 impl Shared<'_, '_> {
-    /// The fidelity model's step time for a fitting plan; `Err` when it
-    /// cannot predict it.
-    fn predict(&self, cfg: &TrainConfig, e: &Eval, w: &Work) -> Result<Option<PredEval>, ()> {
+    /// The fidelity model's step time for a fitting plan, with its regime
+    /// and interval; [`Unranked::Unpredictable`] when it cannot predict it,
+    /// [`Unranked::Behind`] when even its smallest interval factor puts it
+    /// behind the K-th best held (its regime is then not worked out: the
+    /// search skips it as `offer` would).
+    fn predict(
+        &self,
+        acc: &Local,
+        cfg: &TrainConfig,
+        e: &Eval,
+        w: &Work,
+    ) -> Result<Option<PredEval>, Unranked> {
         let Some(p) = self.prof else {
             return Ok(None);
         };
@@ -399,11 +420,15 @@ impl Shared<'_, '_> {
         let tpu = p.profile.network == crate::training::tpu::ICI;
         // the gate and replica of `prepare`, priced in place: no `Prepared`
         // (configuration, floor) is built per plan
-        let rs = replica(&s.spec.arch, self.ctx.pc, s.chip, cfg, tpu).map_err(|_| ())?;
+        let rs = replica(&s.spec.arch, self.ctx.pc, s.chip, cfg, tpu)
+            .map_err(|_| Unranked::Unpredictable)?;
         let features = Features::of(cfg, &s.topology);
         let step = price_replica_step_s(&rs, &features, &RooflineFloor::of(e), s.chip, &p.profile);
-        let n = rs.n_gpus.max(1) as f64;
         let offloaded = e.offload.is_some();
+        if self.behind_the_bar(acc, step, offloaded) {
+            return Err(Unranked::Behind);
+        }
+        let n = rs.n_gpus.max(1) as f64;
         let regime = Regime::of_plan(
             &rs,
             &w.deg,
@@ -422,16 +447,21 @@ impl Shared<'_, '_> {
         }))
     }
 
-    /// Whether a fitting plan can be left unpredicted: ranked by the
+    /// Whether a fitting plan cannot enter the K best: ranked by the
     /// pessimistic end of its predicted time (or cost), its key is at least
-    /// its lower bound's times the least interval factor (predictions never
-    /// go below the roofline bound, which is at least `lower_s`;
-    /// `regime::least_factor`), and that is already behind the K-th best
-    /// plan held.
-    fn behind_the_bar(&self, acc: &Local, lower_s: f64) -> bool {
+    /// `lower_s` (its roofline lower bound, which no prediction goes below,
+    /// or the prediction itself) times the smallest interval factor of its
+    /// kind (`regime::least_factor`; an offloaded plan's interval has no
+    /// residuals), and that is already behind the K-th best plan held.
+    fn behind_the_bar(&self, acc: &Local, lower_s: f64, offloaded: bool) -> bool {
+        let least = if offloaded {
+            self.least_offloaded
+        } else {
+            self.least
+        };
         let floor = match (self.prof, self.search.objective) {
-            (Some(_), TrainObjective::Time) => lower_s * self.least,
-            (Some(_), TrainObjective::Cost) => lower_s * self.least * self.usd_per_token_s,
+            (Some(_), TrainObjective::Time) => lower_s * least,
+            (Some(_), TrainObjective::Cost) => lower_s * least * self.usd_per_token_s,
             _ => return false,
         };
         acc.bar().is_some_and(|bar| floor > bar)
@@ -532,7 +562,7 @@ impl Shared<'_, '_> {
             let b = before_comms(&self.ctx, mesh, c, &mut NoTrace);
             let within = b.within_hbm(&self.ctx);
             let surely_fits = within && b.memory.offload.is_none();
-            if (surely_fits && self.behind_the_bar(acc, b.compute_s()))
+            if (surely_fits && self.behind_the_bar(acc, b.compute_s(), false))
                 || (!within && !self.may_keep_rejected(acc, &b))
             {
                 if !within {
@@ -543,17 +573,22 @@ impl Shared<'_, '_> {
                 continue;
             }
             let e = with_comms(&self.ctx, mesh, c, b, &mut NoTrace, &mut ());
-            if e.fits && self.behind_the_bar(acc, e.lower) {
+            if e.fits && self.behind_the_bar(acc, e.lower, e.offload.is_some()) {
                 if self.count_bounded(acc, w, c) {
                     fitted = Some((c.zero, c.remat, c.sp, c.offload));
                 }
                 continue;
             }
             let pred = if e.fits {
-                match self.predict(&c.config(&s.base, w.deg), &e, w) {
+                match self.predict(acc, &c.config(&s.base, w.deg), &e, w) {
                     Ok(p) => p,
-                    Err(()) => {
+                    Err(Unranked::Unpredictable) => {
                         acc.rejected[RejectReason::Unpredictable.index()] += 1;
+                        continue;
+                    }
+                    Err(Unranked::Behind) => {
+                        fitted = Some((c.zero, c.remat, c.sp, c.offload));
+                        acc.fitting += 1;
                         continue;
                     }
                 }
@@ -730,6 +765,7 @@ impl<'a> TrainSearch<'a> {
             search: self,
             residuals,
             least: least_factor(residuals),
+            least_offloaded: least_factor(None),
             usd_per_token_s: n as f64 * price / 3600.0 / self.base.batch_tokens.max(1) as f64,
             ctx,
             topo_bad: !pure.reasons.is_empty(),
