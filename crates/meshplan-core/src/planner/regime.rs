@@ -246,18 +246,14 @@ pub fn record<T: crate::trace::Tracer>(step_s: f64, iv: Interval, regime: Regime
 }
 
 /// The smallest factor between a prediction and its pessimistic end over
-/// every regime, with `residuals` or without (an offloaded plan has none):
-/// the search's bound for plans it does not predict (no prediction is below
-/// the roofline lower bound, so no ranking key is below it times this).
+/// every regime, with `residuals` (`None`: an offloaded plan's or a
+/// transferred profile's interval, which has none): the search's bound for
+/// plans it does not rank (no ranking key is below a prediction, or the
+/// roofline lower bound under it, times this).
 pub fn least_factor(residuals: Option<&Residuals>) -> f64 {
     let flagged = Regime(TP_ACROSS_NODES);
-    [
-        Interval::of(1.0, residuals, Regime::default()).hi_s,
-        Interval::of(1.0, residuals, flagged).hi_s,
-        Interval::of(1.0, None, flagged).hi_s,
-    ]
-    .into_iter()
-    .fold(f64::INFINITY, f64::min)
+    let validated = Interval::of(1.0, residuals, Regime::default()).hi_s;
+    validated.min(Interval::of(1.0, residuals, flagged).hi_s)
 }
 
 #[cfg(test)]

@@ -178,7 +178,7 @@ pub fn with_comms<T: Tracer, S: CommSink>(
     } = b;
     let totals = step_comms(ctx, mesh, c, tr, sink);
     let (worst, t_comms) = totals.slowest();
-    let compute = t_math + t_bubble;
+    let compute = b.compute_s();
     let offload = offload_time(ctx, &q, &memory, c, t_math, tr);
     let exposed = offload.map_or(0.0, |o| o.exposed_s);
     let lower = compute.max(t_comms) + exposed;
@@ -209,8 +209,7 @@ pub fn with_comms<T: Tracer, S: CommSink>(
         });
     }
     Eval {
-        fits: memory.total_bytes.get() <= ctx.hbm
-            && offload.map_or(true, |o| o.host_bytes <= o.host_capacity_bytes),
+        fits: b.within_hbm(ctx) && offload.map_or(true, |o| o.host_bytes <= o.host_capacity_bytes),
         memory,
         flops: ctx.flops[c.remat.index()],
         t_math,
