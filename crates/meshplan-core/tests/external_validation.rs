@@ -10,6 +10,7 @@ use meshplan_core::fidelity::data::{parse_published_json, VALIDATION_ONLY};
 use meshplan_core::fidelity::report::{calibrate_runs, load_dataset, validate, Thresholds};
 use meshplan_core::fidelity::stats::ErrStats;
 use meshplan_core::fidelity::EfficiencyProfile;
+use meshplan_core::parallelism::{DpOverlap, Overlap, TpOverlap};
 use meshplan_core::Catalog;
 
 const EXTERNAL: &str = include_str!("../../../data/validation/external_runs.json");
@@ -54,7 +55,14 @@ fn as_doc(s: &ErrStats) -> (usize, f64, f64) {
 fn every_row_enters_and_is_validation_only() {
     let (runs, skipped) = load_dataset(EXTERNAL, "external_runs.json", None).unwrap();
     assert!(skipped.is_empty(), "{skipped:?}");
-    assert_eq!(runs.len(), 4);
+    // 4 A100 (titan24, bloom22) + 24 B200 (simumax26) + 6 H100 (titan25,
+    // olmocore24) + 1 TPU v6e (tpurecipes25)
+    assert_eq!(runs.len(), 35);
+    let on = |chip: &str| runs.iter().filter(|r| r.chip == chip).count();
+    assert_eq!(
+        [on("a100-80gb"), on("b200"), on("h100"), on("tpu-v6e")],
+        [4, 24, 6, 1]
+    );
     assert!(runs.iter().all(|r| r.validation_only && r.clean));
     // every row names a source URL and notes (the file's own rule)
     let v: serde_json::Value = serde_json::from_str(EXTERNAL).unwrap();
@@ -102,11 +110,11 @@ fn the_sign_of_each_error_is_as_documented() {
 
 #[test]
 fn a_non_gated_ffn_text_is_a_plain_mlp() {
-    // "GeLU, non-gated (4*D)" (BLOOM, the shipped Korthikanti entries) is
+    // "GeLU, non-gated (4*D)" (BLOOM, GPT-3, the shipped Korthikanti entries) is
     // a plain 2-matrix MLP; "SwiGLU (gated)" a 3-matrix one
     let (runs, _) = parse_published_json(EXTERNAL).unwrap();
     for r in &runs {
-        let plain = r.id.starts_with("bloom");
+        let plain = r.id.starts_with("bloom") || r.id.starts_with("tpurecipes");
         assert_eq!(r.spec.arch.mlp.matrices() == 2, plain, "{}", r.id);
     }
 }
@@ -139,7 +147,7 @@ fn leave_one_source_out_never_fits_on_external_rows() {
         assert!(
             f.trained_on
                 .iter()
-                .all(|s| s != "titan24" && s != "bloom22"),
+                .all(|s| ext.iter().all(|e| e.source != *s)),
             "{f:?}"
         );
         assert_eq!(
@@ -171,4 +179,93 @@ fn a_bad_framework_or_chip_is_a_clear_error() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("catalog_chip"), "{e}");
+}
+
+#[test]
+fn a_published_throughput_becomes_the_step_time_it_implies() {
+    // tokens/s per GPU → step time = global-batch tokens / (rate · GPUs):
+    // titan25 (torchtitan, 256 H100, global 512 × 8,192 = 4,194,304 tokens
+    // at 597.3 tokens/s/GPU): 4,194,304 / (597.3 · 256) = 27.4302 s;
+    // a logged iteration time is taken as written (SimuMax B200 70B, tp 8,
+    // mbc 8: 556.7 ms; tpu-recipes GPT-3 on v6e-256: 17.182 s)
+    let (runs, _) = parse_published_json(EXTERNAL).unwrap();
+    let step = |id: &str| {
+        runs.iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.step_time_s)
+            .unwrap()
+    };
+    let titan = step("titan25-h100gt-llama3-70b-fsdp32-tp8");
+    assert!((titan - 27.4302).abs() < 1e-4, "{titan}");
+    assert_eq!(step("simumax26-b200-70b-l12-tp8-pp1-dp1-mbc8"), 0.5567);
+    assert_eq!(step("tpurecipes25-v6e-gpt3-175b"), 17.182);
+    // the batch each run states: SimuMax tp 2 × dp 4 with 32 micro-batches of
+    // one sequence per DP rank → 32 accumulation steps of mbs 1
+    let r = runs
+        .iter()
+        .find(|r| r.id == "simumax26-b200-70b-l12-tp2-pp1-dp4-mbc32")
+        .unwrap();
+    assert_eq!(
+        (
+            r.spec.dp,
+            r.spec.tp,
+            r.spec.mbs,
+            r.spec.grad_acc,
+            r.spec.zero
+        ),
+        (4, 2, 1, 32, 1)
+    );
+    assert!(r.spec.sequence_parallel);
+}
+
+#[test]
+fn a_stated_overlap_reaches_the_prediction() {
+    // SimuMax runs disable Megatron's TP-comm overlap and do not overlap the
+    // gradient reduce-scatter (`tp_overlap: none`, `dp_overlap: off`); the
+    // same row without the fields is priced with the fitted defaults (ring:
+    // the profile's tp_overlap fraction hidden; on: dp_overlap hidden). The
+    // GEMMs and attention are the same; the TP and DP exposures grow.
+    let (runs, _) = parse_published_json(EXTERNAL).unwrap();
+    let stated = runs
+        .iter()
+        .find(|r| r.id == "simumax26-b200-70b-l12-tp8-pp1-dp1-mbc8")
+        .unwrap();
+    assert_eq!(
+        (stated.overlap.tp, stated.overlap.dp),
+        (TpOverlap::None, DpOverlap::Off)
+    );
+    let mut v: serde_json::Value = serde_json::from_str(EXTERNAL).unwrap();
+    let e = v
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["id"] == stated.id.as_str())
+        .unwrap();
+    let par = e["parallelism"].as_object_mut().unwrap();
+    par.remove("tp_overlap");
+    par.remove("dp_overlap");
+    let (plain, _) =
+        parse_published_json(&serde_json::Value::Array(vec![e.clone()]).to_string()).unwrap();
+    assert_eq!(plain[0].overlap, Overlap::default());
+    let chip = Catalog::builtin().chip("b200").unwrap();
+    let prof = EfficiencyProfile::builtin("b200")
+        .unwrap()
+        .for_run(&stated.network, &stated.cluster);
+    let (a, b) = (stated.predict(chip, &prof), plain[0].predict(chip, &prof));
+    assert_eq!(a.time.matmul, b.time.matmul);
+    assert_eq!(a.time.attention, b.time.attention);
+    // tp 8 with SP: ring hides tp_overlap·T_xfer, none hides nothing
+    assert!(prof.tp_overlap > 0.0);
+    assert!(a.time.tp_comm > b.time.tp_comm, "{a:?} {b:?}");
+    assert!(a.step_time_s > b.step_time_s);
+    // a bad value is a clear error naming the setting
+    let mut bad: serde_json::Value = serde_json::from_str(EXTERNAL).unwrap();
+    bad[4]["parallelism"]["tp_overlap"] = "sometimes".into();
+    let err = parse_published_json(&bad.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tp_overlap") && err.contains("none, ring, pipelined"),
+        "{err}"
+    );
 }

@@ -17,7 +17,7 @@ use crate::model::params::count;
 use crate::model::ModelSpec;
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::TrainConfig;
-use crate::parallelism::{FlopConvention, Framework, Remat, RunSpec, Schedule};
+use crate::parallelism::{FlopConvention, Framework, Overlap, Remat, RunSpec, Schedule};
 use crate::step::calibrated::Features;
 use crate::step::predict::{
     peak_memory, predict_prepared, prepare, price_step_s, Prediction, Prepared, RooflineFloor,
@@ -72,6 +72,12 @@ pub struct Run {
     /// compared with its prediction, never fitted on — `calibrate` refuses
     /// it and `validate`'s leave-one-source-out folds leave it out.
     pub validation_only: bool,
+    /// How the run overlapped its communication, when its source states it
+    /// (a published entry's `parallelism.tp_overlap` / `dp_overlap`, e.g.
+    /// Megatron's `--disable-tp-comm-overlap-ag/-rs`: `none`); else the
+    /// defaults every profile was fitted with.
+    #[serde(skip_serializing_if = "is_default_overlap")]
+    pub overlap: Overlap,
     /// The run made ready to price ([`Run::prepared`]): computed once, on
     /// first use, since a calibration prices every run thousands of times.
     #[serde(skip)]
@@ -99,6 +105,7 @@ impl Run {
             network: String::new(),
             cluster: String::new(),
             validation_only: false,
+            overlap: Overlap::default(),
             prepared: Default::default(),
         }
     }
@@ -117,7 +124,8 @@ impl Run {
     /// batch `mbs·m·dp·T` tokens in `m` micro-batches, the row's degrees,
     /// ZeRO stage, recompute, SP and schedule under its framework, bf16
     /// mixed-precision Adam with fp32 master weights and moments (what the
-    /// data sets ran), the MFU's FLOP convention, default overlap settings.
+    /// data sets ran), the MFU's FLOP convention, the run's overlap settings
+    /// (the defaults unless its source states others).
     pub fn config(&self) -> TrainConfig {
         let s = &self.spec;
         TrainConfig {
@@ -139,6 +147,7 @@ impl Run {
             microbatches: s.grad_acc,
             virtual_stages: s.virtual_stages,
             sequence_parallel: s.sequence_parallel,
+            overlap: self.overlap,
             ..TrainConfig::default()
         }
     }
@@ -204,6 +213,11 @@ impl Run {
         let prep = self.prepared(chip);
         peak_memory(&prep.rs.arch, &prep.rs.params, &prep.cfg, p)
     }
+}
+
+/// Whether `o` is the default overlap (then a run's JSON omits it).
+fn is_default_overlap(o: &Overlap) -> bool {
+    *o == Overlap::default()
 }
 
 /// The Ultra-Scale Playbook cluster (H100, AWS EFA, nanotron): its runs'
@@ -520,6 +534,7 @@ pub fn parse_playbook_csv(src: &str, models_toml: &str) -> Result<Vec<Run>> {
             network: "efa".into(),
             cluster: PLAYBOOK_CLUSTER.into(),
             validation_only: false,
+            overlap: Overlap::default(),
             prepared: Default::default(),
             spec,
         });
@@ -662,6 +677,13 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
     };
     // the same checks as a CSV row (no line numbers in this JSON: the id names it)
     check_spec(&spec, &what, 0)?;
+    // overlap settings the source states (absent: the fitted defaults)
+    let overlap = Overlap::parse(
+        par["tp_overlap"].as_str(),
+        par["dp_overlap"].as_str(),
+        par["sp_allgather"].as_str(),
+    )
+    .map_err(|err| perr_at(&what, 0, Some("parallelism"), err))?;
     let tokens = spec.tokens_per_step();
     let meg = crate::accounting::megatron_per_token(&spec.arch, seq) * tokens;
     // a measured iteration time, else the one the published throughput
@@ -709,6 +731,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
         cluster: String::new(),
         validation_only: e["use"].as_str() == Some(VALIDATION_ONLY),
+        overlap,
         prepared: Default::default(),
         id,
     }))
@@ -882,6 +905,7 @@ pub fn parse_calibration_csv(
             network: String::new(),
             cluster: String::new(),
             validation_only: false,
+            overlap: Overlap::default(),
             prepared: Default::default(),
         });
     }
