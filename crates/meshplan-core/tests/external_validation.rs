@@ -55,13 +55,13 @@ fn as_doc(s: &ErrStats) -> (usize, f64, f64) {
 fn every_row_enters_and_is_validation_only() {
     let (runs, skipped) = load_dataset(EXTERNAL, "external_runs.json", None).unwrap();
     assert!(skipped.is_empty(), "{skipped:?}");
-    // 4 A100 (titan24, bloom22) + 24 B200 (simumax26) + 6 H100 (titan25,
+    // 4 A100 (titan24, bloom22) + 24 B200 (simumax26) + 7 H100 (titan25,
     // olmocore24) + 1 TPU v6e (tpurecipes25)
-    assert_eq!(runs.len(), 35);
+    assert_eq!(runs.len(), 36);
     let on = |chip: &str| runs.iter().filter(|r| r.chip == chip).count();
     assert_eq!(
         [on("a100-80gb"), on("b200"), on("h100"), on("tpu-v6e")],
-        [4, 24, 6, 1]
+        [4, 24, 7, 1]
     );
     assert!(runs.iter().all(|r| r.validation_only && r.clean));
     // every row names a source URL and notes (the file's own rule)
@@ -99,12 +99,18 @@ fn the_documented_figures_are_validates() {
 
 #[test]
 fn the_sign_of_each_error_is_as_documented() {
-    // every external run is predicted too fast (docs)
+    // every external run is predicted too fast (docs) but the 405B on 128
+    // H100, whose unstated fabric gives it the base profile's congested
+    // scale-out: its exposed FSDP traffic makes it over 3× too slow
     let (runs, _) = parse_published_json(EXTERNAL).unwrap();
     let r = validate(&runs, Vec::new(), None, &Thresholds::default(), true);
     for row in &r.runs {
         let e = row.step_error.unwrap();
-        assert!(e < 0.0, "{}: {e}", row.id);
+        if row.id == "titan25-h100gt-llama31-405b-fsdp16-tp8" {
+            assert!(e > 2.0, "{}: {e}", row.id);
+        } else {
+            assert!(e < 0.0, "{}: {e}", row.id);
+        }
     }
 }
 
