@@ -657,6 +657,10 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         tp,
         pp,
         cp: u(&par["CP"]).unwrap_or(1),
+        // a hybrid-sharding group (PyTorch HSDP: shard inside `FSDP` ranks,
+        // replicate across the rest; with ZeRO < 3), as the calibration
+        // CSV's `fsdp` column
+        fsdp: u(&par["FSDP"]).unwrap_or(1),
         zero,
         mbs,
         grad_acc: (gbs / mbs.saturating_mul(dp).max(1)).max(1),
