@@ -275,6 +275,23 @@ fn a_stated_overlap_reaches_the_prediction() {
         err.contains("tp_overlap") && err.contains("none, ring, pipelined"),
         "{err}"
     );
+    // pipelined TP overlap without sequence parallelism is refused, as
+    // `train` refuses it (the async-TP row states SP)
+    let mut v: serde_json::Value = serde_json::from_str(EXTERNAL).unwrap();
+    let e = v
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["id"] == "titan25-h100gt-llama3-70b-fsdp32-asynctp8")
+        .unwrap();
+    e["parallelism"]["sequence_parallel"] = false.into();
+    let err = parse_published_json(&serde_json::Value::Array(vec![e.clone()]).to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tp_overlap") && err.contains("sequence parallelism"),
+        "{err}"
+    );
 }
 
 #[test]

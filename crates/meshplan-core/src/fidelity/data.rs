@@ -688,6 +688,19 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         par["sp_allgather"].as_str(),
     )
     .map_err(|err| perr_at(&what, 0, Some("parallelism"), err))?;
+    // `train`'s rule: the userbuffers overlap chunks the SP collectives
+    // (a row the gate refuses would be priced with the defaults instead)
+    if overlap.tp == crate::parallelism::TpOverlap::Pipelined
+        && spec.tp > 1
+        && !spec.sequence_parallel
+    {
+        return Err(perr_at(
+            &what,
+            0,
+            Some("tp_overlap"),
+            "tp_overlap = pipelined needs sequence parallelism with tp > 1",
+        ));
+    }
     let tokens = spec.tokens_per_step();
     let meg = crate::accounting::megatron_per_token(&spec.arch, seq) * tokens;
     // a measured iteration time, else the one the published throughput
