@@ -732,6 +732,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         .strip_suffix("-full")
         .or_else(|| id.strip_suffix("-seqsel"))
         .map(str::to_string);
+    let network = published_network(e["hardware"]["interconnect"].as_str(), &chip);
     Ok(Ok(Run {
         source: id.split('-').next().unwrap_or("published").to_string(),
         model: m["name"].as_str().unwrap_or("?").to_string(),
@@ -745,7 +746,7 @@ fn published_entry(e: &serde_json::Value) -> Result<std::result::Result<Run, Str
         mfu_convention: FlopConvention::Megatron,
         clean: true,
         pair,
-        network: network_of(e["hardware"]["interconnect"].as_str().unwrap_or("")).into(),
+        network,
         cluster: String::new(),
         validation_only: e["use"].as_str() == Some(VALIDATION_ONLY),
         overlap,
@@ -961,6 +962,19 @@ pub fn to_calibration_csv(runs: &[Run]) -> String {
     }
     let bytes = w.into_inner().unwrap_or_default();
     String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// The network a published run was measured on: the one its interconnect
+/// text names, else the chip's catalog scale-out ([`crate::hardware::Chip::default_network`]),
+/// the default `train` prices the same configuration with — so a run whose
+/// source does not name its network is validated as `train` would predict it.
+fn published_network(interconnect: Option<&str>, chip: &str) -> String {
+    match network_of(interconnect.unwrap_or("")) {
+        "" => crate::Catalog::builtin()
+            .chip(chip)
+            .map_or(String::new(), |c| c.default_network().to_string()),
+        named => named.to_string(),
+    }
 }
 
 /// The network a free-text interconnect description names: `infiniband`,

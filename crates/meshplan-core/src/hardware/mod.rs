@@ -444,6 +444,13 @@ fn ctx(field: &str, e: Error) -> Error {
 }
 
 impl Chip {
+    /// The network a run on this chip is on when nothing names one: the
+    /// catalog's scale-out kind (`infiniband` for `h100`), `""` without one.
+    /// `train` and the validation of published runs both use this default.
+    pub fn default_network(&self) -> &str {
+        self.scale_out.as_ref().map_or("", |s| s.kind.as_str())
+    }
+
     /// Convert a file into typed quantities, checking units.
     pub fn from_file(f: &ChipFile, profile: Profile) -> Result<Chip> {
         let fl = |field: &str, v: &Option<String>| -> Result<Option<FlopsPerSec>> {

@@ -118,8 +118,7 @@ pub fn active_profile(chip: &Chip, user: Option<(&str, &str)>) -> Result<Option<
             transferred_from: None,
         },
         None => {
-            let net = chip.scale_out.as_ref().map_or("", |s| s.kind.as_str());
-            let profile = profile.for_network(net);
+            let profile = profile.for_network(chip.default_network());
             let origin = format!("built-in, {} network", profile.network);
             ActiveProfile {
                 profile,
