@@ -14,6 +14,8 @@
 //! chip; the `ideal` engine and `@book` chips have none (the book's
 //! numbers).
 
+pub mod mla_module;
+
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -34,7 +36,8 @@ pub struct Curve {
     pub system: String,
     /// meshplan chips the curve serves.
     pub chips: Vec<String>,
-    /// "gemm" | "moe" | "attention" | "mla" | "allreduce" | "alltoall".
+    /// "gemm" | "moe" | "attention" | "mla" | "mla_module" | "allreduce" |
+    /// "alltoall".
     pub op: String,
     /// Weight/KV dtype ("bf16", "fp8", "fp8_block", "fp4", "int4_wo", …) or
     /// the GPU count of a collective.
