@@ -352,11 +352,13 @@ impl StepModel<'_> {
         let moe_layers = a.moe.as_ref().map_or(0.0, |x| {
             a.n_layers.saturating_sub(x.first_dense_layers) as f64
         }) * frac;
-        let routed = routed_dev.get() * self.experts_read(b);
+        let routed_mean = routed_dev.get() * self.experts_read(b);
+        // under EP the step waits for the rank with the most touched experts
+        let routed = routed_dev.get() * self.busiest_rank_experts(b, tr);
         let module = self.mla_module_decode((b, context), (kv_all, layers), frac, tr);
         // the module's measured time includes the attention weights: the
         // rest of the dense weights stream at the GEMM/η_hbm rate
-        let dense = (w.get() - routed - module.map_or(0.0, |m| m.1)).max(0.0);
+        let dense = (w.get() - routed_mean - module.map_or(0.0, |m| m.1)).max(0.0);
         let wo = (wdt.bits() < self.q.compute_dtype.bits())
             .then(|| k.weight_only_gemm(wdt, w_hbm, self.comms.c_bf16))
             .flatten();
@@ -421,6 +423,23 @@ impl StepModel<'_> {
         }
     }
 
+    /// The fraction of a rank's routed experts the busiest of the Z expert-
+    /// parallel ranks streams in a step over `tokens` tokens
+    /// ([`super::kernels::expert_load`]); the mean [`Self::experts_read`]
+    /// without EP (every GPU holds a slice of every expert) or when the
+    /// engine reads every expert.
+    fn busiest_rank_experts<T: Tracer>(&self, tokens: f64, tr: &mut T) -> f64 {
+        use super::kernels::expert_load;
+        let z = self.comms.ep;
+        match &self.m.arch.moe {
+            Some(x) if self.engine.moe_expected_experts && x.n_experts > 0 && z > 1 => {
+                expert_load::record((x.n_experts, x.top_k, z), tokens, tr);
+                expert_load::busiest_fraction(x.n_experts, x.top_k, z, tokens)
+            }
+            _ => self.experts_read(tokens),
+        }
+    }
+
     /// The engine's measured decode GEMM curve for the dense weights of a
     /// MoE model (fp8: block-scaled before per-tensor) and the GEMM calls
     /// of one step over `layers` layers, `moe_layers` of them MoE: per MoE
@@ -472,9 +491,18 @@ impl StepModel<'_> {
         let heads = a.n_heads as f64 / y;
         let bw = self.q.weights_dtype.bytes_per_element();
         let w_attn = mla_module::weight_elems(x, a.d_model, heads) * bw;
-        let kv_layer = mla_kv_per_gpu(kv_all, (n, y)) / layers.max(1e-9);
-        let t = mla_module::step_time(&m, layers, seqs, w_attn, kv_layer);
-        mla_module::record(&m, (layers, seqs, heads), (w_attn, kv_layer), t, tr);
+        // the attention kernel's compute side at the engine's own MLA
+        // kernel rate on this chip (none measured: memory only)
+        let width = (2 * x.kv_lora_rank + x.qk_rope_head_dim) as f64;
+        let work = mla_module::LayerWork {
+            seqs,
+            w_attn,
+            kv_layer: mla_kv_per_gpu(kv_all, (n, y)) / layers.max(1e-9),
+            flops: seqs * context as f64 * heads * 2.0 * width,
+            flops_rate: k.mla(self.q.kv_dtype).map_or(0.0, |c| c.flops),
+        };
+        let t = mla_module::step_time(&m, layers, &work);
+        mla_module::record(&m, (layers, heads), &work, t, tr);
         // the roofline's attention bytes on this chip: P_attn·bytes_w/Y
         Some((t, self.p.attention as f64 * bw / y * frac))
     }

@@ -99,42 +99,78 @@ pub fn weight_elems(x: &Mla, d_model: u64, heads: f64) -> f64 {
     q + d * (kr + rope) + kr * heads * (nope + v) + heads * v * d
 }
 
-/// One decode step's MLA modules over `layers` layers, per GPU:
-/// `L·(t0 + B_dev·t_seq + (w_attn + KV_l)/BW)` with `seqs` = B_dev the
-/// sequences this GPU attends, `w_attn` the layer's attention weight bytes
-/// and `kv_layer` the KV bytes it reads per layer.
-pub fn step_time(m: &ModuleCurve, layers: f64, seqs: f64, w_attn: f64, kv_layer: f64) -> Seconds {
-    m.curve.attention_time(seqs, w_attn + kv_layer, 0.0) * layers
+/// The attention work of one layer on one GPU: `seqs` = B_dev sequences
+/// attended, the layer's attention weight bytes `w_attn`, the KV bytes
+/// `kv_layer` it reads, the attention kernel's FLOPs `flops` and the rate
+/// `flops_rate` of the engine's own MLA kernel (0: no compute side).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerWork {
+    /// Sequences this GPU attends.
+    pub seqs: f64,
+    /// Attention weight bytes of one layer on this GPU.
+    pub w_attn: f64,
+    /// KV bytes one layer reads on this GPU.
+    pub kv_layer: f64,
+    /// FLOPs of one layer's attention kernel, `B_dev·S·h·2·(2·kv_r + H_rope)`.
+    pub flops: f64,
+    /// FLOP/s of the engine's generation MLA kernel (0: memory only).
+    pub flops_rate: f64,
 }
+
+/// One decode step's MLA modules over `layers` layers, per GPU:
+/// `L·(t0 + B_dev·t_seq + w_attn/BW + max(KV_l/BW, F_l/F_mla))`. The fit
+/// (h ≤ 32 heads per GPU) is memory-bound; with many heads per GPU
+/// (attention data-parallel: all 128) the attention kernel turns
+/// compute-bound, at the rate fitted to the engine's own kernel table.
+pub fn step_time(m: &ModuleCurve, layers: f64, w: &LayerWork) -> Seconds {
+    let c = m.curve;
+    let mem = w.kv_layer.max(0.0) / c.bandwidth;
+    let math = if w.flops_rate > 0.0 {
+        w.flops.max(0.0) / w.flops_rate
+    } else {
+        0.0
+    };
+    let t =
+        c.t0_s + w.seqs.max(0.0) * c.per_seq_s + w.w_attn.max(0.0) / c.bandwidth + mem.max(math);
+    Seconds::new(t * layers)
+}
+
+/// Heads per GPU above which the module is outside its fitted range.
+pub const FITTED_HEADS: f64 = 32.0;
 
 /// Record the module term under `--explain`.
 pub fn record<T: Tracer>(
     m: &ModuleCurve,
-    (layers, seqs, heads): (f64, f64, f64),
-    (w_attn, kv_layer): (f64, f64),
+    (layers, heads): (f64, f64),
+    w: &LayerWork,
     t: Seconds,
     tr: &mut T,
 ) {
     tr.record(|| {
         let c = m.curve;
-        let src = if m.borrowed {
-            format!(
-                "{} — measured under {STAND_IN}: this engine has no MLA module table; it runs the same absorbed-MLA decomposition",
-                c.source
-            )
-        } else {
-            c.source.clone()
-        };
+        let mut src = c.source.clone();
+        if m.borrowed {
+            src.push_str(&format!(
+                " — measured under {STAND_IN}: this engine has no MLA module table; it runs the same absorbed-MLA decomposition"
+            ));
+        }
+        if heads > FITTED_HEADS {
+            src.push_str(&format!(
+                " — h = {heads} heads per GPU is outside the fitted h <= {FITTED_HEADS}: a prediction outside what was measured (the 128-head rows measure up to 25 % slower)"
+            ));
+        }
         Step::new(
             "infer.decode_mla_module",
             "Decode MLA modules from measured kernels",
-            "T_attn = L·(t0 + B_dev·t_seq + (w_attn(h) + KV_l)/BW), w_attn(h) = [D·(q_r + kv_r + H_rope) + q_r·h·(H_nope + H_rope) + kv_r·h·(H_nope + H_v) + h·H_v·D]·bytes_w",
+            "T_attn = L·(t0 + B_dev·t_seq + w_attn(h)/BW + max(KV_l/BW, F_l/F_mla)), w_attn(h) = [D·(q_r + kv_r + H_rope) + q_r·h·(H_nope + H_rope) + kv_r·h·(H_nope + H_v) + h·H_v·D]·bytes_w, KV_l = B_dev·S·(kv_r + H_rope)·bytes_kv",
         )
         .bind("L", layers, "layers")
-        .bind("B_dev", seqs, "sequences")
+        .bind("B_dev", w.seqs, "sequences")
         .bind("h", heads, "heads")
-        .bind("w_attn", w_attn, "B")
-        .bind("KV_l", kv_layer, "B")
+        .bind("w_attn", w.w_attn, "B")
+        .bind("KV_l", w.kv_layer, "B")
+        .bind("F_l", w.flops, "FLOPs")
+        .bind("F_mla", w.flops_rate, "FLOP/s")
         .bind("t0", c.t0_s, "s")
         .bind("t_seq", c.per_seq_s, "s")
         .bind("BW", c.bandwidth, "B/s")

@@ -14,6 +14,7 @@
 //! chip; the `ideal` engine and `@book` chips have none (the book's
 //! numbers).
 
+pub mod expert_load;
 pub mod mla_module;
 
 use std::sync::OnceLock;
