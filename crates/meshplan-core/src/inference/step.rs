@@ -492,14 +492,17 @@ impl StepModel<'_> {
         let bw = self.q.weights_dtype.bytes_per_element();
         let w_attn = mla_module::weight_elems(x, a.d_model, heads) * bw;
         // the attention kernel's compute side at the engine's own MLA
-        // kernel rate on this chip (none measured: memory only)
+        // kernel rate on this chip (none measured: memory only); a borrowed
+        // module reads the KV at the engine's own kernel's bandwidth
+        let own = k.mla(self.q.kv_dtype);
         let width = (2 * x.kv_lora_rank + x.qk_rope_head_dim) as f64;
         let work = mla_module::LayerWork {
             seqs,
             w_attn,
             kv_layer: mla_kv_per_gpu(kv_all, (n, y)) / layers.max(1e-9),
             flops: seqs * context as f64 * heads * 2.0 * width,
-            flops_rate: k.mla(self.q.kv_dtype).map_or(0.0, |c| c.flops),
+            flops_rate: own.map_or(0.0, |c| c.flops),
+            kv_bandwidth: own.filter(|_| m.borrowed).map_or(0.0, |c| c.bandwidth),
         };
         let t = mla_module::step_time(&m, layers, &work);
         mla_module::record(&m, (layers, heads), &work, t, tr);

@@ -115,16 +115,27 @@ pub struct LayerWork {
     pub flops: f64,
     /// FLOP/s of the engine's generation MLA kernel (0: memory only).
     pub flops_rate: f64,
+    /// Bytes/s at which the engine's own MLA kernel reads the KV, for a
+    /// module borrowed from another engine (0: the module's bandwidth).
+    pub kv_bandwidth: f64,
 }
 
 /// One decode step's MLA modules over `layers` layers, per GPU:
-/// `L·(t0 + B_dev·t_seq + w_attn/BW + max(KV_l/BW, F_l/F_mla))`. The fit
+/// `L·(t0 + B_dev·t_seq + w_attn/BW + max(KV_l/BW_kv, F_l/F_mla))`. The fit
 /// (h ≤ 32 heads per GPU) is memory-bound; with many heads per GPU
 /// (attention data-parallel: all 128) the attention kernel turns
-/// compute-bound, at the rate fitted to the engine's own kernel table.
+/// compute-bound, at the rate fitted to the engine's own kernel table. A
+/// borrowed module reads the KV at the engine's own attention kernel's
+/// bandwidth `BW_kv` where that kernel is measured (SGLang's fp8-KV MLA
+/// kernel streams at 0.29 TB/s on H200, its bf16 one at 4.08).
 pub fn step_time(m: &ModuleCurve, layers: f64, w: &LayerWork) -> Seconds {
     let c = m.curve;
-    let mem = w.kv_layer.max(0.0) / c.bandwidth;
+    let kv_bw = if w.kv_bandwidth > 0.0 {
+        w.kv_bandwidth
+    } else {
+        c.bandwidth
+    };
+    let mem = w.kv_layer.max(0.0) / kv_bw;
     let math = if w.flops_rate > 0.0 {
         w.flops.max(0.0) / w.flops_rate
     } else {
@@ -162,7 +173,7 @@ pub fn record<T: Tracer>(
         Step::new(
             "infer.decode_mla_module",
             "Decode MLA modules from measured kernels",
-            "T_attn = L·(t0 + B_dev·t_seq + w_attn(h)/BW + max(KV_l/BW, F_l/F_mla)), w_attn(h) = [D·(q_r + kv_r + H_rope) + q_r·h·(H_nope + H_rope) + kv_r·h·(H_nope + H_v) + h·H_v·D]·bytes_w, KV_l = B_dev·S·(kv_r + H_rope)·bytes_kv",
+            "T_attn = L·(t0 + B_dev·t_seq + w_attn(h)/BW + max(KV_l/BW_kv, F_l/F_mla)), w_attn(h) = [D·(q_r + kv_r + H_rope) + q_r·h·(H_nope + H_rope) + kv_r·h·(H_nope + H_v) + h·H_v·D]·bytes_w, KV_l = B_dev·S·(kv_r + H_rope)·bytes_kv",
         )
         .bind("L", layers, "layers")
         .bind("B_dev", w.seqs, "sequences")
@@ -174,6 +185,15 @@ pub fn record<T: Tracer>(
         .bind("t0", c.t0_s, "s")
         .bind("t_seq", c.per_seq_s, "s")
         .bind("BW", c.bandwidth, "B/s")
+        .bind(
+            "BW_kv",
+            if w.kv_bandwidth > 0.0 {
+                w.kv_bandwidth
+            } else {
+                c.bandwidth
+            },
+            "B/s",
+        )
         .result(t.get(), "s")
         .source(&src)
     });

@@ -40,8 +40,9 @@ pub struct Curve {
     /// "gemm" | "moe" | "attention" | "mla" | "mla_module" | "allreduce" |
     /// "alltoall".
     pub op: String,
-    /// Weight/KV dtype ("bf16", "fp8", "fp8_block", "fp4", "int4_wo", …) or
-    /// the GPU count of a collective.
+    /// Weight/KV dtype ("bf16", "fp8", "fp8_block", "fp4", "int4_wo", …),
+    /// "gemm/kv" dtypes of an MLA module ("fp8_block/bf16"), or the GPU
+    /// count of a collective.
     pub key: String,
     /// Fixed time of one kernel call, s.
     pub t0_s: f64,
