@@ -13,6 +13,15 @@ engine (the newest collected version), never a copy of a table:
   attention      t = t0 + B·t_seq + KV_bytes / BW        paged generation attention (GQA, bf16 KV)
   mla            t = t0 + B·t_seq + max(KV/BW, F/C)      generation MLA (latent KV 576 per token),
                                                          F = B·S·heads·2·(576 + 512)
+  mla_module.<gemm>/<kv>
+                 t = t0 + B·t_seq + (w_attn(h) + KV) / BW
+                                                         the whole generation MLA module of one layer
+                                                         (DeepSeek-V3: q_a/kv_a projections, norms, RoPE,
+                                                         q_b, the absorbed W_UK/W_UV BMMs, the attention
+                                                         kernel, o_proj, each with its activation quant):
+                                                         h ≤ 32 heads per GPU (a TP ≥ 4 share), B ≤ 256,
+                                                         S ≤ 16k; w_attn(h) the layer's attention weights
+                                                         at h heads, KV = B·S·576·b_kv
   allreduce.<n>  t = t0 + bytes / BW  (≤ 128 KiB),  t0' + bytes / BW'  (above; ≤ 8 MiB)
                  the engine's custom all-reduce (fastest implementation per size), n GPUs
   alltoall.<n>   the same two lines up to 64 MiB: NCCL all-to-all, n GPUs (EP dispatch/combine)
@@ -110,9 +119,9 @@ def src(system, op, engine, version, detail):
 def emit(out, system, engine, op, key, t0, bw, n, err, source, **extra):
     if not (t0 == t0 and bw > 0 and t0 > -1e-6):
         return
-    if op in ("gemm", "moe", "attention", "mla") and bw > PEAK_HBM[system]:
+    if op in ("gemm", "moe", "attention", "mla", "mla_module") and bw > PEAK_HBM[system]:
         return
-    if op in ("gemm", "moe", "attention", "mla"):
+    if op in ("gemm", "moe", "attention", "mla", "mla_module"):
         extra["peak_bandwidth"] = PEAK_HBM[system]
     if extra.get("flops"):
         extra["peak_bf16_flops"] = PEAK_BF16[system]
@@ -247,6 +256,44 @@ def fit_mla(system, engine, out):
              per_seq_s=max(tseq, 0.0), flops=c)
 
 
+# DeepSeek-V3's MLA dims (the module table's only model): D, q_lora_rank,
+# kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim
+MLA_DIMS = (7168, 1536, 512, 64, 128, 128)
+
+
+def mla_weight_elems(h):
+    """Attention weights of one MLA layer for h heads per GPU: the latent
+    projections D·(q_r + kv_r + rope) (replicated under TP), q_b q_r·h·(nope + rope),
+    kv_b kv_r·h·(nope + v), o_proj h·v·D."""
+    d, qr, kr, rope, nope, v = MLA_DIMS
+    return d * (qr + kr + rope) + qr * h * (nope + rope) + kr * h * (nope + v) + h * v * d
+
+
+def fit_mla_module(system, engine, out):
+    v = latest(system, "mla", engine)
+    p = v and os.path.join(ROOT, system, "mla", engine, v, "mla_generation_module_perf.parquet")
+    if not p or not os.path.exists(p):
+        return
+    data = rows(p, ["gemm_type", "kv_cache_dtype", "num_heads", "batch_size", "step", "latency"])
+    for gdt in ("fp8_block", "bfloat16"):
+        for kvdt in ("bfloat16", "fp8"):
+            s = [r for r in data if r["gemm_type"] == gdt and r["kv_cache_dtype"] == kvdt
+                 and r["num_heads"] <= 32 and r["batch_size"] <= 256 and r["step"] <= 16384]
+            if len(s) < 20:
+                continue
+            xs = [(1.0, float(r["batch_size"]),
+                   mla_weight_elems(r["num_heads"]) * BYTES[gdt]
+                   + r["batch_size"] * (r["step"] + 1) * 576 * BYTES[kvdt]) for r in s]
+            ys = [r["latency"] * 1e-3 for r in s]
+            t0, tseq, inv = wls(xs, ys)
+            err = errors([t0 + x[1] * tseq + x[2] * inv for x in xs], ys)
+            emit(out, system, engine, "mla_module", f"{NAME[gdt]}/{NAME[kvdt]}", t0, 1.0 / inv, len(s), err,
+                 src(system, "mla", engine, v,
+                     f"mla_generation_module_perf, DeepSeek-V3, {gdt} GEMMs, {kvdt} KV, "
+                     "heads <= 32, batch <= 256, isl <= 16k"),
+                 per_seq_s=max(tseq, 0.0))
+
+
 def fit_line(system, engine, op, key_prefix, p, version, detail_of, select, out, max_bytes):
     if not os.path.exists(p):
         return
@@ -320,6 +367,7 @@ def main():
             fit_moe(system, engine, out)
             fit_attention(system, engine, out)
             fit_mla(system, engine, out)
+            fit_mla_module(system, engine, out)
             fit_comm(system, engine, out)
     seen = set()
     print("# Decode kernel curves fitted by scripts/fit_kernels.py from NVIDIA's measured")

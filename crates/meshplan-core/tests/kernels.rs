@@ -218,9 +218,14 @@ fn no_curves_for_the_book() {
 /// DeepSeek-V3 (fp8, 61 layers of which 58 MoE, E = 256, k = 8) on 8 H200
 /// under TensorRT-LLM, TP 8, batch 32: by hand, per chip,
 /// routed_dev = routed·1 B/8, the batch touches 1 − (1 − 8/256)³² = 0.6379
-/// of them, the dense rest streams at 0.84·4.8 TB/s, the touched experts
-/// through the MoE curve (t0 = 28.08 µs per layer, 3.812 TB/s):
-/// T_w = (w_dev − routed_dev)/(0.84·4.8e12) + 58·28.08e-6 + 0.6379·routed_dev/3.812e12.
+/// of them through the MoE curve (t0 = 28.08 µs per layer, 3.812 TB/s);
+/// the attention weights P_attn/8 are priced inside the measured MLA
+/// module (tests/moe_decode.rs), the dense rest through the block-fp8 GEMM
+/// curve (t0 = 7.068 µs, 3.857 TB/s) in 58·3 + 3·2 + 1 = 181 calls (router
+/// and shared expert's two per MoE layer, the MLP's two per dense layer,
+/// the LM head):
+/// T_w = (w_dev − routed_dev − P_attn/8)/3.857e12 + 181·7.068e-6
+///     + 58·28.08e-6 + 0.6379·routed_dev/3.812e12.
 #[test]
 fn deepseek_decode_weights_from_the_moe_curve() {
     let r = run(r#"
@@ -234,8 +239,11 @@ inference = { engine = "trtllm", weights_dtype = "fp8", kv_dtype = "fp8", batch 
     let w_dev = r.weights_bytes_per_device.get();
     let frac = 1.0 - (1.0 - 8.0 / 256.0f64).powi(32);
     close(frac, 0.6379, 1e-4, "experts touched");
-    let want =
-        (w_dev - routed_dev) / (0.84 * 4.8e12) + 58.0 * 28.08e-6 + frac * routed_dev / 3.812e12;
+    let attn = p.attention as f64 / 8.0;
+    let want = (w_dev - routed_dev - attn) / 3.857e12
+        + 181.0 * 7.068e-6
+        + 58.0 * 28.08e-6
+        + frac * routed_dev / 3.812e12;
     close(r.decode_weight_time_s.get(), want, 1e-6, "T_w");
     // the MoE layers' fixed time alone, 58·28 µs = 1.63 ms, is what the
     // bandwidth roofline missed

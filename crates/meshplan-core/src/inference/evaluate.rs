@@ -186,6 +186,7 @@ fn memory_part<T: Tracer>(
     q: &InferQuery,
     l: &Layout,
     draft: Option<DraftFootprint>,
+    ideal_engine: bool,
     tr: &mut T,
 ) -> MemoryPart {
     let a = &m.arch;
@@ -222,6 +223,9 @@ fn memory_part<T: Tracer>(
         .collect();
     let kvt = kv::bytes_per_token(a, q.kv_dtype, tr);
     let kvs = kv::bytes_per_sequence(a, q.context, q.kv_dtype, tr);
+    // what the replica holds per sequence: R copies of an engine's MLA latent
+    let copies = memory::kv_copies(a.mla.is_some(), ideal_engine, l.tp, tr);
+    let held = kvs * copies as f64;
     let hbm = chip.hbm_capacity;
     let per_stage = |kv_seq: Bytes, &(w_dev, frac, extra): &(Bytes, f64, Bytes)| {
         memory::max_batch(l.nr, hbm, w_dev, kv_seq * frac + extra, &mut NoTrace)
@@ -230,12 +234,12 @@ fn memory_part<T: Tracer>(
     let (bind_w, bind_frac, bind_extra) = parts
         .iter()
         .min_by(|x, y| {
-            let (bx, by) = (per_stage(kvs, x), per_stage(kvs, y));
+            let (bx, by) = (per_stage(held, x), per_stage(held, y));
             bx.max_batch_exact.total_cmp(&by.max_batch_exact)
         })
         .copied()
         .unwrap_or(parts[0]);
-    let max = memory::max_batch(l.nr, hbm, bind_w, kvs * bind_frac + bind_extra, tr);
+    let max = memory::max_batch(l.nr, hbm, bind_w, held * bind_frac + bind_extra, tr);
     let one_kv_head = mqa_kv_per_sequence(a, q).map(|kvs1| {
         parts
             .iter()
@@ -248,9 +252,9 @@ fn memory_part<T: Tracer>(
     MemoryPart {
         fits: max.max_batch >= 1,
         batch_fits: parts.iter().all(|&(w_dev, frac, extra)| {
-            memory::fits(l.nr, hbm, w_dev, kvs * frac + extra, q.batch)
+            memory::fits(l.nr, hbm, w_dev, held * frac + extra, q.batch)
         }),
-        kv_dev: memory::kv_bytes_per_device(q.batch, kvs * kv_frac, l.nr, tr),
+        kv_dev: memory::kv_bytes_per_device(q.batch, held * kv_frac, l.nr, tr),
         kv_layout: [kh, kb, ks],
         p,
         weights,
@@ -583,7 +587,11 @@ pub fn evaluate<T: Tracer>(
     let draft_fp = draft_parts
         .as_ref()
         .map(|(d, _, w, _)| DraftFootprint::new(d, *w, (l.tp, l.nr), q.context, q.kv_dtype));
-    let mp = memory_part(m, chip, q, &l, draft_fp, tr);
+    let engine = match &q.engine {
+        Some(e) => e.clone(),
+        None => EngineProfile::default_for(chip),
+    };
+    let mp = memory_part(m, chip, q, &l, draft_fp, engine.is_ideal(), tr);
     let warnings = warnings(m, chip, q, &l, &mp);
     let c_bf16 = chip.flops(DType::Bf16);
     let moe = m.arch.moe.as_ref().map(|x| (x.n_experts, x.top_k));
@@ -596,10 +604,6 @@ pub fn evaluate<T: Tracer>(
         tr,
     );
     let t_load = roofline::weight_load_time(mp.w_dev, chip.hbm_bandwidth, tr);
-    let engine = match &q.engine {
-        Some(e) => e.clone(),
-        None => EngineProfile::default_for(chip),
-    };
     engine.check_chip(chip)?;
     let (cm, w_ici, m_y) = Comms::new(m, chip, q, (l.tp, l.ep), &engine);
     let draft_sm = draft_parts.as_ref().map(|(d, p, w, dcm)| StepModel {

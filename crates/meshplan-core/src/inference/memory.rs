@@ -147,6 +147,31 @@ pub fn max_batch<T: Tracer>(
     }
 }
 
+/// Copies of each sequence's KV cache over the `tp` tensor-parallel ranks of
+/// a replica: a serving engine keeps an MLA model's latent cache whole on
+/// every TP rank (SGLang v0.4 release notes, lmsys.org/blog/2024-12-04: "MLA
+/// … TP would cause KV cache duplication", the reason for its DP attention;
+/// vLLM's and TensorRT-LLM's MLA backends keep the full latent per rank too),
+/// so it holds and reads `R = Y` copies; the book's layout (and the ideal
+/// engine) shards every cache, `R = 1`. One rule for the largest batch, the
+/// KV per chip, the engine's admission and the decode step's KV read.
+pub fn kv_copies<T: Tracer>(mla: bool, ideal_engine: bool, tp: u64, tr: &mut T) -> u64 {
+    let r = if mla && !ideal_engine { tp.max(1) } else { 1 };
+    if r > 1 {
+        tr.record(|| {
+            Step::new(
+                "infer.kv_copies",
+                "Copies of each sequence's latent KV cache (one per TP rank)",
+                "R = Y",
+            )
+            .bind("Y", tp as f64, "chips")
+            .result(r as f64, "copies")
+            .source("SGLang v0.4 release notes (lmsys.org/blog/2024-12-04): MLA under TP duplicates the latent cache")
+        });
+    }
+    r
+}
+
 /// KV bytes per chip for `batch` sequences fully sharded over `chips`
 /// (`KV[2, B_X, S, K_Y, H]`, sequence-split where B·K < N).
 pub fn kv_bytes_per_device<T: Tracer>(

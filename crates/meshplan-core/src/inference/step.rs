@@ -352,14 +352,21 @@ impl StepModel<'_> {
         let moe_layers = a.moe.as_ref().map_or(0.0, |x| {
             a.n_layers.saturating_sub(x.first_dense_layers) as f64
         }) * frac;
-        let routed = routed_dev.get() * self.experts_read(b);
-        let dense = (w.get() - routed).max(0.0);
+        let routed_mean = routed_dev.get() * self.experts_read(b);
+        // under EP the step waits for the rank with the most touched experts
+        let routed = routed_dev.get() * self.busiest_rank_experts(b, tr);
+        let module = self.mla_module_decode((b, context), (kv_all, layers), frac, tr);
+        // the module's measured time includes the attention weights: the
+        // rest of the dense weights stream at the GEMM/η_hbm rate
+        let dense = (w.get() - routed_mean - module.map_or(0.0, |m| m.1)).max(0.0);
         let wo = (wdt.bits() < self.q.compute_dtype.bits())
             .then(|| k.weight_only_gemm(wdt, w_hbm, self.comms.c_bf16))
             .flatten();
-        let t_dense = match wo {
-            Some(c) => layers * GEMMS_PER_LAYER * c.curve.t0_s + dense / c.bandwidth,
-            None => dense / (w_hbm * e.hbm_efficiency),
+        let gemm = self.dense_gemms(k, module.is_some(), (layers, moe_layers));
+        let t_dense = match (wo, gemm) {
+            (Some(c), _) => layers * GEMMS_PER_LAYER * c.curve.t0_s + dense / c.bandwidth,
+            (None, Some((c, calls))) => calls * c.t0_s + dense / c.bandwidth,
+            (None, None) => dense / (w_hbm * e.hbm_efficiency),
         };
         let moe = (routed_dev.get() > 0.0).then(|| k.moe(wdt)).flatten();
         let t_routed = match moe {
@@ -368,10 +375,10 @@ impl StepModel<'_> {
         };
         let t_w = t_dense + t_routed;
         let mla = match (&a.mla, context) {
-            (Some(_), 1..) => k.mla(self.q.kv_dtype),
+            (Some(_), 1..) if module.is_none() => k.mla(self.q.kv_dtype),
             _ => None,
         };
-        let t_kv = mla.map(|c| {
+        let t_kv = module.map(|m| m.0).or(mla.map(|c| {
             let (n, y) = (self.hw.chips as f64, self.hw.replicated_chips.max(1) as f64);
             let seqs = b / (n / y).max(1.0);
             let heads = a.n_heads as f64 / y;
@@ -379,10 +386,10 @@ impl StepModel<'_> {
                 .mla
                 .as_ref()
                 .map_or(0, |x| x.kv_lora_rank + x.qk_rope_head_dim + x.kv_lora_rank);
-            let kv_layer = kv_all.get() / n / layers.max(1e-9);
+            let kv_layer = mla_kv_per_gpu(kv_all, (n, y)) / layers.max(1e-9);
             let f_layer = seqs * context as f64 * heads * 2.0 * m as f64;
             c.attention_time(seqs, kv_layer, f_layer) * layers
-        });
+        }));
         if wo.is_none() && moe.is_none() && t_kv.is_none() {
             return plain;
         }
@@ -398,7 +405,7 @@ impl StepModel<'_> {
             _ => e.kv_hbm_efficiency,
         };
         record_kernels(
-            (wo, moe, mla),
+            (wo, gemm, moe, mla),
             (layers, moe_layers),
             (dense, routed),
             (Seconds::new(t_w), t_kv),
@@ -414,6 +421,93 @@ impl StepModel<'_> {
                 .filter(|a| a.flops > 0.0)
                 .map(|a| a.flops / self.hw.c.get()),
         }
+    }
+
+    /// The fraction of a rank's routed experts the busiest of the Z expert-
+    /// parallel ranks streams in a step over `tokens` tokens
+    /// ([`super::kernels::expert_load`]); the mean [`Self::experts_read`]
+    /// without EP (every GPU holds a slice of every expert) or when the
+    /// engine reads every expert.
+    fn busiest_rank_experts<T: Tracer>(&self, tokens: f64, tr: &mut T) -> f64 {
+        use super::kernels::expert_load;
+        let z = self.comms.ep;
+        match &self.m.arch.moe {
+            Some(x) if self.engine.moe_expected_experts && x.n_experts > 0 && z > 1 => {
+                expert_load::record((x.n_experts, x.top_k, z), tokens, tr);
+                expert_load::busiest_fraction(x.n_experts, x.top_k, z, tokens)
+            }
+            _ => self.experts_read(tokens),
+        }
+    }
+
+    /// The engine's measured decode GEMM curve for the dense weights of a
+    /// MoE model (fp8: block-scaled before per-tensor) and the GEMM calls
+    /// of one step over `layers` layers, `moe_layers` of them MoE: per MoE
+    /// layer the router and the shared expert's gate/up and down
+    /// projections, per dense layer the MLP's two, per layer the fused QKV
+    /// and output projections unless the measured MLA module prices them,
+    /// and the LM head once. Each call pays the curve's fixed `t0`, which
+    /// a bytes-over-bandwidth roofline misses. None for dense models (their
+    /// profile's η_hbm was fitted with its step overhead) and for dtypes
+    /// without a curve.
+    fn dense_gemms(
+        &self,
+        k: &KernelSet,
+        module: bool,
+        (layers, moe_layers): (f64, f64),
+    ) -> Option<(&'static super::kernels::Curve, f64)> {
+        let x = self.m.arch.moe.as_ref()?;
+        let keys: &[&str] = match self.q.weights_dtype {
+            DType::Bf16 | DType::Fp16 => &["bf16"],
+            DType::Fp8 => &["fp8_block", "fp8"],
+            _ => &[],
+        };
+        let c = keys.iter().find_map(|key| k.get("gemm", key))?;
+        let shared = if x.n_shared_experts > 0 { 2.0 } else { 0.0 };
+        let attn = if module { 0.0 } else { 2.0 };
+        let calls = moe_layers * (1.0 + shared) + (layers - moe_layers) * 2.0 + layers * attn + 1.0;
+        Some((c, calls))
+    }
+
+    /// The measured generation MLA modules of a decode step at `context`
+    /// ≥ 1 ([`super::kernels::mla_module`]): their time per GPU over the
+    /// `frac` of the layers this step covers, and the attention weight
+    /// bytes per chip the roofline counts for those layers (priced inside
+    /// the module). None without MLA, a module table or a context.
+    fn mla_module_decode<T: Tracer>(
+        &self,
+        (b, context): (f64, u64),
+        (kv_all, layers): (Bytes, f64),
+        frac: f64,
+        tr: &mut T,
+    ) -> Option<(Seconds, f64)> {
+        use super::kernels::mla_module;
+        let a = &self.m.arch;
+        let x = a.mla.as_ref().filter(|_| context > 0)?;
+        let k = self.comms.kernels.as_ref()?;
+        let m = k.mla_module(self.q.weights_dtype, self.q.kv_dtype)?;
+        let (n, y) = (self.hw.chips as f64, self.hw.replicated_chips.max(1) as f64);
+        let seqs = b / (n / y).max(1.0);
+        let heads = a.n_heads as f64 / y;
+        let bw = self.q.weights_dtype.bytes_per_element();
+        let w_attn = mla_module::weight_elems(x, a.d_model, heads) * bw;
+        // the attention kernel's compute side at the engine's own MLA
+        // kernel rate on this chip (none measured: memory only); a borrowed
+        // module reads the KV at the engine's own kernel's bandwidth
+        let own = k.mla(self.q.kv_dtype);
+        let width = (2 * x.kv_lora_rank + x.qk_rope_head_dim) as f64;
+        let work = mla_module::LayerWork {
+            seqs,
+            w_attn,
+            kv_layer: mla_kv_per_gpu(kv_all, (n, y)) / layers.max(1e-9),
+            flops: seqs * context as f64 * heads * 2.0 * width,
+            flops_rate: own.map_or(0.0, |c| c.flops),
+            kv_bandwidth: own.filter(|_| m.borrowed).map_or(0.0, |c| c.bandwidth),
+        };
+        let t = mla_module::step_time(&m, layers, &work);
+        mla_module::record(&m, (layers, heads), &work, t, tr);
+        // the roofline's attention bytes on this chip: P_attn·bytes_w/Y
+        Some((t, self.p.attention as f64 * bw / y * frac))
     }
 
     /// The decode step of `batch` sequences at KV length `context`.
@@ -808,6 +902,18 @@ impl StepModel<'_> {
     }
 }
 
+/// The MLA latent KV bytes one GPU reads in a decode step: all of its
+/// attention group's, `KV/(N/Y)`. MLA caches one latent "head" per token
+/// that every query head reads, so the Y tensor-parallel ranks of an
+/// attention group each hold and read the whole latent cache of the
+/// group's sequences (SGLang v0.4 release notes, lmsys.org/blog/2024-12-04:
+/// "MLA … TP would cause KV cache duplication", the reason for its DP
+/// attention; vLLM's MLA backends likewise keep the full latent per rank),
+/// not the `KV/N` share a head-sharded cache would give.
+fn mla_kv_per_gpu(kv_all: Bytes, (n, y): (f64, f64)) -> f64 {
+    kv_all.get() / (n / y.max(1.0)).max(1.0)
+}
+
 /// GEMMs per layer in the decode step: fused QKV, output projection,
 /// fused gate/up and down projection.
 const GEMMS_PER_LAYER: f64 = 4.0;
@@ -828,7 +934,12 @@ struct KernelDecode {
 type CurveRef = Option<&'static super::kernels::Curve>;
 
 fn record_kernels<T: Tracer>(
-    (wo, moe, mla): (Option<super::kernels::Applied>, CurveRef, CurveRef),
+    (wo, gemm, moe, mla): (
+        Option<super::kernels::Applied>,
+        Option<(&'static super::kernels::Curve, f64)>,
+        CurveRef,
+        CurveRef,
+    ),
     (layers, moe_layers): (f64, f64),
     (dense, routed): (f64, f64),
     (t_w, t_kv): (Seconds, Option<Seconds>),
@@ -838,7 +949,7 @@ fn record_kernels<T: Tracer>(
         let mut s = Step::new(
             "infer.decode_kernels",
             "Decode weights and KV from measured kernels",
-            "T_w = [L·4·t0_wo + w_dense/BW_wo | w_dense/(W_hbm·η_hbm)] + L_moe·t0_moe + w_routed/BW_moe; T_kv = L·(t0 + B_dev·t_seq + max(KV_l/BW, F_l/F))",
+            "T_w = [L·4·t0_wo + w_dense/BW_wo | n_gemm·t0_gemm + w_dense/BW_gemm | w_dense/(W_hbm·η_hbm)] + L_moe·t0_moe + w_routed/BW_moe; T_kv = L·(t0 + B_dev·t_seq + max(KV_l/BW, F_l/F)) | T_attn (MLA module)",
         )
         .bind("L", layers, "layers")
         .bind("L_moe", moe_layers, "layers")
@@ -860,6 +971,13 @@ fn record_kernels<T: Tracer>(
             } else {
                 a.curve.source.clone()
             });
+        }
+        if let (None, Some((c, calls))) = (wo, gemm) {
+            s = s
+                .bind("n_gemm", calls, "calls")
+                .bind("t0_gemm", c.t0_s, "s")
+                .bind("BW_gemm", c.bandwidth, "B/s");
+            src.push(c.source.clone());
         }
         for (tag, c) in [("moe", moe), ("mla", mla)] {
             if let Some(c) = c {

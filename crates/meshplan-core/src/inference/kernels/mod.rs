@@ -14,6 +14,9 @@
 //! chip; the `ideal` engine and `@book` chips have none (the book's
 //! numbers).
 
+pub mod expert_load;
+pub mod mla_module;
+
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -34,10 +37,12 @@ pub struct Curve {
     pub system: String,
     /// meshplan chips the curve serves.
     pub chips: Vec<String>,
-    /// "gemm" | "moe" | "attention" | "mla" | "allreduce" | "alltoall".
+    /// "gemm" | "moe" | "attention" | "mla" | "mla_module" | "allreduce" |
+    /// "alltoall".
     pub op: String,
-    /// Weight/KV dtype ("bf16", "fp8", "fp8_block", "fp4", "int4_wo", …) or
-    /// the GPU count of a collective.
+    /// Weight/KV dtype ("bf16", "fp8", "fp8_block", "fp4", "int4_wo", …),
+    /// "gemm/kv" dtypes of an MLA module ("fp8_block/bf16"), or the GPU
+    /// count of a collective.
     pub key: String,
     /// Fixed time of one kernel call, s.
     pub t0_s: f64,

@@ -93,7 +93,14 @@ pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut 
     let hbm = chip.hbm_capacity.get();
     let blk = e.kv_block_tokens.max(1);
     let ctx = sm.q.context.div_ceil(blk) * blk;
-    let kvs_all = kv::bytes_per_sequence(&sm.m.arch, ctx, sm.q.kv_dtype, &mut NoTrace);
+    let copies = crate::inference::memory::kv_copies(
+        sm.m.arch.mla.is_some(),
+        e.is_ideal(),
+        sm.hw.replicated_chips,
+        &mut NoTrace,
+    );
+    let kvs_all =
+        kv::bytes_per_sequence(&sm.m.arch, ctx, sm.q.kv_dtype, &mut NoTrace) * copies as f64;
     let n = sm.nr as f64;
     let of = |w: f64, kvs: Bytes| {
         let usable = if e.memory_of_free {
@@ -133,7 +140,7 @@ pub(crate) fn engine_max_batch<T: Tracer>(sm: &StepModel, chip: &Chip, tr: &mut 
         Step::new(
             "serving.engine_max_batch",
             "Largest batch of the engine's paged KV cache",
-            "⌊N·(u·HBM − w_dev)/KV(⌈S/blk⌉·blk)⌋ (w_dev and KV include a draft model's share)",
+            "⌊N·(u·HBM − w_dev)/KV(⌈S/blk⌉·blk)⌋ (w_dev and KV include a draft model's share; KV counts R copies of an MLA latent, infer.kv_copies)",
         )
         .bind("N", n, "chips")
         .bind("u", e.memory_utilization, "")
