@@ -1,0 +1,424 @@
+//! What one training step sends as the book's roofline counts it (ch5,
+//! ch12): every collective of the step — what it moves, on which logical
+//! axis, the collective, the array `V` of one call and the calls per step —
+//! from the exact fractional token share of a data rank,
+//! `B·T/(dp·fsdp·cp)`. No cost in it: `training::comms` prices these sends
+//! at peak on the placed mesh (the roofline), and the planner runs the same
+//! derivation with nothing kept but the per-axis totals.
+//!
+//! The calibrated inventory ([`super::StepInventory`]) describes the same
+//! step as a framework runs it (whole sequences per micro-batch, bf16 wire
+//! format, per-micro-batch calls); the rules both read are here once:
+//! [`tp_mlp_rides_all_to_all`] (which TP collectives a whole-expert MoE
+//! layer drops) and [`tp_forward_passes`] (a recomputed forward repeats its
+//! TP collectives). Where the two conventions still count differently, on
+//! purpose (the book's figures are held bit-identical; the calibrated ones
+//! are fitted): the book gathers and reduces weights per layer in the
+//! configured dtypes where a framework gathers a stage's bf16 parameters per
+//! micro-batch and reduces its own gradient bytes; its pipeline sends no
+//! fill hops (`2·m·v` against `2·(m + p − 1)·v`); recompute repeats only the
+//! TP forward (a framework also repeats the ep and cp passes, and SP redoes
+//! its all-gathers for the weight gradient); a shared-expert-free MoE drops
+//! `⌈L_moe/pp⌉` pairs on the busiest stage where the inventory's average
+//! layer drops the MoE fraction of them; and the book's token share is
+//! fractional where the inventory's is whole sequences.
+
+use crate::collectives::Collective;
+use crate::model::Arch;
+use crate::parallelism::{Choice, Degrees, LogicalAxis, Remat, TrainConfig};
+use crate::training::{MeshCtx, TrainCtx, Transfer};
+
+/// One collective of the step as the roofline counts it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Send {
+    /// What it moves.
+    pub what: Transfer,
+    /// The logical axis its group spans.
+    pub axis: LogicalAxis,
+    /// The collective.
+    pub kind: Collective,
+    /// V: bytes of one call's array (an AllToAll: all the group's buffers).
+    pub bytes: f64,
+    /// Calls per step.
+    pub calls: u64,
+    /// The framework can overlap it with compute.
+    pub overlap: bool,
+}
+
+/// A MoE layer's MLP half of the TP collectives is gone when its experts
+/// are whole (etp = 1, tp > 1): its tokens reach the experts by the ep
+/// all-to-all from the sequence-parallel shards — unless shared experts
+/// still run tensor-parallel there. Read by the roofline's sends and the
+/// calibrated inventory alike.
+pub fn tp_mlp_rides_all_to_all(arch: &Arch, deg: &Degrees) -> bool {
+    arch.moe.as_ref().is_some_and(|m| m.n_shared_experts == 0) && deg.tp > 1 && deg.expert_tp() == 1
+}
+
+/// Forward passes a layer's TP collectives run per step: 2 under full
+/// recompute (the recomputed forward repeats them), 1 otherwise.
+pub fn tp_forward_passes(remat: Remat) -> u64 {
+    if remat == Remat::Full {
+        2
+    } else {
+        1
+    }
+}
+
+/// The book's fractional token share of one data rank per step,
+/// `B·T/(dp·fsdp·cp)` (the inventory's whole sequences per rank are
+/// `microbatches · tokens_per_microbatch`; they agree when the batch splits
+/// evenly).
+pub fn token_share(cfg: &TrainConfig, deg: &Degrees) -> f64 {
+    let d = deg.at_least_one();
+    cfg.batch_tokens as f64 / (d.dp * d.fsdp * d.cp) as f64
+}
+
+/// What the sends read: one plan on one placed mesh, reduced to sizes.
+pub struct BookStep<'a> {
+    arch: &'a Arch,
+    deg: Degrees,
+    dp_axis: LogicalAxis,
+    has_dcn: bool,
+    c: Choice,
+    /// Layers on one stage, ceil(L/pp).
+    l_dev: u64,
+    /// Micro-batches (gradient-accumulation steps) per step.
+    m: u64,
+    /// One layer's parameters on one model-parallel shard.
+    layer_params: f64,
+    /// Parameter, gradient, activation bytes per element.
+    pb: f64,
+    gb: f64,
+    ab: f64,
+    /// Tokens one device processes per step ([`token_share`]).
+    tokens_dev: f64,
+    /// Tokens of one cp group per step, B·T/(dp·fsdp).
+    tokens_cp_group: f64,
+}
+
+impl<'a> BookStep<'a> {
+    /// Plan `c` of `ctx` on `mesh`.
+    pub fn new(ctx: &TrainCtx<'a>, mesh: &MeshCtx, c: &Choice) -> Self {
+        let (a, pc, d) = (&ctx.spec.arch, &ctx.pc, &mesh.deg);
+        let l = a.n_layers.max(1) as f64;
+        let p_exp = pc.experts_routed as f64;
+        let layer_mp = (pc.total as f64 - pc.embedding as f64) / l;
+        let dense = (layer_mp - p_exp / l) / d.tp as f64;
+        let experts = p_exp / l / (d.expert_tp() as f64 * d.ep as f64);
+        let cfg = &ctx.base;
+        BookStep {
+            arch: a,
+            deg: *d,
+            dp_axis: mesh.dp_axis,
+            has_dcn: mesh.has_dcn,
+            c: *c,
+            l_dev: a.n_layers.div_ceil(d.pp),
+            m: c.microbatches.max(1),
+            layer_params: dense + experts,
+            pb: cfg.param_dtype.bytes_per_element(),
+            gb: cfg.grad_dtype.bytes_per_element(),
+            ab: cfg.activation_dtype.bytes_per_element(),
+            tokens_dev: token_share(cfg, d),
+            tokens_cp_group: cfg.batch_tokens as f64 / (d.dp * d.fsdp) as f64,
+        }
+    }
+
+    /// Every send of the step, in the report's order: weights (fsdp, dp,
+    /// DCN), cp, tp, ep, pp.
+    #[inline]
+    pub fn sends(&self, out: &mut impl FnMut(Send)) {
+        self.weights(out);
+        self.cp(out);
+        self.tp(out);
+        self.ep(out);
+        self.pp(out);
+    }
+
+    /// FSDP and data parallelism by ZeRO stage. Weights sharded at stage 3
+    /// (and the fsdp axis, always ZeRO-3) are gathered for every
+    /// micro-batch's forward and backward and their gradients
+    /// reduce-scattered per micro-batch; ZeRO-2 reduce-scatters gradients
+    /// per micro-batch (they are sharded); ZeRO-0/1 reduce once per step
+    /// after accumulation.
+    fn weights(&self, out: &mut impl FnMut(Send)) {
+        use Collective::{AllGather as Ag, AllReduce as Ar, ReduceScatter as Rs};
+        let d = self.deg;
+        // saturating: a hostile micro-batch count must not overflow the call count
+        let (lw, per_mb) = (self.layer_params, self.l_dev.saturating_mul(self.m));
+        let mut send = |axis, kind, what, bytes, calls| {
+            out(Send {
+                what,
+                axis,
+                kind,
+                bytes,
+                calls,
+                overlap: true,
+            })
+        };
+        if d.fsdp > 1 {
+            let ax = LogicalAxis::Fsdp;
+            send(ax, Ag, Transfer::FsdpGatherFwd, lw * self.pb, per_mb);
+            send(ax, Ag, Transfer::FsdpGatherBwd, lw * self.pb, per_mb);
+            send(ax, Rs, Transfer::FsdpReduceGrads, lw * self.gb, per_mb);
+        }
+        if d.dp <= 1 {
+            return;
+        }
+        let ax = self.dp_axis;
+        let f = d.fsdp as f64;
+        let (g, w) = (lw * self.gb / f, lw * self.pb / f);
+        match self.c.zero {
+            0 => send(ax, Ar, Transfer::DpAllReduce, g, self.l_dev),
+            1 | 2 => {
+                let rs_calls = if self.c.zero == 2 { per_mb } else { self.l_dev };
+                send(ax, Rs, Transfer::ZeroReduceGrads, g, rs_calls);
+                send(ax, Ag, Transfer::ZeroGatherWeights, w, self.l_dev);
+            }
+            _ => {
+                send(ax, Ag, Transfer::Zero3GatherFwd, w, per_mb);
+                send(ax, Ag, Transfer::Zero3GatherBwd, w, per_mb);
+                send(ax, Rs, Transfer::Zero3ReduceGrads, g, per_mb);
+            }
+        }
+        // multislice: the DCN part of dp
+        if ax == LogicalAxis::Dp && self.has_dcn {
+            let all = lw * self.gb * self.l_dev as f64;
+            send(LogicalAxis::DpDcn, Ar, Transfer::DcnAllReduce, all, 1);
+        }
+    }
+
+    /// Context parallelism: gradients reduced over cp, and ring attention's
+    /// K/V of the whole sequence passing every device, forward and backward
+    /// (+dK/dV).
+    fn cp(&self, out: &mut impl FnMut(Send)) {
+        let d = self.deg;
+        if d.cp <= 1 {
+            return;
+        }
+        let a = self.arch;
+        let send = |what, kind, bytes| Send {
+            what,
+            axis: LogicalAxis::Cp,
+            kind,
+            bytes,
+            calls: self.l_dev,
+            overlap: true,
+        };
+        let g = self.layer_params * self.gb / d.fsdp as f64;
+        out(send(Transfer::CpAllReduce, Collective::AllReduce, g));
+        let kv_tok = (2 * a.n_kv_heads * a.d_head) as f64 / d.tp as f64 * self.ab;
+        // tokens of one cp group
+        let v = self.tokens_cp_group * kv_tok;
+        out(send(Transfer::CpKvFwd, Collective::AllGather, v));
+        out(send(Transfer::CpKvBwd, Collective::AllGather, v));
+        out(send(Transfer::CpDkv, Collective::ReduceScatter, v));
+    }
+
+    /// Tensor parallelism: per layer 2 × (AG + RS) of `[B_local, D]`
+    /// forward (attention and MLP), the same backward; full remat repeats
+    /// the forward's ([`tp_forward_passes`]); whole experts drop a MoE
+    /// layer's MLP pair ([`tp_mlp_rides_all_to_all`]).
+    fn tp(&self, out: &mut impl FnMut(Send)) {
+        if self.deg.tp <= 1 {
+            return;
+        }
+        let a = self.arch;
+        let act = self.tokens_dev * a.d_model as f64 * self.ab;
+        let moe_pairs = if tp_mlp_rides_all_to_all(a, &self.deg) {
+            a.moe_layers().div_ceil(self.deg.pp).min(self.l_dev)
+        } else {
+            0
+        };
+        let pairs = 2 * self.l_dev - moe_pairs;
+        let fwd = pairs * tp_forward_passes(self.c.remat);
+        let send = |what, kind, calls| Send {
+            what,
+            axis: LogicalAxis::Tp,
+            kind,
+            bytes: act,
+            calls,
+            overlap: false,
+        };
+        use Collective::{AllGather as Ag, ReduceScatter as Rs};
+        out(send(Transfer::TpGatherFwd, Ag, fwd));
+        out(send(Transfer::TpReduceFwd, Rs, fwd));
+        out(send(Transfer::TpGatherBwd, Ag, pairs));
+        out(send(Transfer::TpReduceBwd, Rs, pairs));
+    }
+
+    /// Expert parallelism: dispatch + combine all-to-all, forward and
+    /// backward, per MoE layer. Each device's buffer is its `k·B_local·D/tp`
+    /// routed token-rows; the send is the whole array, ep buffers
+    /// (`collectives::cost` takes the global V of an AllToAll).
+    fn ep(&self, out: &mut impl FnMut(Send)) {
+        let (d, a) = (self.deg, self.arch);
+        let Some(m) = a.moe.as_ref().filter(|_| d.ep > 1) else {
+            return;
+        };
+        let moe_l = a.moe_layers().div_ceil(d.pp);
+        let per_device =
+            self.tokens_dev * m.top_k as f64 * a.d_model as f64 * self.ab / d.tp as f64;
+        let send = |what| Send {
+            what,
+            axis: LogicalAxis::Ep,
+            kind: Collective::AllToAll,
+            bytes: per_device * d.ep as f64,
+            calls: 2 * moe_l,
+            overlap: false,
+        };
+        out(send(Transfer::EpFwd));
+        out(send(Transfer::EpBwd));
+    }
+
+    /// Pipeline: activations to the next stage and gradients back, per
+    /// micro-batch (and per chunk when interleaved).
+    fn pp(&self, out: &mut impl FnMut(Send)) {
+        let d = self.deg;
+        if d.pp <= 1 {
+            return;
+        }
+        let mb = self.tokens_dev / self.m as f64;
+        let sp = if self.c.sp { d.tp as f64 } else { 1.0 };
+        let v = mb * self.arch.d_model as f64 * self.ab / sp;
+        let hops = self.m.saturating_mul(self.c.chunks());
+        let send = |what| Send {
+            what,
+            axis: LogicalAxis::Pp,
+            kind: Collective::PointToPoint,
+            bytes: v,
+            calls: hops,
+            overlap: true,
+        };
+        out(send(Transfer::PpFwd));
+        out(send(Transfer::PpBwd));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::mesh::Topology;
+
+    /// The sends of `model` under `cfg` on `chips` H100s (8 per node).
+    fn sends(model: &str, cfg: &TrainConfig, chips: u64) -> Vec<Send> {
+        let cat = Catalog::builtin();
+        let (spec, chip) = (cat.model(model).unwrap(), cat.chip("h100").unwrap());
+        let ctx = TrainCtx::quiet(spec, chip, cfg, None);
+        let (_, mesh) = MeshCtx::place(chip, &Topology::gpus(chips, 8), cfg.degrees);
+        let mut v = Vec::new();
+        BookStep::new(&ctx, &mesh, &cfg.choice()).sends(&mut |s| v.push(s));
+        v
+    }
+
+    fn find(v: &[Send], what: Transfer) -> Send {
+        *v.iter()
+            .find(|s| s.what == what)
+            .unwrap_or_else(|| panic!("{what:?}: {v:?}"))
+    }
+
+    /// Llama-3-8B (L = 32, D = 4096), B = 4Mi tokens of T = 4096 over
+    /// dp 2 × fsdp 2 (4 data ranks), tp 4 with SP, pp 2, 8 micro-batches,
+    /// full recompute, bf16 activations. By hand: a data rank's share is
+    /// 4,194,304 / 4 = 1,048,576 tokens; a TP call moves [1,048,576, 4096]
+    /// bf16 = 8,589,934,592 B; a stage holds 16 layers, 2 pairs each = 32
+    /// pairs backward and 64 forward (the recomputed forward repeats them).
+    /// A pipeline hop carries one micro-batch (131,072 tokens) of D bf16
+    /// scattered over tp 4: 268,435,456 B, 8 per direction.
+    #[test]
+    fn a_dense_step_sends_what_the_book_counts() {
+        let cfg = TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 4096,
+            degrees: Degrees {
+                dp: 2,
+                fsdp: 2,
+                tp: 4,
+                pp: 2,
+                ..Default::default()
+            },
+            zero: 1,
+            remat: Remat::Full,
+            sequence_parallel: true,
+            microbatches: 8,
+            ..Default::default()
+        };
+        assert_eq!(token_share(&cfg, &cfg.degrees), 1_048_576.0);
+        let v = sends("llama-3-8b", &cfg, 32);
+        for (what, calls) in [
+            (Transfer::TpGatherFwd, 64),
+            (Transfer::TpReduceFwd, 64),
+            (Transfer::TpGatherBwd, 32),
+            (Transfer::TpReduceBwd, 32),
+        ] {
+            let s = find(&v, what);
+            assert_eq!((s.calls, s.bytes), (calls, 8_589_934_592.0), "{what:?}");
+            assert_eq!(s.axis, LogicalAxis::Tp);
+            assert!(!s.overlap);
+        }
+        for what in [Transfer::PpFwd, Transfer::PpBwd] {
+            let s = find(&v, what);
+            assert_eq!((s.calls, s.bytes), (8, 268_435_456.0), "{what:?}");
+        }
+        // fsdp gathers per layer per micro-batch (16 · 8 = 128); ZeRO-1
+        // over dp reduces and gathers once per layer (16), 1/fsdp of a layer
+        let fsdp = find(&v, Transfer::FsdpGatherFwd);
+        let zero = find(&v, Transfer::ZeroGatherWeights);
+        assert_eq!((fsdp.calls, zero.calls), (128, 16));
+        assert_eq!(zero.bytes * 2.0, fsdp.bytes);
+        assert!(v
+            .iter()
+            .all(|s| s.axis != LogicalAxis::Ep && s.axis != LogicalAxis::Cp));
+    }
+
+    /// Whole experts (etp = 1) drop a MoE layer's MLP pair of TP
+    /// collectives unless a shared expert still runs tensor-parallel: the
+    /// rule the roofline and the calibrated inventory both read. tp 2, ep 8,
+    /// pp 2, no recompute. Mixtral-8x7B: 32 MoE layers, 16 a stage, no
+    /// shared expert → 2·16 − 16 = 16 pairs. DeepSeek-V3: 61 layers (31 on
+    /// the busiest stage), a shared expert → 2·31 = 62 pairs. With etp = tp
+    /// (experts split like the dense MLP) Mixtral keeps its 32.
+    #[test]
+    fn whole_experts_drop_the_mlp_pair_unless_shared_experts_run_tp() {
+        for (model, etp, want) in [
+            ("mixtral-8x7b", 1, 16),
+            ("deepseek-v3", 1, 62),
+            ("mixtral-8x7b", 0, 32),
+        ] {
+            let degrees = Degrees {
+                dp: 4,
+                tp: 2,
+                pp: 2,
+                ep: 8,
+                etp,
+                ..Default::default()
+            };
+            let cfg = TrainConfig {
+                batch_tokens: 16 * 4096,
+                seq_len: 4096,
+                degrees,
+                remat: Remat::None,
+                sequence_parallel: true,
+                microbatches: 4,
+                ..Default::default()
+            };
+            let cat = Catalog::builtin();
+            let arch = &cat.model(model).unwrap().arch;
+            assert_eq!(
+                tp_mlp_rides_all_to_all(arch, &degrees),
+                want == 16,
+                "{model}"
+            );
+            let v = sends(model, &cfg, 16);
+            let tp = find(&v, Transfer::TpGatherFwd);
+            assert_eq!(tp.calls, want, "{model} etp {etp}");
+            assert_eq!(
+                find(&v, Transfer::TpReduceBwd).calls,
+                want,
+                "{model} etp {etp}"
+            );
+        }
+        assert_eq!(tp_forward_passes(Remat::Full), 2);
+        assert_eq!(tp_forward_passes(Remat::Selective), 1);
+    }
+}
