@@ -444,6 +444,16 @@ struct Shape<'a> {
 }
 
 impl StepInventory {
+    /// Tokens one data rank processes per step in whole sequences,
+    /// `microbatches · tokens_per_microbatch` (mbs·T/cp each): the split the
+    /// calibrated pricer prices. The roofline's sends read the book's
+    /// fractional share ([`book_sends::token_share`]); the two are equal
+    /// when the batch splits evenly over the data ranks, and a plan where
+    /// they differ gets no prediction (`step::predict::prepare`).
+    pub fn tokens_per_rank(&self) -> f64 {
+        self.microbatches as f64 * self.tokens_per_microbatch
+    }
+
     /// The inventory of `spec` with `features` on `chip` (its NVLink domain
     /// or TPU slice is the placement's node).
     pub fn build(spec: &RunSpec, chip: &Chip, features: &Features) -> StepInventory {

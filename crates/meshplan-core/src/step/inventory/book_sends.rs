@@ -421,4 +421,53 @@ mod tests {
         assert_eq!(tp_forward_passes(Remat::Full), 2);
         assert_eq!(tp_forward_passes(Remat::Selective), 1);
     }
+
+    /// The roofline and the prediction describe the same split of the
+    /// batch. Llama-3-8B on 32 H100 (Megatron, its H100 profile), B = 64
+    /// sequences of T = 4096 over dp 4 × cp 2 (tp 4): by hand a data rank
+    /// holds 64/4 = 16 sequences, and with cp 2 each device 2048 tokens of
+    /// each: 16·2048 = 32,768 tokens = 262,144/(4·1·2), the book's share.
+    /// With 8 micro-batches of 2 sequences, a micro-batch is 2·2048 = 4096
+    /// tokens on a device.
+    #[test]
+    fn the_inventory_and_the_roofline_split_the_batch_alike() {
+        let cat = Catalog::builtin();
+        let (spec, chip) = (cat.model("llama-3-8b").unwrap(), cat.chip("h100").unwrap());
+        let cfg = TrainConfig {
+            batch_tokens: 64 * 4096,
+            seq_len: 4096,
+            degrees: Degrees {
+                dp: 4,
+                tp: 4,
+                cp: 2,
+                ..Default::default()
+            },
+            framework: crate::parallelism::Framework::Megatron,
+            sequence_parallel: true,
+            microbatches: 8,
+            ..Default::default()
+        };
+        let prof = crate::step::predict::active_profile(chip, None)
+            .unwrap()
+            .unwrap();
+        let topo = Topology::gpus(32, 8);
+        let r = crate::training::analyze_with(
+            spec,
+            chip,
+            &topo,
+            &cfg,
+            Some(&prof),
+            &mut crate::trace::NoTrace,
+        );
+        let p = r
+            .predicted
+            .as_ref()
+            .unwrap_or_else(|| panic!("{:?} {:?}", r.prediction_note, r.reasons));
+        assert_eq!(p.inventory.tokens_per_microbatch, 4096.0);
+        assert_eq!(p.inventory.tokens_per_rank(), 32_768.0);
+        assert_eq!(
+            token_share(&cfg, &cfg.degrees),
+            p.inventory.tokens_per_rank()
+        );
+    }
 }
