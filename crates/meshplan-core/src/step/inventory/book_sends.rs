@@ -470,4 +470,93 @@ mod tests {
             p.inventory.tokens_per_rank()
         );
     }
+
+    /// Where their rules agree (one stage, the SP all-gather kept, the batch
+    /// split evenly, bf16 activations), the roofline's sends and the
+    /// calibrated inventory move the same TP bytes per device per step. By
+    /// hand, per layer: 2 (AG, RS) pairs forward and backward of a
+    /// `[B_local, D]` activation, (tp−1)/tp of it each, = 8·(tp−1)/tp·V
+    /// (plain TP: 4 all-reduces of 2·(tp−1)/tp·V, the same); full recompute
+    /// repeats the forward's half (×1.5); whole experts drop a MoE layer's
+    /// MLP half unless a shared expert runs tensor-parallel. The book counts
+    /// per step with V of the whole share (B·T/dp tokens), the inventory per
+    /// micro-batch and layer: the totals agree.
+    #[test]
+    fn both_conventions_move_the_same_tp_bytes_where_their_rules_agree() {
+        let cat = Catalog::builtin();
+        let chip = cat.chip("h100").unwrap();
+        let prof = crate::step::predict::active_profile(chip, None)
+            .unwrap()
+            .unwrap();
+        for (model, ep, etp) in [
+            ("llama-3-8b", 1, 0),
+            ("mixtral-8x7b", 8, 1),
+            ("mixtral-8x7b", 4, 0),
+            ("deepseek-v3", 8, 1),
+        ] {
+            let spec = cat.model(model).unwrap();
+            for (remat, sp) in [
+                (Remat::None, true),
+                (Remat::Full, true),
+                (Remat::None, false),
+            ] {
+                let cfg = TrainConfig {
+                    batch_tokens: 8 * 4096,
+                    seq_len: 4096,
+                    degrees: Degrees {
+                        dp: 4,
+                        tp: 2,
+                        ep,
+                        etp,
+                        ..Default::default()
+                    },
+                    framework: crate::parallelism::Framework::Megatron,
+                    remat,
+                    sequence_parallel: sp,
+                    microbatches: 2,
+                    ..Default::default()
+                };
+                let topo = Topology::gpus(8, 8);
+                let r = crate::training::analyze_with(
+                    spec,
+                    chip,
+                    &topo,
+                    &cfg,
+                    Some(&prof),
+                    &mut crate::trace::NoTrace,
+                );
+                let book: f64 = r
+                    .comms
+                    .iter()
+                    .filter(|c| c.axis == LogicalAxis::Tp)
+                    .map(|c| c.bytes_sent_per_device.get() * c.count as f64)
+                    .sum();
+                let what = format!("{model} ep {ep} etp {etp} {remat:?} sp {sp}");
+                let p = r
+                    .predicted
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{what}: {:?}", r.prediction_note));
+                let inv = &p.inventory;
+                let tp = inv.tp.unwrap_or_else(|| panic!("{what}: no tp"));
+                let layers = spec.arch.n_layers as f64;
+                let calibrated = tp.bytes_per_call * tp.calls * layers * inv.microbatches as f64;
+                // by hand: the dense layer's 8·(tp−1)/tp·V with V = 8,192
+                // tokens (32,768 / dp 4) · D · 2 B, per layer
+                let v = 8192.0 * spec.arch.d_model as f64 * 2.0;
+                assert!(book > 0.0 && book.is_finite(), "{what}: {book}");
+                assert!(
+                    (book - calibrated).abs() <= 1e-12 * book,
+                    "{what}: book {book} calibrated {calibrated}"
+                );
+                if model == "llama-3-8b" {
+                    let per_layer = if remat == Remat::Full { 6.0 } else { 4.0 };
+                    let want = per_layer * v * layers;
+                    assert!(
+                        (book - want).abs() <= 1e-12 * want,
+                        "{what}: {book} vs {want}"
+                    );
+                }
+            }
+        }
+    }
 }
