@@ -11,7 +11,7 @@ use super::context::{MeshCtx, TrainCtx};
 pub use super::transfer::Transfer;
 use crate::collectives::{cost, AxisPlacement, Collective, CollectiveCost};
 use crate::parallelism::{Choice, LogicalAxis};
-use crate::step::inventory::book_sends::{BookStep, Send};
+use crate::step::inventory::book_sends::{BookStep, SendSink};
 use crate::trace::Tracer;
 use crate::units::{Bytes, Seconds};
 
@@ -122,19 +122,18 @@ struct Acc<'m, 't, T, S> {
     totals: CommTotals,
 }
 
-impl<T: Tracer, S: CommSink> Acc<'_, '_, T, S> {
+impl<T: Tracer, S: CommSink> SendSink for Acc<'_, '_, T, S> {
     /// Cost one send on its axis' placement: the book's collective time
     /// (`collectives::cost`) × calls / the communication efficiency.
-    #[inline]
-    fn add(&mut self, send: Send) {
-        let Send {
-            what,
-            axis,
-            kind,
-            bytes,
-            calls,
-            overlap,
-        } = send;
+    fn send(
+        &mut self,
+        axis: LogicalAxis,
+        kind: Collective,
+        what: Transfer,
+        bytes: f64,
+        calls: u64,
+        overlap: bool,
+    ) {
         let pl = self.mesh.axis(axis);
         if matches!(pl, AxisPlacement::Trivial) || calls == 0 || bytes <= 0.0 {
             return;
@@ -180,6 +179,6 @@ pub fn step_comms<T: Tracer, S: CommSink>(
         sink,
         totals: CommTotals::default(),
     };
-    BookStep::new(ctx, mesh, c).sends(&mut |s| acc.add(s));
+    BookStep::new(ctx, mesh, c).sends(&mut acc);
     acc.totals
 }

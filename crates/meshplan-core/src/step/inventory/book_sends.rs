@@ -69,8 +69,13 @@ pub fn tp_forward_passes(remat: Remat) -> u64 {
 /// `microbatches · tokens_per_microbatch`; they agree when the batch splits
 /// evenly).
 pub fn token_share(cfg: &TrainConfig, deg: &Degrees) -> f64 {
-    let d = deg.at_least_one();
-    cfg.batch_tokens as f64 / (d.dp * d.fsdp * d.cp) as f64
+    share(cfg.batch_tokens, &deg.at_least_one())
+}
+
+/// [`token_share`] of degrees already at least one (the placed mesh's).
+#[inline]
+fn share(batch_tokens: u64, d: &Degrees) -> f64 {
+    batch_tokens as f64 / (d.dp * d.fsdp * d.cp) as f64
 }
 
 /// What the sends read: one plan on one placed mesh, reduced to sizes.
@@ -92,8 +97,8 @@ pub struct BookStep<'a> {
     ab: f64,
     /// Tokens one device processes per step ([`token_share`]).
     tokens_dev: f64,
-    /// Tokens of one cp group per step, B·T/(dp·fsdp).
-    tokens_cp_group: f64,
+    /// B·T, tokens per step.
+    batch_tokens: u64,
 }
 
 impl<'a> BookStep<'a> {
@@ -118,15 +123,15 @@ impl<'a> BookStep<'a> {
             pb: cfg.param_dtype.bytes_per_element(),
             gb: cfg.grad_dtype.bytes_per_element(),
             ab: cfg.activation_dtype.bytes_per_element(),
-            tokens_dev: token_share(cfg, d),
-            tokens_cp_group: cfg.batch_tokens as f64 / (d.dp * d.fsdp) as f64,
+            tokens_dev: share(cfg.batch_tokens, d),
+            batch_tokens: cfg.batch_tokens,
         }
     }
 
     /// Every send of the step, in the report's order: weights (fsdp, dp,
     /// DCN), cp, tp, ep, pp.
     #[inline]
-    pub fn sends(&self, out: &mut impl FnMut(Send)) {
+    pub fn sends(&self, out: &mut impl SendSink) {
         self.weights(out);
         self.cp(out);
         self.tp(out);
@@ -140,26 +145,23 @@ impl<'a> BookStep<'a> {
     /// reduce-scattered per micro-batch; ZeRO-2 reduce-scatters gradients
     /// per micro-batch (they are sharded); ZeRO-0/1 reduce once per step
     /// after accumulation.
-    fn weights(&self, out: &mut impl FnMut(Send)) {
+    fn weights(&self, out: &mut impl SendSink) {
         use Collective::{AllGather as Ag, AllReduce as Ar, ReduceScatter as Rs};
         let d = self.deg;
         // saturating: a hostile micro-batch count must not overflow the call count
         let (lw, per_mb) = (self.layer_params, self.l_dev.saturating_mul(self.m));
-        let mut send = |axis, kind, what, bytes, calls| {
-            out(Send {
-                what,
-                axis,
-                kind,
-                bytes,
-                calls,
-                overlap: true,
-            })
-        };
         if d.fsdp > 1 {
             let ax = LogicalAxis::Fsdp;
-            send(ax, Ag, Transfer::FsdpGatherFwd, lw * self.pb, per_mb);
-            send(ax, Ag, Transfer::FsdpGatherBwd, lw * self.pb, per_mb);
-            send(ax, Rs, Transfer::FsdpReduceGrads, lw * self.gb, per_mb);
+            out.send(ax, Ag, Transfer::FsdpGatherFwd, lw * self.pb, per_mb, true);
+            out.send(ax, Ag, Transfer::FsdpGatherBwd, lw * self.pb, per_mb, true);
+            out.send(
+                ax,
+                Rs,
+                Transfer::FsdpReduceGrads,
+                lw * self.gb,
+                per_mb,
+                true,
+            );
         }
         if d.dp <= 1 {
             return;
@@ -168,57 +170,51 @@ impl<'a> BookStep<'a> {
         let f = d.fsdp as f64;
         let (g, w) = (lw * self.gb / f, lw * self.pb / f);
         match self.c.zero {
-            0 => send(ax, Ar, Transfer::DpAllReduce, g, self.l_dev),
+            0 => out.send(ax, Ar, Transfer::DpAllReduce, g, self.l_dev, true),
             1 | 2 => {
                 let rs_calls = if self.c.zero == 2 { per_mb } else { self.l_dev };
-                send(ax, Rs, Transfer::ZeroReduceGrads, g, rs_calls);
-                send(ax, Ag, Transfer::ZeroGatherWeights, w, self.l_dev);
+                out.send(ax, Rs, Transfer::ZeroReduceGrads, g, rs_calls, true);
+                out.send(ax, Ag, Transfer::ZeroGatherWeights, w, self.l_dev, true);
             }
             _ => {
-                send(ax, Ag, Transfer::Zero3GatherFwd, w, per_mb);
-                send(ax, Ag, Transfer::Zero3GatherBwd, w, per_mb);
-                send(ax, Rs, Transfer::Zero3ReduceGrads, g, per_mb);
+                out.send(ax, Ag, Transfer::Zero3GatherFwd, w, per_mb, true);
+                out.send(ax, Ag, Transfer::Zero3GatherBwd, w, per_mb, true);
+                out.send(ax, Rs, Transfer::Zero3ReduceGrads, g, per_mb, true);
             }
         }
         // multislice: the DCN part of dp
         if ax == LogicalAxis::Dp && self.has_dcn {
             let all = lw * self.gb * self.l_dev as f64;
-            send(LogicalAxis::DpDcn, Ar, Transfer::DcnAllReduce, all, 1);
+            out.send(LogicalAxis::DpDcn, Ar, Transfer::DcnAllReduce, all, 1, true);
         }
     }
 
     /// Context parallelism: gradients reduced over cp, and ring attention's
     /// K/V of the whole sequence passing every device, forward and backward
     /// (+dK/dV).
-    fn cp(&self, out: &mut impl FnMut(Send)) {
+    fn cp(&self, out: &mut impl SendSink) {
+        use Collective::{AllGather as Ag, AllReduce as Ar, ReduceScatter as Rs};
         let d = self.deg;
         if d.cp <= 1 {
             return;
         }
-        let a = self.arch;
-        let send = |what, kind, bytes| Send {
-            what,
-            axis: LogicalAxis::Cp,
-            kind,
-            bytes,
-            calls: self.l_dev,
-            overlap: true,
-        };
+        let (a, ax, l) = (self.arch, LogicalAxis::Cp, self.l_dev);
         let g = self.layer_params * self.gb / d.fsdp as f64;
-        out(send(Transfer::CpAllReduce, Collective::AllReduce, g));
+        out.send(ax, Ar, Transfer::CpAllReduce, g, l, true);
         let kv_tok = (2 * a.n_kv_heads * a.d_head) as f64 / d.tp as f64 * self.ab;
-        // tokens of one cp group
-        let v = self.tokens_cp_group * kv_tok;
-        out(send(Transfer::CpKvFwd, Collective::AllGather, v));
-        out(send(Transfer::CpKvBwd, Collective::AllGather, v));
-        out(send(Transfer::CpDkv, Collective::ReduceScatter, v));
+        // tokens of one cp group, B·T/(dp·fsdp)
+        let v = self.batch_tokens as f64 / (d.dp * d.fsdp) as f64 * kv_tok;
+        out.send(ax, Ag, Transfer::CpKvFwd, v, l, true);
+        out.send(ax, Ag, Transfer::CpKvBwd, v, l, true);
+        out.send(ax, Rs, Transfer::CpDkv, v, l, true);
     }
 
     /// Tensor parallelism: per layer 2 × (AG + RS) of `[B_local, D]`
     /// forward (attention and MLP), the same backward; full remat repeats
     /// the forward's ([`tp_forward_passes`]); whole experts drop a MoE
     /// layer's MLP pair ([`tp_mlp_rides_all_to_all`]).
-    fn tp(&self, out: &mut impl FnMut(Send)) {
+    fn tp(&self, out: &mut impl SendSink) {
+        use Collective::{AllGather as Ag, ReduceScatter as Rs};
         if self.deg.tp <= 1 {
             return;
         }
@@ -231,26 +227,18 @@ impl<'a> BookStep<'a> {
         };
         let pairs = 2 * self.l_dev - moe_pairs;
         let fwd = pairs * tp_forward_passes(self.c.remat);
-        let send = |what, kind, calls| Send {
-            what,
-            axis: LogicalAxis::Tp,
-            kind,
-            bytes: act,
-            calls,
-            overlap: false,
-        };
-        use Collective::{AllGather as Ag, ReduceScatter as Rs};
-        out(send(Transfer::TpGatherFwd, Ag, fwd));
-        out(send(Transfer::TpReduceFwd, Rs, fwd));
-        out(send(Transfer::TpGatherBwd, Ag, pairs));
-        out(send(Transfer::TpReduceBwd, Rs, pairs));
+        let ax = LogicalAxis::Tp;
+        out.send(ax, Ag, Transfer::TpGatherFwd, act, fwd, false);
+        out.send(ax, Rs, Transfer::TpReduceFwd, act, fwd, false);
+        out.send(ax, Ag, Transfer::TpGatherBwd, act, pairs, false);
+        out.send(ax, Rs, Transfer::TpReduceBwd, act, pairs, false);
     }
 
     /// Expert parallelism: dispatch + combine all-to-all, forward and
     /// backward, per MoE layer. Each device's buffer is its `k·B_local·D/tp`
     /// routed token-rows; the send is the whole array, ep buffers
     /// (`collectives::cost` takes the global V of an AllToAll).
-    fn ep(&self, out: &mut impl FnMut(Send)) {
+    fn ep(&self, out: &mut impl SendSink) {
         let (d, a) = (self.deg, self.arch);
         let Some(m) = a.moe.as_ref().filter(|_| d.ep > 1) else {
             return;
@@ -258,21 +246,15 @@ impl<'a> BookStep<'a> {
         let moe_l = a.moe_layers().div_ceil(d.pp);
         let per_device =
             self.tokens_dev * m.top_k as f64 * a.d_model as f64 * self.ab / d.tp as f64;
-        let send = |what| Send {
-            what,
-            axis: LogicalAxis::Ep,
-            kind: Collective::AllToAll,
-            bytes: per_device * d.ep as f64,
-            calls: 2 * moe_l,
-            overlap: false,
-        };
-        out(send(Transfer::EpFwd));
-        out(send(Transfer::EpBwd));
+        let v = per_device * d.ep as f64;
+        let (ax, kind) = (LogicalAxis::Ep, Collective::AllToAll);
+        out.send(ax, kind, Transfer::EpFwd, v, 2 * moe_l, false);
+        out.send(ax, kind, Transfer::EpBwd, v, 2 * moe_l, false);
     }
 
     /// Pipeline: activations to the next stage and gradients back, per
     /// micro-batch (and per chunk when interleaved).
-    fn pp(&self, out: &mut impl FnMut(Send)) {
+    fn pp(&self, out: &mut impl SendSink) {
         let d = self.deg;
         if d.pp <= 1 {
             return;
@@ -281,16 +263,48 @@ impl<'a> BookStep<'a> {
         let sp = if self.c.sp { d.tp as f64 } else { 1.0 };
         let v = mb * self.arch.d_model as f64 * self.ab / sp;
         let hops = self.m.saturating_mul(self.c.chunks());
-        let send = |what| Send {
+        let (ax, kind) = (LogicalAxis::Pp, Collective::PointToPoint);
+        out.send(ax, kind, Transfer::PpFwd, v, hops, true);
+        out.send(ax, kind, Transfer::PpBwd, v, hops, true);
+    }
+}
+
+/// Where a step's sends go: the roofline's pricer (`training::comms`, which
+/// costs each as it comes: nothing is built on the planner's hot path) or
+/// a list (`Vec<Send>`).
+pub trait SendSink {
+    /// One send: what it moves, on which axis, the collective, V bytes per
+    /// call, calls per step, whether it overlaps with compute.
+    fn send(
+        &mut self,
+        axis: LogicalAxis,
+        kind: Collective,
+        what: Transfer,
+        bytes: f64,
+        calls: u64,
+        overlap: bool,
+    );
+}
+
+/// Keep every send.
+impl SendSink for Vec<Send> {
+    fn send(
+        &mut self,
+        axis: LogicalAxis,
+        kind: Collective,
+        what: Transfer,
+        bytes: f64,
+        calls: u64,
+        overlap: bool,
+    ) {
+        self.push(Send {
             what,
-            axis: LogicalAxis::Pp,
-            kind: Collective::PointToPoint,
-            bytes: v,
-            calls: hops,
-            overlap: true,
-        };
-        out(send(Transfer::PpFwd));
-        out(send(Transfer::PpBwd));
+            axis,
+            kind,
+            bytes,
+            calls,
+            overlap,
+        });
     }
 }
 
@@ -307,7 +321,7 @@ mod tests {
         let ctx = TrainCtx::quiet(spec, chip, cfg, None);
         let (_, mesh) = MeshCtx::place(chip, &Topology::gpus(chips, 8), cfg.degrees);
         let mut v = Vec::new();
-        BookStep::new(&ctx, &mesh, &cfg.choice()).sends(&mut |s| v.push(s));
+        BookStep::new(&ctx, &mesh, &cfg.choice()).sends(&mut v);
         v
     }
 
