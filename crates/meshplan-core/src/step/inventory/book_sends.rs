@@ -30,7 +30,7 @@ use crate::training::{MeshCtx, TrainCtx, Transfer};
 
 /// One collective of the step as the roofline counts it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Send {
+pub struct BookSend {
     /// What it moves.
     pub what: Transfer,
     /// The logical axis its group spans.
@@ -271,7 +271,7 @@ impl<'a> BookStep<'a> {
 
 /// Where a step's sends go: the roofline's pricer (`training::comms`, which
 /// costs each as it comes: nothing is built on the planner's hot path) or
-/// a list (`Vec<Send>`).
+/// a list (`Vec<BookSend>`).
 pub trait SendSink {
     /// One send: what it moves, on which axis, the collective, V bytes per
     /// call, calls per step, whether it overlaps with compute.
@@ -287,7 +287,7 @@ pub trait SendSink {
 }
 
 /// Keep every send.
-impl SendSink for Vec<Send> {
+impl SendSink for Vec<BookSend> {
     fn send(
         &mut self,
         axis: LogicalAxis,
@@ -297,7 +297,7 @@ impl SendSink for Vec<Send> {
         calls: u64,
         overlap: bool,
     ) {
-        self.push(Send {
+        self.push(BookSend {
             what,
             axis,
             kind,
@@ -315,7 +315,7 @@ mod tests {
     use crate::mesh::Topology;
 
     /// The sends of `model` under `cfg` on `chips` H100s (8 per node).
-    fn sends(model: &str, cfg: &TrainConfig, chips: u64) -> Vec<Send> {
+    fn sends(model: &str, cfg: &TrainConfig, chips: u64) -> Vec<BookSend> {
         let cat = Catalog::builtin();
         let (spec, chip) = (cat.model(model).unwrap(), cat.chip("h100").unwrap());
         let ctx = TrainCtx::quiet(spec, chip, cfg, None);
@@ -325,7 +325,7 @@ mod tests {
         v
     }
 
-    fn find(v: &[Send], what: Transfer) -> Send {
+    fn find(v: &[BookSend], what: Transfer) -> BookSend {
         *v.iter()
             .find(|s| s.what == what)
             .unwrap_or_else(|| panic!("{what:?}: {v:?}"))
