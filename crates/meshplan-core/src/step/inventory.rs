@@ -14,6 +14,9 @@
 
 use serde::Serialize;
 
+pub mod book_sends;
+
+use self::book_sends::{tp_forward_passes, tp_mlp_rides_all_to_all};
 use super::calibrated::{elementwise_elems, Features, FP8_CAST_BYTES, MOE_LOAD_IMBALANCE};
 use crate::collectives::Collective;
 use crate::hardware::Chip;
@@ -441,6 +444,16 @@ struct Shape<'a> {
 }
 
 impl StepInventory {
+    /// Tokens one data rank processes per step in whole sequences,
+    /// `microbatches · tokens_per_microbatch` (mbs·T/cp each): the split the
+    /// calibrated pricer prices. The roofline's sends read the book's
+    /// fractional share ([`book_sends::token_share`]); the two are equal
+    /// when the batch splits evenly over the data ranks, and a plan where
+    /// they differ gets no prediction (`step::predict::prepare`).
+    pub fn tokens_per_rank(&self) -> f64 {
+        self.microbatches as f64 * self.tokens_per_microbatch
+    }
+
     /// The inventory of `spec` with `features` on `chip` (its NVLink domain
     /// or TPU slice is the placement's node).
     pub fn build(spec: &RunSpec, chip: &Chip, features: &Features) -> StepInventory {
@@ -742,18 +755,16 @@ fn tp_transfers(s: &Shape, ov: Overlap, at: &Placer) -> Option<Transfer> {
     // layer's tokens reach the experts through the all-to-all from their
     // sequence shards, so the MLP's half of the layer's TP collectives is
     // gone (kept when shared experts still run tensor-parallel)
-    let ops = match &spec.arch.moe {
-        Some(mo) if spec.whole_experts() && mo.n_shared_experts == 0 => {
-            ops * (1.0 - 0.5 * spec.arch.moe_fraction())
-        }
-        _ => ops,
-    };
-    // the recomputed forward repeats its collectives
-    let all = if spec.remat == Remat::Full {
-        ops * 1.5
+    // (the rule the roofline's sends read: `book_sends`)
+    let ops = if tp_mlp_rides_all_to_all(&spec.arch, &at.deg) {
+        ops * (1.0 - 0.5 * spec.arch.moe_fraction())
     } else {
         ops
     };
+    // the recomputed forward repeats its collectives: half of them are the
+    // forward's (x·0.5 is exact, so 1.5·ops under full recompute to the bit)
+    let half = ops * 0.5;
+    let all = half * tp_forward_passes(spec.remat) as f64 + half;
     // keeping only the sequence shard of a column-parallel GEMM's input
     // (QKV, MLP up) means gathering it again for its weight gradient
     // (Korthikanti et al. 2022 §4.2.2)

@@ -1,15 +1,17 @@
-//! The collectives of one training step, per strategy (book ch5, ch12):
-//! what each moves, how often, and its cost on the placed mesh. Both the
-//! report (which lists every collective) and the planner (which keeps only
-//! the per-axis totals) run [`step_comms`]; a [`CommSink`] decides what is
-//! kept.
+//! The roofline's pricer of a training step's collectives (book ch5,
+//! ch12): what each moves and how often is the step inventory's
+//! ([`crate::step::inventory::book_sends`]); here each send is costed on the
+//! placed mesh at peak. Both the report (which lists every collective) and
+//! the planner (which keeps only the per-axis totals) run [`step_comms`]; a
+//! [`CommSink`] decides what is kept.
 
 use serde::Serialize;
 
 use super::context::{MeshCtx, TrainCtx};
 pub use super::transfer::Transfer;
 use crate::collectives::{cost, AxisPlacement, Collective, CollectiveCost};
-use crate::parallelism::{Choice, LogicalAxis, Remat};
+use crate::parallelism::{Choice, LogicalAxis};
+use crate::step::inventory::book_sends::{BookStep, SendSink};
 use crate::trace::Tracer;
 use crate::units::{Bytes, Seconds};
 
@@ -110,7 +112,7 @@ impl CommTotals {
     }
 }
 
-/// Costs collectives into the totals and the sink.
+/// Prices the step's sends at peak into the totals and the sink.
 struct Acc<'m, 't, T, S> {
     mesh: &'m MeshCtx,
     eff: f64,
@@ -120,8 +122,10 @@ struct Acc<'m, 't, T, S> {
     totals: CommTotals,
 }
 
-impl<T: Tracer, S: CommSink> Acc<'_, '_, T, S> {
-    fn add(
+impl<T: Tracer, S: CommSink> SendSink for Acc<'_, '_, T, S> {
+    /// Cost one send on its axis' placement: the book's collective time
+    /// (`collectives::cost`) × calls / the communication efficiency.
+    fn send(
         &mut self,
         axis: LogicalAxis,
         kind: Collective,
@@ -157,251 +161,9 @@ impl<T: Tracer, S: CommSink> Acc<'_, '_, T, S> {
     }
 }
 
-/// Sizes the strategies share.
-struct Sizes {
-    /// Layers on one stage, ceil(L/pp).
-    l_dev: u64,
-    /// Micro-batches (gradient-accumulation steps) per step.
-    m: u64,
-    /// One layer's parameters on one model-parallel shard.
-    layer_params: f64,
-    /// Parameter, gradient, activation bytes per element.
-    pb: f64,
-    gb: f64,
-    ab: f64,
-    /// Tokens one device processes per step.
-    tokens_dev: f64,
-}
-
-fn sizes(ctx: &TrainCtx, mesh: &MeshCtx, c: &Choice) -> Sizes {
-    let (a, pc, d) = (&ctx.spec.arch, &ctx.pc, &mesh.deg);
-    let l = a.n_layers.max(1) as f64;
-    let p_exp = pc.experts_routed as f64;
-    let layer_mp = (pc.total as f64 - pc.embedding as f64) / l;
-    let dense = (layer_mp - p_exp / l) / d.tp as f64;
-    let experts = p_exp / l / (d.expert_tp() as f64 * d.ep as f64);
-    let cfg = &ctx.base;
-    Sizes {
-        l_dev: a.n_layers.div_ceil(d.pp),
-        m: c.microbatches.max(1),
-        layer_params: dense + experts,
-        pb: cfg.param_dtype.bytes_per_element(),
-        gb: cfg.grad_dtype.bytes_per_element(),
-        ab: cfg.activation_dtype.bytes_per_element(),
-        tokens_dev: cfg.batch_tokens as f64 / (d.dp * d.fsdp * d.cp) as f64,
-    }
-}
-
-/// FSDP and data parallelism by ZeRO stage. Weights sharded at stage 3
-/// (and the fsdp axis, always ZeRO-3) are gathered for every micro-batch's
-/// forward and backward and their gradients reduce-scattered per
-/// micro-batch; ZeRO-2 reduce-scatters gradients per micro-batch (they are
-/// sharded); ZeRO-0/1 reduce once per step after accumulation.
-fn weight_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, z: &Sizes, zero: u8) {
-    use Collective::{AllGather as Ag, AllReduce as Ar, ReduceScatter as Rs};
-    let d = acc.mesh.deg;
-    // saturating: a hostile micro-batch count must not overflow the call count
-    let (lw, per_mb) = (z.layer_params, z.l_dev.saturating_mul(z.m));
-    if d.fsdp > 1 {
-        let ax = LogicalAxis::Fsdp;
-        acc.add(ax, Ag, Transfer::FsdpGatherFwd, lw * z.pb, per_mb, true);
-        acc.add(ax, Ag, Transfer::FsdpGatherBwd, lw * z.pb, per_mb, true);
-        acc.add(ax, Rs, Transfer::FsdpReduceGrads, lw * z.gb, per_mb, true);
-    }
-    if d.dp <= 1 {
-        return;
-    }
-    let ax = acc.mesh.dp_axis;
-    let f = d.fsdp as f64;
-    let (g, w) = (lw * z.gb / f, lw * z.pb / f);
-    match zero {
-        0 => acc.add(ax, Ar, Transfer::DpAllReduce, g, z.l_dev, true),
-        1 | 2 => {
-            let rs_calls = if zero == 2 { per_mb } else { z.l_dev };
-            acc.add(ax, Rs, Transfer::ZeroReduceGrads, g, rs_calls, true);
-            acc.add(ax, Ag, Transfer::ZeroGatherWeights, w, z.l_dev, true);
-        }
-        _ => {
-            acc.add(ax, Ag, Transfer::Zero3GatherFwd, w, per_mb, true);
-            acc.add(ax, Ag, Transfer::Zero3GatherBwd, w, per_mb, true);
-            acc.add(ax, Rs, Transfer::Zero3ReduceGrads, g, per_mb, true);
-        }
-    }
-    // multislice: the DCN part of dp
-    if ax == LogicalAxis::Dp && acc.mesh.has_dcn {
-        let all = lw * z.gb * z.l_dev as f64;
-        acc.add(LogicalAxis::DpDcn, Ar, Transfer::DcnAllReduce, all, 1, true);
-    }
-}
-
-/// Context parallelism: gradients reduced over cp, and ring attention's K/V
-/// of the whole sequence passing every device, forward and backward (+dK/dV).
-fn cp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Sizes) {
-    let d = acc.mesh.deg;
-    if d.cp <= 1 {
-        return;
-    }
-    let a = &ctx.spec.arch;
-    let ax = LogicalAxis::Cp;
-    let g = z.layer_params * z.gb / d.fsdp as f64;
-    acc.add(
-        ax,
-        Collective::AllReduce,
-        Transfer::CpAllReduce,
-        g,
-        z.l_dev,
-        true,
-    );
-    let kv_tok = (2 * a.n_kv_heads * a.d_head) as f64 / d.tp as f64 * z.ab;
-    // tokens of one cp group
-    let v = ctx.base.batch_tokens as f64 / (d.dp * d.fsdp) as f64 * kv_tok;
-    acc.add(
-        ax,
-        Collective::AllGather,
-        Transfer::CpKvFwd,
-        v,
-        z.l_dev,
-        true,
-    );
-    acc.add(
-        ax,
-        Collective::AllGather,
-        Transfer::CpKvBwd,
-        v,
-        z.l_dev,
-        true,
-    );
-    acc.add(
-        ax,
-        Collective::ReduceScatter,
-        Transfer::CpDkv,
-        v,
-        z.l_dev,
-        true,
-    );
-}
-
-/// Tensor parallelism: per layer 2 × (AG + RS) of `[B_local, D]` forward
-/// (attention and MLP), the same backward; full remat repeats the forward's.
-fn tp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Sizes, remat: Remat) {
-    if acc.mesh.deg.tp <= 1 {
-        return;
-    }
-    let act = z.tokens_dev * ctx.spec.arch.d_model as f64 * z.ab;
-    // two (AG, RS) pairs per layer, attention and MLP; with whole experts
-    // (etp = 1) a MoE layer's MLP has none: its tokens reach the experts
-    // by the ep all-to-all from the sequence-parallel shards — unless
-    // shared experts still run tensor-parallel there (the step inventory's
-    // rule, `step::inventory`)
-    let a = &ctx.spec.arch;
-    let whole_experts = a
-        .moe
-        .as_ref()
-        .is_some_and(|m| m.n_shared_experts == 0 && acc.mesh.deg.expert_tp() == 1);
-    let pairs = 2 * z.l_dev
-        - if whole_experts {
-            a.moe_layers().div_ceil(acc.mesh.deg.pp).min(z.l_dev)
-        } else {
-            0
-        };
-    let fwd = pairs * if remat == Remat::Full { 2 } else { 1 };
-    let bwd = pairs;
-    let ax = LogicalAxis::Tp;
-    acc.add(
-        ax,
-        Collective::AllGather,
-        Transfer::TpGatherFwd,
-        act,
-        fwd,
-        false,
-    );
-    acc.add(
-        ax,
-        Collective::ReduceScatter,
-        Transfer::TpReduceFwd,
-        act,
-        fwd,
-        false,
-    );
-    acc.add(
-        ax,
-        Collective::AllGather,
-        Transfer::TpGatherBwd,
-        act,
-        bwd,
-        false,
-    );
-    acc.add(
-        ax,
-        Collective::ReduceScatter,
-        Transfer::TpReduceBwd,
-        act,
-        bwd,
-        false,
-    );
-}
-
-/// Expert parallelism: dispatch + combine all-to-all, forward and backward,
-/// per MoE layer. Each device's buffer is its `k·B_local·D/tp` routed
-/// token-rows; the collective is costed on the whole array, ep buffers
-/// (`collectives::cost` takes the global V of an AllToAll).
-fn ep_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Sizes) {
-    let d = acc.mesh.deg;
-    let a = &ctx.spec.arch;
-    let Some(m) = a.moe.as_ref().filter(|_| d.ep > 1) else {
-        return;
-    };
-    let moe_l = a.moe_layers().div_ceil(d.pp);
-    let per_device = z.tokens_dev * m.top_k as f64 * a.d_model as f64 * z.ab / d.tp as f64;
-    let v = per_device * d.ep as f64;
-    acc.add(
-        LogicalAxis::Ep,
-        Collective::AllToAll,
-        Transfer::EpFwd,
-        v,
-        2 * moe_l,
-        false,
-    );
-    acc.add(
-        LogicalAxis::Ep,
-        Collective::AllToAll,
-        Transfer::EpBwd,
-        v,
-        2 * moe_l,
-        false,
-    );
-}
-
-/// Pipeline: activations to the next stage and gradients back, per
-/// micro-batch (and per chunk when interleaved).
-fn pp_comms<T: Tracer, S: CommSink>(acc: &mut Acc<T, S>, ctx: &TrainCtx, z: &Sizes, c: &Choice) {
-    let d = acc.mesh.deg;
-    if d.pp <= 1 {
-        return;
-    }
-    let mb = z.tokens_dev / z.m as f64;
-    let sp = if c.sp { d.tp as f64 } else { 1.0 };
-    let v = mb * ctx.spec.arch.d_model as f64 * z.ab / sp;
-    let hops = z.m.saturating_mul(c.chunks());
-    acc.add(
-        LogicalAxis::Pp,
-        Collective::PointToPoint,
-        Transfer::PpFwd,
-        v,
-        hops,
-        true,
-    );
-    acc.add(
-        LogicalAxis::Pp,
-        Collective::PointToPoint,
-        Transfer::PpBwd,
-        v,
-        hops,
-        true,
-    );
-}
-
-/// Every collective of one step of plan `c` on `mesh`.
+/// Every collective of one step of plan `c` on `mesh`, priced at peak: what
+/// is sent is derived once, in the step inventory's module
+/// ([`BookStep::sends`]); this is its roofline pricer.
 pub fn step_comms<T: Tracer, S: CommSink>(
     ctx: &TrainCtx,
     mesh: &MeshCtx,
@@ -409,7 +171,6 @@ pub fn step_comms<T: Tracer, S: CommSink>(
     tr: &mut T,
     sink: &mut S,
 ) -> CommTotals {
-    let z = sizes(ctx, mesh, c);
     let mut acc = Acc {
         mesh,
         eff: ctx.base.comm_efficiency.clamp(1e-6, 1.0),
@@ -418,10 +179,6 @@ pub fn step_comms<T: Tracer, S: CommSink>(
         sink,
         totals: CommTotals::default(),
     };
-    weight_comms(&mut acc, &z, c.zero);
-    cp_comms(&mut acc, ctx, &z);
-    tp_comms(&mut acc, ctx, &z, c.remat);
-    ep_comms(&mut acc, ctx, &z);
-    pp_comms(&mut acc, ctx, &z, c);
+    BookStep::new(ctx, mesh, c).sends(&mut acc);
     acc.totals
 }
