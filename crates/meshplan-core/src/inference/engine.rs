@@ -145,6 +145,15 @@ pub struct EngineProfile {
     /// engine, streaming the token back), s.
     #[serde(default)]
     pub frontend_s: f64,
+    /// Whether the prefill forward runs without CUDA graphs, each kernel
+    /// launched from Python (SGLang's `extend`): a forward then takes at
+    /// least its host launch time ([`crate::inference::serving::eager_prefill`]).
+    #[serde(default)]
+    pub prefill_eager: bool,
+    /// Host time of one eager kernel launch (the Python module, PyTorch's
+    /// dispatcher, the launch), s.
+    #[serde(default)]
+    pub eager_launch_s: f64,
     /// Where each number comes from (`all` covers every field).
     pub sources: BTreeMap<String, String>,
 }
@@ -199,6 +208,10 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     if p.frontend_s > 0.0 {
         v.push("frontend_s");
     }
+    if p.prefill_eager {
+        v.push("prefill_eager");
+        v.push("eager_launch_s");
+    }
     v
 }
 
@@ -247,6 +260,7 @@ impl EngineProfile {
             ("allreduce_step_latency_s", self.allreduce_step_latency_s),
             ("sampling_bytes_per_logit", self.sampling_bytes_per_logit),
             ("frontend_s", self.frontend_s),
+            ("eager_launch_s", self.eager_launch_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} = {v} must be finite and ≥ 0"));

@@ -203,7 +203,10 @@ pub struct PrefillTime {
     pub comms: Seconds,
     /// chunks · (L·k·t_kernel + t_step) + sampling the prompts' first tokens.
     pub fixed: Seconds,
-    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed.
+    /// Host launch time the GPU waits for when the prefill runs without
+    /// CUDA graphs: `max(0, T_host − T_gpu)` (0 with CUDA graphs).
+    pub host: Seconds,
+    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed + host.
     pub total: Seconds,
     /// What dominates.
     pub bound: Bound,
@@ -686,6 +689,7 @@ impl StepModel<'_> {
             sum(|x| x.total) / units + hop * (p - 1) as f64 + busiest * ((units - 1.0) / units);
         let comms = sum(|x| x.comms) + hop * (p - 1) as f64;
         let (compute, memory, fixed) = (sum(|x| x.compute), sum(|x| x.memory), sum(|x| x.fixed));
+        let host = sum(|x| x.host);
         let bound = per
             .iter()
             .max_by(|a, b| a.total.get().total_cmp(&b.total.get()))
@@ -711,6 +715,7 @@ impl StepModel<'_> {
             memory,
             comms,
             fixed,
+            host,
             total,
             bound,
             chunks,
@@ -775,17 +780,18 @@ impl StepModel<'_> {
             Some(s) if s.last => self.stage_fixed(s) * ch + self.sampling(b),
             Some(s) => self.stage_fixed(s) * ch,
         };
-        let total = if e.comms_overlap {
-            compute.max(memory).max(comms) + fixed
+        let gpu = if e.comms_overlap {
+            compute.max(memory).max(comms)
         } else {
-            compute.max(memory) + comms + fixed
+            compute.max(memory) + comms
         };
+        let (host, total) = self.eager_floor(gpu, fixed, stage, chunks, tr);
         let bound = Bound::dominant(
             (compute, Bound::Compute),
             &[
                 (memory, Bound::Memory),
                 (comms, Bound::Comms),
-                (fixed, Bound::Overhead),
+                (fixed + host, Bound::Overhead),
             ],
         );
         record_prefill(
@@ -801,10 +807,49 @@ impl StepModel<'_> {
             memory,
             comms,
             fixed,
+            host,
             total,
             bound,
             chunks,
         }
+    }
+
+    /// The prefill's total with the eager launch floor
+    /// ([`super::serving::eager_prefill`]): the chunks' GPU work `gpu +
+    /// chunks·L·k·t_kernel` waits for their host launches `T_host` when
+    /// those take longer, `total = max(T_gpu, T_host) + chunks·t_step +
+    /// T_sample`; returns the host time the GPU waits (`max(0, T_host −
+    /// T_gpu)`) and the total. With CUDA graphs: `gpu + fixed`.
+    fn eager_floor<T: Tracer>(
+        &self,
+        gpu: Seconds,
+        fixed: Seconds,
+        stage: Option<&Stage>,
+        chunks: u64,
+        tr: &mut T,
+    ) -> (Seconds, Seconds) {
+        use super::serving::eager_prefill;
+        let (e, a) = (self.engine, &self.m.arch);
+        let frac = stage.map_or(1.0, |s| s.frac);
+        let per_forward =
+            eager_prefill::forward_host_time(e, a, self.q.compute_dtype, self.comms.tp, frac);
+        if per_forward <= Seconds::ZERO {
+            return (Seconds::ZERO, gpu + fixed);
+        }
+        let ch = chunks as f64;
+        let kernels =
+            Seconds::new(self.comms.l * frac * e.small_kernels_per_layer * e.kernel_latency_s) * ch;
+        let t_gpu = gpu + kernels;
+        let t_host = per_forward * ch;
+        eager_prefill::record(
+            e,
+            a,
+            (self.q.compute_dtype, self.comms.tp),
+            (chunks, t_host, t_gpu),
+            tr,
+        );
+        let waits = (t_host - t_gpu).max(Seconds::ZERO);
+        (waits, gpu + fixed + waits)
     }
 }
 
@@ -896,7 +941,7 @@ fn record_prefill<T: Tracer>(
             Step::new(
                 "infer.prefill_time",
                 "Prefill time (engine)",
-                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_comms + chunks·T_fixed",
+                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_comms + chunks·T_fixed + max(0, T_host − T_gpu)",
             )
             .bind("chunks", chunks as f64, "")
             .source("How To Scale Your Model ch8 prefill at the engine profile's efficiencies (data/engines)")

@@ -1,0 +1,69 @@
+//! Time to first token mechanisms (docs/inference.md, "Time to first
+//! token mechanisms"): each checked against a value derived by hand.
+
+use meshplan_core::inference::serving::{EngineProfile, Workload};
+use meshplan_core::inference::{evaluate, InferQuery, InferReport};
+use meshplan_core::trace::NoTrace;
+use meshplan_core::units::DType;
+use meshplan_core::Catalog;
+
+/// DeepSeek-V3 fp8 on 16 H100 (TP 16), concurrency 1, as the tt-inference-server sweep ran it.
+fn dsv3_16h100(engine: EngineProfile, prompt: u64) -> InferReport {
+    let cat = Catalog::builtin();
+    let q = InferQuery {
+        weights_dtype: DType::Fp8,
+        kv_dtype: DType::Bf16,
+        compute_dtype: DType::Fp8,
+        batch: 1,
+        prompt_len: prompt,
+        gen_len: 128,
+        context: prompt + 128,
+        mesh: vec![16],
+        tp: Some(16),
+        engine: Some(engine),
+        workload: Workload::Concurrency(1),
+        ..InferQuery::default()
+    };
+    let m = cat.model("deepseek-v3").unwrap();
+    evaluate(m, cat.chip("h100").unwrap(), &q, &mut NoTrace).unwrap()
+}
+
+/// SGLang prefills eagerly: a 128-token DeepSeek-V3 prefill on 16 H100 is
+/// host-bound. By hand: 3 dense-MLP layers × 24 launches + 58 MoE layers ×
+/// 28 = 1696 launches × 48.7 µs = 82.595 ms; plus the step's host cost
+/// t_step = 2 ms and sampling the first token, 129,280 logits × 12 B /
+/// (3.35 TB/s × 0.84) = 0.551 µs: 84.596 ms. The GPU side (weights 41.9 GB
+/// per chip at 2.81 TB/s ≈ 14.9 ms, the TP all-reduces ≈ 6.2 ms) is far
+/// below. TTFT adds the 10 ms frontend: 94.596 ms.
+#[test]
+fn sglang_short_prefill_is_the_host_launch_floor() {
+    let e = EngineProfile::builtin("sglang").unwrap();
+    assert_eq!(e.eager_launch_s, 4.87e-5);
+    let r = dsv3_16h100(e, 128);
+    let by_hand = 1696.0 * 4.87e-5 + 2e-3 + 129_280.0 * 12.0 / (3.35e12 * 0.84);
+    let got = r.prefill_time_s.get();
+    assert!((got - by_hand).abs() < 1e-9, "{got} vs {by_hand}");
+    let ttft = r.serving.continuous.unwrap().ttft_s.mean;
+    assert!((ttft - (by_hand + 0.01)).abs() < 1e-9, "{ttft}");
+}
+
+/// The floor is a max, not a sum: where the GPU work outlasts the launches
+/// (an 8192-token prompt) the eager prefill takes what the same engine
+/// with CUDA graphs would; at 128 tokens it takes longer by exactly the
+/// host time the GPU waits, T_host − T_gpu.
+#[test]
+fn the_floor_binds_only_short_prefills() {
+    let eager = EngineProfile::builtin("sglang").unwrap();
+    let mut graphed = eager.clone();
+    graphed.prefill_eager = false;
+    let long = |e: &EngineProfile| dsv3_16h100(e.clone(), 8192).prefill_time_s.get();
+    assert_eq!(long(&eager), long(&graphed));
+    let short = |e: &EngineProfile| dsv3_16h100(e.clone(), 128).prefill_time_s.get();
+    let (with, without) = (short(&eager), short(&graphed));
+    // graphed: T_gpu + t_step + sampling; eager: T_host + t_step + sampling
+    let t_host = 1696.0 * 4.87e-5;
+    let t_step_and_sampling = 2e-3 + 129_280.0 * 12.0 / (3.35e12 * 0.84);
+    let t_gpu = without - t_step_and_sampling;
+    assert!(t_gpu > 0.0 && t_gpu < t_host, "{t_gpu}");
+    assert!((with - without - (t_host - t_gpu)).abs() < 1e-9);
+}
