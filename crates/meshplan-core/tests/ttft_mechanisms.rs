@@ -67,3 +67,54 @@ fn the_floor_binds_only_short_prefills() {
     assert!(t_gpu > 0.0 && t_gpu < t_host, "{t_gpu}");
     assert!((with - without - (t_host - t_gpu)).abs() < 1e-9);
 }
+
+/// The routed experts at prefill token counts: an 8192-token DeepSeek-V3
+/// prefill on 16 H100 (TP 16) is compute-bound with or without the fused-MoE
+/// fit, so the fit changes it by exactly `T_moe − F_r/(N·C·η_gemm(8192))`.
+/// By hand: F_r = 2·8192·653,908,770,816·8/256 = 3.348e14 FLOPs, at the fp8
+/// GEMM curve 0.545·8192/(8192 + 181) over 16 × 1979 TFLOP/s: 19.83 ms;
+/// T_moe = 58 layers × (256·3·7168·2048/16 B/(3.35e12·0.84) + 6·8192·8·7168·
+/// 2048/16/(1979e12·0.491) + 8192·8·7168·8.49/3.35e12) = 58 × 1.8135 ms =
+/// 105.18 ms; the prefill grows by 85.35 ms.
+#[test]
+fn routed_experts_at_the_fused_moe_kernels_cost() {
+    let fitted = EngineProfile::builtin("sglang").unwrap();
+    let mut dense_curve = fitted.clone();
+    dense_curve.moe_prefill.clear();
+    let t = |e: &EngineProfile| dsv3_16h100(e.clone(), 8192).prefill_time_s.get();
+    let grew = t(&fitted) - t(&dense_curve);
+    let f_r = 2.0 * 8192.0 * 653_908_770_816.0 * 8.0 / 256.0;
+    let at_curve = f_r / (16.0 * 1979e12 * (0.545 * 8192.0 / (8192.0 + 181.0)));
+    let per_layer = 256.0 * 3.0 * 7168.0 * 2048.0 / 16.0 / (3.35e12 * 0.84)
+        + 6.0 * 8192.0 * 8.0 * 7168.0 * 2048.0 / 16.0 / (1979e12 * 0.491)
+        + 8192.0 * 8.0 * 7168.0 * 8.49 / 3.35e12;
+    let by_hand = 58.0 * per_layer - at_curve;
+    assert!((grew - by_hand).abs() < 1e-6, "{grew} vs {by_hand}");
+    assert!((by_hand - 0.08535).abs() < 2e-4, "{by_hand}");
+}
+
+/// A profile with an impossible or unsourced prefill MoE fit is refused
+/// with a message that names it.
+#[test]
+fn bad_moe_prefill_fits_are_refused() {
+    let text = include_str!("../../../data/engines/sglang.toml");
+    let bad = text.replacen("efficiency = 0.491", "efficiency = 1.5", 1);
+    let e = EngineProfile::from_toml(&bad, "x").unwrap_err().to_string();
+    assert!(e.contains("moe_prefill efficiency = 1.5"), "{e}");
+    let bad = text.replacen("act_bytes = 8.49", "act_bytes = -1", 1);
+    let e = EngineProfile::from_toml(&bad, "x").unwrap_err().to_string();
+    assert!(e.contains("act_bytes"), "{e}");
+    let bad = text.replacen("chips = [\"h100\", \"h200\"]", "chips = []", 1);
+    let e = EngineProfile::from_toml(&bad, "x").unwrap_err().to_string();
+    assert!(e.contains("at least one chip"), "{e}");
+    let unsourced = text.replace("\nmoe_prefill = \"", "\nmoe_prefill_x = \"");
+    let e = EngineProfile::from_toml(&unsourced, "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("moe_prefill"), "{e}");
+    let unsourced = text.replace("\neager_launch_s = \"", "\neager_launch = \"");
+    let e = EngineProfile::from_toml(&unsourced, "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("eager_launch_s"), "{e}");
+}

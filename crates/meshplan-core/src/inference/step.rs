@@ -41,6 +41,9 @@ pub(crate) struct Comms {
     pub(crate) kernels: Option<KernelSet>,
     /// Dense bf16 peak of the chip, FLOP/s (scales a transferred curve).
     pub(crate) c_bf16: f64,
+    /// The chip's catalog name for per-chip engine fits (None for the
+    /// book's `@book` chips, which keep the book's roofline).
+    pub(crate) chip: Option<String>,
 }
 
 impl Comms {
@@ -79,6 +82,13 @@ impl Comms {
             ab,
             engine: engine.clone(),
             c_bf16: chip.flops(DType::Bf16).get(),
+            chip: (chip.profile != crate::hardware::Profile::Book).then(|| {
+                chip.name
+                    .split('@')
+                    .next()
+                    .unwrap_or(&chip.name)
+                    .to_string()
+            }),
             kernels: kernel_priced(m, q, engine)
                 .then(|| KernelSet::for_chip(&engine.name, chip))
                 .flatten(),
@@ -206,7 +216,8 @@ pub struct PrefillTime {
     /// Host launch time the GPU waits for when the prefill runs without
     /// CUDA graphs: `max(0, T_host − T_gpu)` (0 with CUDA graphs).
     pub host: Seconds,
-    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed + host.
+    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + T_moe + comms + fixed + host
+    /// (T_moe: the routed experts' fused kernel, in `compute` and `memory` too, where the engine has a prefill MoE fit).
     pub total: Seconds,
     /// What dominates.
     pub bound: Bound,
@@ -763,6 +774,13 @@ impl StepModel<'_> {
             w_bytes *= s.weight_bytes / all_w.max(1.0);
         }
         let (n, cc, w) = (self.nr as f64, self.hw.c.get(), self.hw.w_hbm.get());
+        let routed = self.routed_prefill((tokens, chunks), stage);
+        if let Some((r, fit)) = &routed {
+            f_mm = (f_mm - r.flops).max(0.0);
+            w_bytes = (w_bytes - r.weight_bytes).max(0.0);
+            super::serving::moe_prefill::record(e, fit, r, tr);
+        }
+        let routed = routed.map(|(r, _)| r);
         let mfu = self.q.mfu;
         let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
         let compute = Seconds::new(
@@ -773,6 +791,9 @@ impl StepModel<'_> {
             (ch * w_bytes / e.hbm_efficiency + kv_bytes / e.kv_hbm_efficiency) / (n * w),
         );
         let comms = self.comms.time(per_chunk).0 * ch * stage.map_or(1.0, |s| s.frac);
+        // the routed experts' kernel runs its three terms in sequence, after
+        // (not under) the rest of the layer's matmuls and weights
+        let moe = routed.map_or(Seconds::ZERO, |r| r.time());
         // every chunk pays the fixed step cost; the b prompts' first tokens
         // are sampled once
         let fixed = match stage {
@@ -781,9 +802,14 @@ impl StepModel<'_> {
             Some(s) => self.stage_fixed(s) * ch,
         };
         let gpu = if e.comms_overlap {
-            compute.max(memory).max(comms)
+            (compute.max(memory) + moe).max(comms)
         } else {
-            compute.max(memory) + comms
+            compute.max(memory) + moe + comms
+        };
+        // report the routed block's FLOPs with the compute, its bytes with the memory
+        let (compute, memory) = match routed {
+            Some(r) => (compute + r.math, memory + r.weights + r.activations),
+            None => (compute, memory),
         };
         let (host, total) = self.eager_floor(gpu, fixed, stage, chunks, tr);
         let bound = Bound::dominant(
@@ -812,6 +838,40 @@ impl StepModel<'_> {
             bound,
             chunks,
         }
+    }
+
+    /// The routed-expert block of a prefill of `tokens` tokens in `chunks`
+    /// chunks ([`super::serving::moe_prefill`]), over the stage's share of the layers.
+    fn routed_prefill(
+        &self,
+        (tokens, chunks): (f64, u64),
+        stage: Option<&Stage>,
+    ) -> Option<(
+        super::serving::moe_prefill::RoutedPrefill,
+        &super::engine::MoePrefillFit,
+    )> {
+        use super::serving::moe_prefill::{routed, Slice};
+        let slice = Slice {
+            chips: self.nr as f64,
+            ep: self.comms.ep as f64,
+            c: self.hw.c.get(),
+            w_hbm: self.hw.w_hbm.get(),
+            frac: stage.map_or(1.0, |s| s.frac),
+        };
+        let fit = self
+            .comms
+            .chip
+            .as_deref()
+            .and_then(|c| self.engine.moe_prefill_for(c))?;
+        routed(
+            self.engine,
+            fit,
+            (&self.m.arch, self.p),
+            (self.q.weights_dtype, self.q.compute_dtype),
+            (tokens, chunks),
+            slice,
+        )
+        .map(|r| (r, fit))
     }
 
     /// The prefill's total with the eager launch floor
@@ -941,7 +1001,7 @@ fn record_prefill<T: Tracer>(
             Step::new(
                 "infer.prefill_time",
                 "Prefill time (engine)",
-                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_comms + chunks·T_fixed + max(0, T_host − T_gpu)",
+                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_moe + T_comms + chunks·T_fixed + max(0, T_host − T_gpu) (F_mm, W without the routed experts where T_moe prices them)",
             )
             .bind("chunks", chunks as f64, "")
             .source("How To Scale Your Model ch8 prefill at the engine profile's efficiencies (data/engines)")
