@@ -41,9 +41,6 @@ pub(crate) struct Comms {
     pub(crate) kernels: Option<KernelSet>,
     /// Dense bf16 peak of the chip, FLOP/s (scales a transferred curve).
     pub(crate) c_bf16: f64,
-    /// The chip's catalog name for per-chip engine fits (None for the
-    /// book's `@book` chips, which keep the book's roofline).
-    pub(crate) chip: Option<String>,
 }
 
 impl Comms {
@@ -82,13 +79,6 @@ impl Comms {
             ab,
             engine: engine.clone(),
             c_bf16: chip.flops(DType::Bf16).get(),
-            chip: (chip.profile != crate::hardware::Profile::Book).then(|| {
-                chip.name
-                    .split('@')
-                    .next()
-                    .unwrap_or(&chip.name)
-                    .to_string()
-            }),
             kernels: kernel_priced(m, q, engine)
                 .then(|| KernelSet::for_chip(&engine.name, chip))
                 .flatten(),
@@ -858,11 +848,9 @@ impl StepModel<'_> {
             w_hbm: self.hw.w_hbm.get(),
             frac: stage.map_or(1.0, |s| s.frac),
         };
-        let fit = self
-            .comms
-            .chip
-            .as_deref()
-            .and_then(|c| self.engine.moe_prefill_for(c))?;
+        // the chip of the engine's measured kernels (none on `@book` chips)
+        let chip = self.comms.kernels.as_ref()?.chip();
+        let fit = self.engine.moe_prefill_for(chip)?;
         routed(
             self.engine,
             fit,
