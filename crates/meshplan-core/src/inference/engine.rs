@@ -145,8 +145,59 @@ pub struct EngineProfile {
     /// engine, streaming the token back), s.
     #[serde(default)]
     pub frontend_s: f64,
+    /// Whether the prefill forward runs without CUDA graphs, each kernel
+    /// launched from Python (SGLang's `extend`): a forward then takes at
+    /// least its host launch time ([`crate::inference::serving::eager_prefill`]).
+    #[serde(default)]
+    pub prefill_eager: bool,
+    /// Host time of one eager kernel launch (the Python module, PyTorch's
+    /// dispatcher, the launch), s.
+    #[serde(default)]
+    pub eager_launch_s: f64,
+    /// The fused-MoE kernel at prefill token counts, fitted per chip on
+    /// the engine's measured MoE tables
+    /// ([`crate::inference::serving::moe_prefill`]; none for a chip: the
+    /// dense GEMM curve prices the routed experts).
+    #[serde(default)]
+    pub moe_prefill: Vec<MoePrefillFit>,
     /// Where each number comes from (`all` covers every field).
     pub sources: BTreeMap<String, String>,
+}
+
+/// The fused-MoE kernel of an engine at prefill token counts on some chips:
+/// `η_moe` of the low-precision peak for the routed FLOPs and `s_act` bytes
+/// per routed activation element at peak HBM bandwidth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoePrefillFit {
+    /// Catalog names of the chips the fit was measured (or validated) on.
+    pub chips: Vec<String>,
+    /// η_moe: fraction of the chip's fp8 peak the routed FLOPs reach.
+    pub efficiency: f64,
+    /// s_act: bytes per routed activation element (gather, partial
+    /// outputs, their sum) at peak HBM bandwidth.
+    pub act_bytes: f64,
+}
+
+impl MoePrefillFit {
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.chips.is_empty() {
+            return Err("moe_prefill: a fit needs at least one chip".into());
+        }
+        if !(self.efficiency > 0.0 && self.efficiency <= 1.0) {
+            return Err(format!(
+                "moe_prefill efficiency = {} must be in (0, 1]",
+                self.efficiency
+            ));
+        }
+        if !(self.act_bytes.is_finite() && self.act_bytes >= 0.0) {
+            return Err(format!(
+                "moe_prefill act_bytes = {} must be finite and ≥ 0",
+                self.act_bytes
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Fields that need a `[sources]` entry.
@@ -199,6 +250,13 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     if p.frontend_s > 0.0 {
         v.push("frontend_s");
     }
+    if p.prefill_eager {
+        v.push("prefill_eager");
+        v.push("eager_launch_s");
+    }
+    if !p.moe_prefill.is_empty() {
+        v.push("moe_prefill");
+    }
     v
 }
 
@@ -247,10 +305,14 @@ impl EngineProfile {
             ("allreduce_step_latency_s", self.allreduce_step_latency_s),
             ("sampling_bytes_per_logit", self.sampling_bytes_per_logit),
             ("frontend_s", self.frontend_s),
+            ("eager_launch_s", self.eager_launch_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} = {v} must be finite and ≥ 0"));
             }
+        }
+        for f in &self.moe_prefill {
+            f.validate()?;
         }
         if self.kv_block_tokens == 0 {
             return Err("kv_block_tokens must be at least 1".into());
@@ -316,6 +378,14 @@ impl EngineProfile {
     /// step then carries at most `max_prefill_tokens` tokens.
     pub fn mixes_prefill(&self) -> bool {
         self.max_prefill_tokens > 0 && !self.prefill_priority
+    }
+
+    /// The prefill MoE fit for the chip named `chip` (a catalog name
+    /// without `@book`), if the profile has one.
+    pub fn moe_prefill_for(&self, chip: &str) -> Option<&MoePrefillFit> {
+        self.moe_prefill
+            .iter()
+            .find(|f| f.chips.iter().any(|c| c == chip))
     }
 
     /// Whether this is the book's ideal roofline.

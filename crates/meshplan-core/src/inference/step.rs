@@ -203,7 +203,11 @@ pub struct PrefillTime {
     pub comms: Seconds,
     /// chunks · (L·k·t_kernel + t_step) + sampling the prompts' first tokens.
     pub fixed: Seconds,
-    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + comms + fixed.
+    /// Host launch time the GPU waits for when the prefill runs without
+    /// CUDA graphs: `max(0, T_host − T_gpu)` (0 with CUDA graphs).
+    pub host: Seconds,
+    /// The book: max(compute, memory, comms); an engine: max(compute, memory) + T_moe + comms + fixed + host
+    /// (T_moe: the routed experts' fused kernel, in `compute` and `memory` too, where the engine has a prefill MoE fit).
     pub total: Seconds,
     /// What dominates.
     pub bound: Bound,
@@ -780,6 +784,7 @@ impl StepModel<'_> {
             sum(|x| x.total) / units + hop * (p - 1) as f64 + busiest * ((units - 1.0) / units);
         let comms = sum(|x| x.comms) + hop * (p - 1) as f64;
         let (compute, memory, fixed) = (sum(|x| x.compute), sum(|x| x.memory), sum(|x| x.fixed));
+        let host = sum(|x| x.host);
         let bound = per
             .iter()
             .max_by(|a, b| a.total.get().total_cmp(&b.total.get()))
@@ -805,6 +810,7 @@ impl StepModel<'_> {
             memory,
             comms,
             fixed,
+            host,
             total,
             bound,
             chunks,
@@ -852,6 +858,13 @@ impl StepModel<'_> {
             w_bytes *= s.weight_bytes / all_w.max(1.0);
         }
         let (n, cc, w) = (self.nr as f64, self.hw.c.get(), self.hw.w_hbm.get());
+        let routed = self.routed_prefill((tokens, chunks), stage);
+        if let Some((r, fit)) = &routed {
+            f_mm = (f_mm - r.flops).max(0.0);
+            w_bytes = (w_bytes - r.weight_bytes).max(0.0);
+            super::serving::moe_prefill::record(e, fit, r, tr);
+        }
+        let routed = routed.map(|(r, _)| r);
         let mfu = self.q.mfu;
         let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
         let compute = Seconds::new(
@@ -862,6 +875,9 @@ impl StepModel<'_> {
             (ch * w_bytes / e.hbm_efficiency + kv_bytes / e.kv_hbm_efficiency) / (n * w),
         );
         let comms = self.comms.time(per_chunk).0 * ch * stage.map_or(1.0, |s| s.frac);
+        // the routed experts' kernel runs its three terms in sequence, after
+        // (not under) the rest of the layer's matmuls and weights
+        let moe = routed.map_or(Seconds::ZERO, |r| r.time());
         // every chunk pays the fixed step cost; the b prompts' first tokens
         // are sampled once
         let fixed = match stage {
@@ -869,17 +885,23 @@ impl StepModel<'_> {
             Some(s) if s.last => self.stage_fixed(s) * ch + self.sampling(b),
             Some(s) => self.stage_fixed(s) * ch,
         };
-        let total = if e.comms_overlap {
-            compute.max(memory).max(comms) + fixed
+        let gpu = if e.comms_overlap {
+            (compute.max(memory) + moe).max(comms)
         } else {
-            compute.max(memory) + comms + fixed
+            compute.max(memory) + moe + comms
         };
+        // report the routed block's FLOPs with the compute, its bytes with the memory
+        let (compute, memory) = match routed {
+            Some(r) => (compute + r.math, memory + r.weights + r.activations),
+            None => (compute, memory),
+        };
+        let (host, total) = self.eager_floor(gpu, fixed, stage, chunks, tr);
         let bound = Bound::dominant(
             (compute, Bound::Compute),
             &[
                 (memory, Bound::Memory),
                 (comms, Bound::Comms),
-                (fixed, Bound::Overhead),
+                (fixed + host, Bound::Overhead),
             ],
         );
         record_prefill(
@@ -895,10 +917,81 @@ impl StepModel<'_> {
             memory,
             comms,
             fixed,
+            host,
             total,
             bound,
             chunks,
         }
+    }
+
+    /// The routed-expert block of a prefill of `tokens` tokens in `chunks`
+    /// chunks ([`super::serving::moe_prefill`]), over the stage's share of the layers.
+    fn routed_prefill(
+        &self,
+        (tokens, chunks): (f64, u64),
+        stage: Option<&Stage>,
+    ) -> Option<(
+        super::serving::moe_prefill::RoutedPrefill,
+        &super::engine::MoePrefillFit,
+    )> {
+        use super::serving::moe_prefill::{routed, Slice};
+        let slice = Slice {
+            chips: self.nr as f64,
+            ep: self.comms.ep as f64,
+            c: self.hw.c.get(),
+            w_hbm: self.hw.w_hbm.get(),
+            frac: stage.map_or(1.0, |s| s.frac),
+        };
+        // the chip of the engine's measured kernels (none on `@book` chips)
+        let chip = self.comms.kernels.as_ref()?.chip();
+        let fit = self.engine.moe_prefill_for(chip)?;
+        routed(
+            self.engine,
+            fit,
+            (&self.m.arch, self.p),
+            (self.q.weights_dtype, self.q.compute_dtype),
+            (tokens, chunks),
+            slice,
+        )
+        .map(|r| (r, fit))
+    }
+
+    /// The prefill's total with the eager launch floor
+    /// ([`super::serving::eager_prefill`]): the chunks' GPU work `gpu +
+    /// chunks·L·k·t_kernel` waits for their host launches `T_host` when
+    /// those take longer, `total = max(T_gpu, T_host) + chunks·t_step +
+    /// T_sample`; returns the host time the GPU waits (`max(0, T_host −
+    /// T_gpu)`) and the total. With CUDA graphs: `gpu + fixed`.
+    fn eager_floor<T: Tracer>(
+        &self,
+        gpu: Seconds,
+        fixed: Seconds,
+        stage: Option<&Stage>,
+        chunks: u64,
+        tr: &mut T,
+    ) -> (Seconds, Seconds) {
+        use super::serving::eager_prefill;
+        let (e, a) = (self.engine, &self.m.arch);
+        let frac = stage.map_or(1.0, |s| s.frac);
+        let per_forward =
+            eager_prefill::forward_host_time(e, a, self.q.compute_dtype, self.comms.tp, frac);
+        if per_forward <= Seconds::ZERO {
+            return (Seconds::ZERO, gpu + fixed);
+        }
+        let ch = chunks as f64;
+        let kernels =
+            Seconds::new(self.comms.l * frac * e.small_kernels_per_layer * e.kernel_latency_s) * ch;
+        let t_gpu = gpu + kernels;
+        let t_host = per_forward * ch;
+        eager_prefill::record(
+            e,
+            a,
+            (self.q.compute_dtype, self.comms.tp),
+            (chunks, t_host, t_gpu),
+            tr,
+        );
+        let waits = (t_host - t_gpu).max(Seconds::ZERO);
+        (waits, gpu + fixed + waits)
     }
 }
 
@@ -1014,7 +1107,7 @@ fn record_prefill<T: Tracer>(
             Step::new(
                 "infer.prefill_time",
                 "Prefill time (engine)",
-                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_comms + chunks·T_fixed",
+                "max(F_mm/(N·C·η_gemm(M)) + F_att/(N·C·η_attn), (chunks·W + KV)/(N·W_hbm·η)) + T_moe + T_comms + chunks·T_fixed + max(0, T_host − T_gpu) (F_mm, W without the routed experts where T_moe prices them)",
             )
             .bind("chunks", chunks as f64, "")
             .source("How To Scale Your Model ch8 prefill at the engine profile's efficiencies (data/engines)")

@@ -9,6 +9,10 @@ Serving as engines run it and benchmarks measure it.
 * [`validation`](crate::inference::validation): predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
   prefill/decode.
+* [`eager_prefill`]: the host launch floor of a prefill forward that runs
+  without CUDA graphs (SGLang).
+* [`moe_prefill`]: the routed experts of a prefill as the engine's fused-MoE
+  kernel runs them at prefill token counts.
 * [`disagg`]: a prefill pool and a decode pool with their own layouts and
   worker counts, the KV hand-off between them.
 
@@ -18,6 +22,8 @@ module composes them into what a benchmark reports.
 
 pub mod continuous;
 pub mod disagg;
+pub mod eager_prefill;
+pub mod moe_prefill;
 pub mod queue;
 // Kept here too: the speculative-decoding options were first published under `serving`.
 pub use super::speculative;
