@@ -511,7 +511,16 @@ fn gathered_bytes(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalib
         return 0.0;
     }
     let bytes = state_bytes_per_param(q, a, cal);
-    gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer_params_per_device(a, pc, q)
+    gathered_of(q, bytes[0], layer_params_per_device(a, pc, q))
+}
+
+/// [`gathered_bytes`] from the weights' bytes per parameter and one
+/// layer's parameters on the device, when [`framework`] has them already.
+fn gathered_of(q: &MemoryQuery, param_bytes: f64, layer_params: f64) -> f64 {
+    if q.shard <= 1 || q.framework == Framework::Book {
+        return 0.0;
+    }
+    gathered_bytes_per_layer_param(q.framework, param_bytes) * layer_params
 }
 
 /// A framework's busiest stage (module docs): the first (embedding, most
@@ -532,7 +541,7 @@ fn framework(
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
-    let gathered = gathered_bytes(a, pc, q, cal);
+    let gathered = gathered_of(q, bytes[0], layer);
     let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
         let mut state = sharded(q, params, bytes);
         state[0] += gathered;
