@@ -22,7 +22,7 @@ use crate::step::predict::{
     RooflineFloor, NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
-use crate::training::evaluate::{before_comms, with_comms, BeforeComms};
+use crate::training::evaluate::{before_comms_staged, with_comms, BeforeComms, MeshStages};
 use crate::training::feasibility::{degree_problems, N_REASONS};
 use crate::training::{analyze_with, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
@@ -589,6 +589,7 @@ impl Shared<'_, '_> {
             bool,
             crate::parallelism::Offload,
         )> = None;
+        let stages = MeshStages::of(&self.ctx, mesh);
         let mut place = TuplePlacement {
             tp_across: self.prof.is_some() && tp_across_nodes(&self.topologies[w.topo], &w.deg),
             split: None,
@@ -601,7 +602,7 @@ impl Shared<'_, '_> {
             // memory and compute first: the collectives are costed only for
             // a plan that can still be ranked or reported (the lower bound is
             // at least the compute time, whatever they cost)
-            let b = before_comms(&self.ctx, mesh, c, &mut NoTrace);
+            let b = before_comms_staged(&self.ctx, mesh, c, &stages, &mut NoTrace);
             let within = b.within_hbm(&self.ctx);
             let surely_fits = within && b.memory.offload.is_none();
             if (surely_fits && self.behind_the_bar(acc, b.compute_s(), false))
