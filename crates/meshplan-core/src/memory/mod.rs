@@ -242,6 +242,48 @@ pub fn state_bytes_per_param(q: &MemoryQuery, a: &Arch, cal: &MemoryCalibration)
     }
 }
 
+/// How a framework splits the layers over the pipeline stages, as
+/// [`per_device`] reads it to find the busiest stage: it depends on the
+/// model, pp, the framework and the stated stage counts only — the same for
+/// every plan of one degree tuple, so the planner works it out once per
+/// tuple ([`per_device_staged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageSplit {
+    /// Most layers on a stage without the LM head, and layers on the one
+    /// with it ([`stage_extremes_with`]).
+    extremes: (u64, u64),
+    /// Layers on the first stage.
+    first: u64,
+}
+
+impl StageSplit {
+    /// The split of `a` over `pp` stages under `framework` with the stated
+    /// counts `given` (pp = 1: the one stage).
+    pub fn of(a: &Arch, pp: u64, framework: Framework, given: StageLayers) -> StageSplit {
+        if pp <= 1 {
+            return StageSplit {
+                extremes: (0, a.n_layers),
+                first: a.n_layers,
+            };
+        }
+        let extremes = stage_extremes_with(a, pp, framework, given);
+        // nanotron's cost-balanced split puts the most layers on the first stage
+        let first = match framework {
+            _ if given.is_set() => first_stage_layers_with(a, pp, framework, given),
+            Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
+                first_stage_layers_with(a, pp, framework, given)
+            }
+            _ => extremes.0,
+        };
+        StageSplit { extremes, first }
+    }
+
+    /// The split a query's plan has.
+    pub fn of_query(a: &Arch, q: &MemoryQuery) -> StageSplit {
+        StageSplit::of(a, q.pp, q.framework, q.stage_layers)
+    }
+}
+
 /// Memory per device of `a` (counts `pc`) under the query's plan.
 pub fn per_device<T: Tracer>(
     a: &Arch,
@@ -250,9 +292,23 @@ pub fn per_device<T: Tracer>(
     cal: &MemoryCalibration,
     tr: &mut T,
 ) -> MemoryBreakdown {
+    per_device_staged(a, pc, q, cal, &StageSplit::of_query(a, q), tr)
+}
+
+/// [`per_device`] with the query's stage split worked out already
+/// (`stages` = [`StageSplit::of_query`] of the same model and query).
+pub fn per_device_staged<T: Tracer>(
+    a: &Arch,
+    pc: &ParamCounts,
+    q: &MemoryQuery,
+    cal: &MemoryCalibration,
+    stages: &StageSplit,
+    tr: &mut T,
+) -> MemoryBreakdown {
+    debug_assert_eq!(*stages, StageSplit::of_query(a, q));
     let mut m = match q.framework {
         Framework::Book => book(a, pc, q, cal),
-        _ => framework(a, pc, q, cal),
+        _ => framework(a, pc, q, cal, stages),
     };
     record_parts(q, &m, tr);
     if q.framework.is_framework() {
@@ -511,7 +567,16 @@ fn gathered_bytes(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalib
         return 0.0;
     }
     let bytes = state_bytes_per_param(q, a, cal);
-    gathered_bytes_per_layer_param(q.framework, bytes[0]) * layer_params_per_device(a, pc, q)
+    gathered_of(q, bytes[0], layer_params_per_device(a, pc, q))
+}
+
+/// [`gathered_bytes`] from the weights' bytes per parameter and one
+/// layer's parameters on the device, when [`framework`] has them already.
+fn gathered_of(q: &MemoryQuery, param_bytes: f64, layer_params: f64) -> f64 {
+    if q.shard <= 1 || q.framework == Framework::Book {
+        return 0.0;
+    }
+    gathered_bytes_per_layer_param(q.framework, param_bytes) * layer_params
 }
 
 /// A framework's busiest stage (module docs): the first (embedding, most
@@ -522,6 +587,7 @@ fn framework(
     pc: &ParamCounts,
     q: &MemoryQuery,
     cal: &MemoryCalibration,
+    stages: &StageSplit,
 ) -> MemoryBreakdown {
     let tpf = q.tp as f64;
     let l = a.n_layers.max(1) as f64;
@@ -532,7 +598,7 @@ fn framework(
     let ab = q.activation_dtype.bytes_per_element() / 2.0;
     let (act_tl, act_scale, logits_copies, reserve) = framework_terms(a, q, cal);
     let tok = q.tokens_mb;
-    let gathered = gathered_bytes(a, pc, q, cal);
+    let gathered = gathered_of(q, bytes[0], layer);
     let stage = |layers: f64, params: f64, in_flight: f64, head: bool| -> MemoryBreakdown {
         let mut state = sharded(q, params, bytes);
         state[0] += gathered;
@@ -550,17 +616,8 @@ fn framework(
         let tied = if a.tied_embeddings { 1.0 } else { 2.0 };
         return stage(l, l * layer + tied * emb, q.in_flight, true);
     }
-    let (plain, with_head) = stage_extremes_with(a, q.pp, q.framework, q.stage_layers);
-    // nanotron's cost-balanced split puts the most layers on the first stage
-    let first = match q.framework {
-        _ if q.stage_layers.is_set() => {
-            first_stage_layers_with(a, q.pp, q.framework, q.stage_layers)
-        }
-        Framework::Megatron | Framework::Megatron2022 | Framework::Megatron2021 => {
-            first_stage_layers_with(a, q.pp, q.framework, q.stage_layers)
-        }
-        _ => plain,
-    } as f64;
+    let (plain, with_head) = stages.extremes;
+    let first = stages.first as f64;
     let (plain, with_head) = (plain as f64, with_head as f64);
     let mut best = stage(first, first * layer + emb, q.in_flight, false);
     if plain > first && q.pp > 2 {

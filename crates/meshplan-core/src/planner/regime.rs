@@ -53,6 +53,8 @@ pub const PLAN_INPUTS: [&str; 9] = [
 pub struct Regime(u16);
 
 const TP_ACROSS_NODES: u16 = 1;
+/// The last of [`PLAN_INPUTS`], "offload".
+const OFFLOADED: u16 = 1 << PLAN_INPUTS.len();
 
 fn input_bit(name: &str) -> Option<u16> {
     PLAN_INPUTS
@@ -85,31 +87,41 @@ impl Regime {
         ranges: Option<&FittedRanges>,
         offloaded: bool,
     ) -> Regime {
-        let mut bits = if tp_across_nodes(topo, deg) {
-            TP_ACROSS_NODES
-        } else {
-            0
-        };
+        Regime::of_placed(rs, tp_across_nodes(topo, deg), ranges, offloaded)
+    }
+
+    /// [`Regime::of_plan`] with the TP placement already judged
+    /// ([`tp_across_nodes`]: the same for every plan of a degree tuple, so
+    /// the search works it out once per tuple).
+    pub fn of_placed(
+        rs: &RunSpec,
+        tp_across: bool,
+        ranges: Option<&FittedRanges>,
+        offloaded: bool,
+    ) -> Regime {
+        let mut bits = if tp_across { TP_ACROSS_NODES } else { 0 };
         if let Some(r) = ranges {
             let out = |v: u64, [lo, hi]: Span<u64>| v < lo || v > hi;
-            let checks = [
-                ("ZeRO stage", out(u64::from(rs.zero), r.zero)),
-                ("dp", out(rs.dp.max(1), r.dp)),
-                ("tp", out(rs.tp.max(1), r.tp)),
-                ("pp", out(rs.pp.max(1), r.pp)),
-                ("cp", out(rs.cp.max(1), r.cp)),
-                ("ep", out(rs.ep.max(1), r.ep)),
-                ("fsdp", out(rs.fsdp.max(1), r.fsdp)),
-                ("etp", rs.whole_experts()),
+            // in the order of PLAN_INPUTS (bit i + 1), compared as numbers:
+            // the search judges every predicted plan
+            let outside = [
+                out(u64::from(rs.zero), r.zero),
+                out(rs.dp.max(1), r.dp),
+                out(rs.tp.max(1), r.tp),
+                out(rs.pp.max(1), r.pp),
+                out(rs.cp.max(1), r.cp),
+                out(rs.ep.max(1), r.ep),
+                out(rs.fsdp.max(1), r.fsdp),
+                rs.whole_experts(),
             ];
-            for (name, outside) in checks {
-                if outside {
-                    bits |= input_bit(name).unwrap_or(0);
+            for (i, o) in outside.into_iter().enumerate() {
+                if o {
+                    bits |= 1 << (i + 1);
                 }
             }
         }
         if offloaded {
-            bits |= input_bit("offload").unwrap_or(0);
+            bits |= OFFLOADED;
         }
         Regime(bits)
     }
@@ -290,5 +302,14 @@ mod tests {
         // the least factor: min(1.05, 1.47, 1.4) = 1.05; without residuals min(1, 1.4) = 1
         assert!((least_factor(Some(&r)) - 1.05).abs() < 1e-12);
         assert_eq!(least_factor(None), 1.0);
+    }
+
+    #[test]
+    fn plan_inputs_are_bits_in_their_order() {
+        // `of_placed` sets bit i + 1 for the i-th input, offload last
+        for (i, name) in PLAN_INPUTS.iter().enumerate() {
+            assert_eq!(input_bit(name), Some(1 << (i + 1)));
+        }
+        assert_eq!(input_bit("offload"), Some(OFFLOADED));
     }
 }

@@ -9,19 +9,20 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::regime::{least_factor, Interval, Regime};
+use super::regime::{least_factor, tp_across_nodes, Interval, Regime};
 use super::space::{divisors, factorizations, inner_choices, permutations, TrainSpace};
 use crate::hardware::Chip;
 use crate::mesh::{GpuSplit, Mesh, Topology};
 use crate::model::ModelSpec;
 use crate::parallelism::{named_choice, Choice, Degrees, Framework, RankOrder, TrainConfig};
 use crate::step::calibrated::Features;
+use crate::step::inventory::StepInventory;
 use crate::step::predict::{
-    active_profile, batch_gate, price_replica_step_s, replica, unsupported, ActiveProfile,
+    active_profile, batch_gate, price_replica_split_step_s, replica, unsupported, ActiveProfile,
     RooflineFloor, NO_PROFILE_NOTE,
 };
 use crate::trace::NoTrace;
-use crate::training::evaluate::{before_comms, with_comms, BeforeComms};
+use crate::training::evaluate::{before_comms_staged, with_comms, BeforeComms, MeshStages};
 use crate::training::feasibility::{degree_problems, N_REASONS};
 use crate::training::{analyze_with, Eval, MeshCtx, RejectReason, TrainCtx, TrainReport};
 
@@ -381,6 +382,15 @@ enum Unranked {
     Behind,
 }
 
+/// What every predicted plan of one degree tuple shares, worked out once
+/// per tuple: whether its TP group spans nodes (a regime flag) and how its
+/// degrees split for the step inventory (`StepInventory::split_of`, kept
+/// with the degrees it was worked out for).
+struct TuplePlacement {
+    tp_across: bool,
+    split: Option<(Degrees, GpuSplit)>,
+}
+
 /// What every worker reads.
 struct Shared<'s, 'a> {
     search: &'s TrainSearch<'a>,
@@ -403,15 +413,15 @@ struct Shared<'s, 'a> {
 impl Shared<'_, '_> {
     /// The fidelity model's step time for a fitting plan, with its regime
     /// and interval; [`Unranked::Unpredictable`] when it cannot predict it,
-    /// [`Unranked::Behind`] when even its smallest interval factor puts it
-    /// behind the K-th best held (its regime is then not worked out: the
-    /// search skips it as `offer` would).
+    /// [`Unranked::Behind`] when its key is behind the K-th best held —
+    /// already at its roofline lower bound (it is then not priced), or once
+    /// predicted: the search skips it as `offer` would.
     fn predict(
         &self,
         acc: &Local,
         cfg: &TrainConfig,
         e: &Eval,
-        w: &Work,
+        place: &mut TuplePlacement,
     ) -> Result<Option<PredEval>, Unranked> {
         let Some(p) = self.prof else {
             return Ok(None);
@@ -422,29 +432,57 @@ impl Shared<'_, '_> {
         // (configuration, floor) is built per plan
         let rs = replica(&s.spec.arch, self.ctx.pc, s.chip, cfg, tpu)
             .map_err(|_| Unranked::Unpredictable)?;
-        let features = Features::of(cfg, &s.topology);
-        let step = price_replica_step_s(&rs, &features, &RooflineFloor::of(e), s.chip, &p.profile);
         let offloaded = e.offload.is_some();
-        if self.behind_the_bar(acc, step, offloaded) {
-            return Err(Unranked::Behind);
-        }
-        let n = rs.n_gpus.max(1) as f64;
-        let regime = Regime::of_plan(
+        let regime = Regime::of_placed(
             &rs,
-            &w.deg,
-            &self.topologies[w.topo],
+            place.tp_across,
             p.profile.fitted_on.as_ref(),
             offloaded,
         );
         // the held-out residuals `predicted.interval` uses: none for a
         // transferred profile or an offloaded step
         let residuals = self.residuals.filter(|_| !offloaded);
+        // no prediction goes below the roofline lower bound, so neither does
+        // the plan's key go below its interval at that bound (its own
+        // factor: a flagged plan's is wider than `least_factor`)
+        if self.key_behind(acc, Interval::of(e.lower, residuals, regime).hi_s) {
+            return Err(Unranked::Behind);
+        }
+        let features = Features::of(cfg, &s.topology);
+        let deg = rs.degrees();
+        let split = match place.split {
+            Some((d, split)) if d == deg => split,
+            _ => {
+                let split = StepInventory::split_of(&rs, s.chip, &features);
+                place.split = Some((deg, split));
+                split
+            }
+        };
+        let floor = RooflineFloor::of(e);
+        let step = price_replica_split_step_s(&rs, &features, &floor, s.chip, &p.profile, split);
+        let interval = Interval::of(step, residuals, regime);
+        if self.key_behind(acc, interval.hi_s) {
+            return Err(Unranked::Behind);
+        }
+        let n = rs.n_gpus.max(1) as f64;
         Ok(Some(PredEval {
             step_time_s: step,
             mfu: crate::accounting::mfu(e.flops.model, n, self.ctx.peak, step),
             regime,
-            interval: Interval::of(step, residuals, regime),
+            interval,
         }))
+    }
+
+    /// Whether a predicted plan whose interval ends at `hi_s` (or a floor
+    /// of it) is behind the K-th best plan held: its first key, as
+    /// [`key_of`] forms it, is above the bar.
+    fn key_behind(&self, acc: &Local, hi_s: f64) -> bool {
+        let key = match self.search.objective {
+            TrainObjective::Time => hi_s,
+            TrainObjective::Cost => hi_s * self.usd_per_token_s,
+            TrainObjective::MemoryHeadroom => return false,
+        };
+        acc.bar().is_some_and(|bar| key > bar)
     }
 
     /// Whether a fitting plan cannot enter the K best: ranked by the
@@ -551,6 +589,11 @@ impl Shared<'_, '_> {
             bool,
             crate::parallelism::Offload,
         )> = None;
+        let stages = MeshStages::of(&self.ctx, mesh);
+        let mut place = TuplePlacement {
+            tp_across: self.prof.is_some() && tp_across_nodes(&self.topologies[w.topo], &w.deg),
+            split: None,
+        };
         for (ii, c) in buf.iter().enumerate() {
             if w.deg.pp == 1 && fitted == Some((c.zero, c.remat, c.sp, c.offload)) {
                 acc.dominated += 1;
@@ -559,7 +602,7 @@ impl Shared<'_, '_> {
             // memory and compute first: the collectives are costed only for
             // a plan that can still be ranked or reported (the lower bound is
             // at least the compute time, whatever they cost)
-            let b = before_comms(&self.ctx, mesh, c, &mut NoTrace);
+            let b = before_comms_staged(&self.ctx, mesh, c, &stages, &mut NoTrace);
             let within = b.within_hbm(&self.ctx);
             let surely_fits = within && b.memory.offload.is_none();
             if (surely_fits && self.behind_the_bar(acc, b.compute_s(), false))
@@ -580,7 +623,7 @@ impl Shared<'_, '_> {
                 continue;
             }
             let pred = if e.fits {
-                match self.predict(acc, &c.config(&s.base, w.deg), &e, w) {
+                match self.predict(acc, &c.config(&s.base, w.deg), &e, &mut place) {
                     Ok(p) => p,
                     Err(Unranked::Unpredictable) => {
                         acc.rejected[RejectReason::Unpredictable.index()] += 1;

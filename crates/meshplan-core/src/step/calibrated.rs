@@ -840,7 +840,19 @@ pub fn predict_time_parts(
     p: &EfficiencyProfile,
     f: &Features,
 ) -> TimeBreakdown {
-    let inv = StepInventory::build(spec, chip, f);
+    predict_time_parts_split(spec, chip, p, f, StepInventory::split_of(spec, chip, f))
+}
+
+/// [`predict_time_parts`] with the placement the planner worked out once
+/// for the degree tuple ([`StepInventory::split_of`]).
+pub fn predict_time_parts_split(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+    f: &Features,
+    split: crate::mesh::GpuSplit,
+) -> TimeBreakdown {
+    let inv = StepInventory::build_split(spec, chip, f, split);
     priced(&Geometry::new(spec, chip, p, f, &inv)).time
 }
 

@@ -457,22 +457,46 @@ impl StepInventory {
     /// The inventory of `spec` with `features` on `chip` (its NVLink domain
     /// or TPU slice is the placement's node).
     pub fn build(spec: &RunSpec, chip: &Chip, features: &Features) -> StepInventory {
-        let a = &spec.arch;
-        // a TPU slice is one ICI domain, the "node" of the placement: a
-        // multi-slice job's outer axes cross the DCN between slices
+        Self::build_split(spec, chip, features, Self::split_of(spec, chip, features))
+    }
+
+    /// The GPUs (chips) of the placement's node: the NVLink domain, or the
+    /// TPU slice (one ICI domain: a multi-slice job's outer axes cross the
+    /// DCN between slices).
+    fn node_size(spec: &RunSpec, chip: &Chip, features: &Features) -> u64 {
         let slices = features.slices.max(1);
-        let per_node = match (&chip.ici, &chip.nvlink) {
+        match (&chip.ici, &chip.nvlink) {
             (Some(_), _) if spec.n_gpus % slices == 0 => (spec.n_gpus / slices).max(1),
             (Some(_), _) => spec.n_gpus.max(1),
             (None, n) => n.as_ref().map_or(8, |n| n.domain_size).max(1),
-        };
+        }
+    }
+
+    /// How the degrees of `spec` split between a node and the network, as
+    /// [`StepInventory::build`] places its groups. It depends on the degrees,
+    /// the chip and the TPU slices only, so the planner works it out once
+    /// per degree tuple and builds each predicted plan's inventory with
+    /// [`StepInventory::build_split`].
+    pub fn split_of(spec: &RunSpec, chip: &Chip, features: &Features) -> GpuSplit {
+        GpuSplit::new(&spec.degrees(), Self::node_size(spec, chip, features))
+    }
+
+    /// [`StepInventory::build`] with `split` =
+    /// [`StepInventory::split_of`] of the same degrees, chip and slices.
+    pub fn build_split(
+        spec: &RunSpec,
+        chip: &Chip,
+        features: &Features,
+        split: GpuSplit,
+    ) -> StepInventory {
+        let a = &spec.arch;
+        let per_node = Self::node_size(spec, chip, features);
         let nodes = if chip.ici.is_some() {
             spec.n_gpus.max(1) / per_node
         } else {
             crate::fidelity::range::job_nodes(spec, chip)
         };
         let deg = spec.degrees();
-        let split = GpuSplit::new(&deg, per_node);
         let tp = spec.tp.max(1);
         let seq = (spec.seq_len / spec.cp.max(1)) as f64;
         let s = Shape {

@@ -379,7 +379,22 @@ pub fn price_replica_step_s(
     chip: &Chip,
     prof: &EfficiencyProfile,
 ) -> f64 {
-    let t = crate::step::calibrated::predict_time_parts(rs, chip, prof, features);
+    let split = StepInventory::split_of(rs, chip, features);
+    price_replica_split_step_s(rs, features, floor, chip, prof, split)
+}
+
+/// [`price_replica_step_s`] with the replica's placement
+/// ([`StepInventory::split_of`]), which the planner works out once per
+/// degree tuple.
+pub fn price_replica_split_step_s(
+    rs: &RunSpec,
+    features: &Features,
+    floor: &RooflineFloor,
+    chip: &Chip,
+    prof: &EfficiencyProfile,
+    split: crate::mesh::GpuSplit,
+) -> f64 {
+    let t = crate::step::calibrated::predict_time_parts_split(rs, chip, prof, features, split);
     floored(t, floor).1
 }
 

@@ -5,7 +5,7 @@
 use super::comms::{step_comms, CommSink};
 use super::context::{MeshCtx, TrainCtx};
 use crate::accounting::StepFlops;
-use crate::memory::{per_device, MemoryBreakdown, MemoryQuery};
+use crate::memory::{per_device_staged, MemoryBreakdown, MemoryQuery, StageSplit};
 use crate::parallelism::pipeline::bubble_fraction;
 use crate::parallelism::{Choice, LogicalAxis};
 use crate::trace::{Step, Tracer};
@@ -40,22 +40,50 @@ pub struct Eval {
     pub offload: Option<super::offload::OffloadTime>,
 }
 
+/// The pipeline stages of a placed mesh: the same for every choice of its
+/// degree tuple, so the planner works them out once per tuple
+/// ([`before_comms_staged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshStages {
+    /// Layers of the busiest stage as the step's compute sees it.
+    l_stage: u64,
+    /// The memory model's split (its busiest stage).
+    memory: StageSplit,
+}
+
+impl MeshStages {
+    /// The stages of `mesh` under `ctx`'s model and configuration.
+    pub fn of(ctx: &TrainCtx, mesh: &MeshCtx) -> MeshStages {
+        // Stages run in lock-step, so an uneven split runs at its busiest
+        // stage's pace: ⌈L/pp⌉ layers where the balanced split has L/pp, or
+        // the most a stage holds under the first/last counts the user stated.
+        let (l, pp) = (ctx.spec.arch.n_layers.max(1), mesh.deg.pp.max(1));
+        let l_stage = match ctx.base.stage_layers.split(l, pp, 1) {
+            Ok(Some((first, middle, last))) => first.max(middle).max(last),
+            _ => l.div_ceil(pp),
+        };
+        MeshStages {
+            l_stage,
+            memory: StageSplit::of(
+                &ctx.spec.arch,
+                mesh.deg.pp,
+                ctx.base.framework,
+                ctx.base.stage_layers,
+            ),
+        }
+    }
+}
+
 /// T_math and the bubble of plan `c`: (T_math, bubble fraction, T_bubble).
 fn compute_time<T: Tracer>(
     ctx: &TrainCtx,
     mesh: &MeshCtx,
     c: &Choice,
+    l_stage: u64,
     tr: &mut T,
 ) -> (f64, f64, f64) {
     let f = ctx.flops[c.remat.index()];
-    // Stages run in lock-step, so an uneven split runs at its busiest
-    // stage's pace: ⌈L/pp⌉ layers where the balanced split has L/pp, or the
-    // most a stage holds under the first/last counts the user stated.
     let (l, pp) = (ctx.spec.arch.n_layers.max(1), mesh.deg.pp.max(1));
-    let l_stage = match ctx.base.stage_layers.split(l, pp, 1) {
-        Ok(Some((first, middle, last))) => first.max(middle).max(last),
-        _ => l.div_ceil(pp),
-    };
     let imbalance = (l_stage * pp) as f64 / l as f64;
     let t_math = f.hardware * imbalance / (mesh.chips * ctx.peak);
     tr.record(|| {
@@ -135,10 +163,22 @@ pub fn before_comms<T: Tracer>(
     c: &Choice,
     tr: &mut T,
 ) -> BeforeComms {
+    before_comms_staged(ctx, mesh, c, &MeshStages::of(ctx, mesh), tr)
+}
+
+/// [`before_comms`] with the mesh's stages worked out already
+/// (`stages` = [`MeshStages::of`] the same context and mesh).
+pub fn before_comms_staged<T: Tracer>(
+    ctx: &TrainCtx,
+    mesh: &MeshCtx,
+    c: &Choice,
+    stages: &MeshStages,
+    tr: &mut T,
+) -> BeforeComms {
     let cfg = c.config(&ctx.base, mesh.deg);
     let q = MemoryQuery::from_config(&cfg);
-    let memory = per_device(&ctx.spec.arch, &ctx.pc, &q, &ctx.cal, tr);
-    let (t_math, bubble, t_bubble) = compute_time(ctx, mesh, c, tr);
+    let memory = per_device_staged(&ctx.spec.arch, &ctx.pc, &q, &ctx.cal, &stages.memory, tr);
+    let (t_math, bubble, t_bubble) = compute_time(ctx, mesh, c, stages.l_stage, tr);
     BeforeComms {
         q,
         memory,
