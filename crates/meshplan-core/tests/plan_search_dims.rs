@@ -269,3 +269,28 @@ fn bad_search_dimensions_are_refused_clearly() {
     assert_eq!(s.dtypes.len(), 1);
     assert!(s.note.unwrap().contains("a100-80gb has no fp8 peak"));
 }
+
+/// A MoE model on a profile fitted on dense runs only (issue 25: DeepSeek-V3
+/// ranked with all 256 experts on every rank, unflagged): every plan carries
+/// `experts/rank` E/ep — Mixtral's 8 experts with ep 1 is "experts/rank 8",
+/// with ep 2 "experts/rank 4" — so no MoE layout ranks first unflagged.
+#[test]
+fn every_moe_layout_is_flagged_when_no_moe_run_was_fitted() {
+    let req = request(
+        "[model]\nname = \"mixtral-8x7b\"\n[hardware]\nchip = \"h100\"\nchips = 16\n[training]\nbatch_tokens = 1048576\nseq_len = 4096\n",
+        20,
+    );
+    let r = plan_train(&req, &|_, _| {}).unwrap();
+    assert!(r.ranked_by_prediction && !r.plans.is_empty());
+    for p in &r.plans {
+        let ep = p.report.degrees.ep.max(1);
+        let want = format!("experts/rank {} (fitted: no MoE run)", 8 / ep);
+        assert!(p.regime.contains(&want), "ep {ep}: {:?}", p.regime);
+        let hi = p.ranking_interval_s.unwrap()[1];
+        let t = p.predicted_step_time_s.unwrap();
+        assert!(
+            hi >= t * UNVALIDATED_FACTOR * 0.999,
+            "flagged: ×1.4 at least"
+        );
+    }
+}

@@ -364,6 +364,14 @@ fn train_searches_the_batch_and_dtype_when_asked() {
     let (code, out, err) = run(&cmd(&[&base, &b, &["--max-global-batch", "64 seqs"]]));
     assert_eq!(code, 0, "{err}");
     assert_contains(&out, &["also searched: global batch", "plan 1 uses"]);
+    // --explain derives the per-token figures in the book's symbols
+    let (code, out, err) = run(&cmd(&[
+        &base,
+        &b,
+        &["--max-global-batch", "64 seqs", "--explain"],
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["B / t_step", "N · t_rank / B"]);
     for (flag, value, msg) in [
         ("--max-global-batch", "1Ki", "below the batch"),
         ("--max-global-batch", "many", "--max-global-batch"),

@@ -325,8 +325,15 @@ impl Render for PlanTrainReport {
         }
         if let (Some(b), Some(fix)) = (&r.best_rejected, &r.best_rejected_fix) {
             if !r.plans.is_empty() {
+                let at = b.variant.as_ref().map_or(String::new(), |v| {
+                    format!(
+                        " at batch {} tokens, {}",
+                        fmt_int(v.batch_tokens),
+                        v.compute_dtype
+                    )
+                });
                 d.line(format!(
-                    "best rejected plan: {} on {} — {} per step, {} per chip: {fix}",
+                    "best rejected plan: {}{at} on {} — {} per step, {} per chip: {fix}",
                     plan_label(&b.report.degrees, &choice(b)),
                     b.report.mesh,
                     fmt_si(

@@ -112,6 +112,36 @@ fn variant_of(v: &Variant, f: &Found, requested: &TrainConfig, n_tokens: u64) ->
     }
 }
 
+/// How a plan's figures across batches are formed (`--explain`): tokens/s
+/// and the ranking key as a time to N tokens, in the book's symbols.
+fn per_token_steps(v: &PlanVariant, f: &Found, n: u64) -> Vec<crate::trace::Step> {
+    use crate::trace::Step;
+    let t = f.step_time();
+    let t_rank = f.pred.map_or(f.eval.lower, |p| p.interval.hi_s);
+    let b = v.batch_tokens as f64;
+    vec![
+        Step::new(
+            "plan.tokens_per_s",
+            "Tokens per second of the plan at its global batch",
+            "tokens/s = B / t_step",
+        )
+        .bind("B", b, "tokens")
+        .bind("t_step", t, "s")
+        .result(v.tokens_per_s, "tokens/s")
+        .source("docs/planner.md, Global batch and dtype"),
+        Step::new(
+            "plan.ranked_time_to_n_tokens",
+            "The ranking key per token, as the time to train on N tokens (comparable across batches)",
+            "t_N = N · t_rank / B   (t_rank: the pessimistic end the plan is ranked on)",
+        )
+        .bind("N", n as f64, "tokens")
+        .bind("t_rank", t_rank, "s")
+        .bind("B", b, "tokens")
+        .result(v.ranked_time_to_n_tokens_s, "s")
+        .source("docs/planner.md, Global batch and dtype"),
+    ]
+}
+
 /// The plan's entry with its variant and, when its dtype is searched and
 /// outside the fitted dtypes, that flag.
 fn ranked_entry(
@@ -218,7 +248,14 @@ pub(super) fn plan_variants(
                 )));
             };
             let s = &subs[r.sub];
-            Some(derive_plan(req, &s.base, &s.res.topologies[r.f.topo], &r.f))
+            let mut steps = derive_plan(req, &s.base, &s.res.topologies[r.f.topo], &r.f);
+            let n = w.base.train_tokens.unwrap_or(REFERENCE_TOKENS).max(1);
+            steps.extend(per_token_steps(
+                &variant_of(&s.variant, &r.f, &w.base, n),
+                &r.f,
+                n,
+            ));
+            Some(steps)
         }
         None => None,
     };

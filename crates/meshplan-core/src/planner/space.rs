@@ -510,6 +510,65 @@ mod tests {
     }
 
     #[test]
+    fn the_batch_limit_reads_tokens_or_sequences_and_doubles_the_batch() {
+        let base = TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 4096,
+            ..TrainConfig::default()
+        };
+        let dims = |m: &str| SearchDims {
+            max_global_batch: Some(m.into()),
+            ..SearchDims::default()
+        };
+        // 2048 sequences of 4,096 tokens = 8,388,608 tokens = 8Mi
+        assert_eq!(
+            dims("2048 seqs").max_batch_tokens(4096).unwrap(),
+            Some(8 << 20)
+        );
+        assert_eq!(
+            dims("16Mi tokens").max_batch_tokens(4096).unwrap(),
+            Some(16 << 20)
+        );
+        // 4Mi, 8Mi, 16Mi: 20Mi is not a doubling, the last one below it is 16Mi
+        assert_eq!(
+            dims("20Mi").batches(&base).unwrap(),
+            [4 << 20, 8 << 20, 16 << 20]
+        );
+        assert_eq!(dims("4Mi").batches(&base).unwrap(), [4 << 20]);
+        assert_eq!(SearchDims::default().batches(&base).unwrap(), [4 << 20]);
+        // 2^6 · 4Mi = 256Mi is the most; 512Mi is 7 doublings
+        assert_eq!(dims("256Mi").batches(&base).unwrap().len(), 7);
+        assert!(dims("512Mi").batches(&base).is_err());
+    }
+
+    #[test]
+    fn the_workloads_dtype_comes_first_and_fp8_needs_chip_and_framework() {
+        let cat = crate::Catalog::builtin();
+        let (h100, a100) = (cat.chip("h100").unwrap(), cat.chip("a100-80gb").unwrap());
+        let base = TrainConfig {
+            framework: Framework::Megatron,
+            ..TrainConfig::default()
+        };
+        let dims = |l: &str, allow| SearchDims {
+            dtypes: (!l.is_empty()).then(|| l.into()),
+            allow_fp8: allow,
+            ..SearchDims::default()
+        };
+        let (d, note) = dims("fp8,bf16", false).dtypes(h100, &base).unwrap();
+        assert_eq!((d, note), (vec![DType::Bf16, DType::Fp8], None));
+        let (d, note) = dims("", true).dtypes(a100, &base).unwrap();
+        assert_eq!(d, [DType::Bf16]);
+        assert!(note.unwrap().contains("no fp8 peak"));
+        let old = TrainConfig {
+            framework: Framework::Megatron2022,
+            ..base
+        };
+        assert!(dims("fp8", false).dtypes(h100, &old).is_err());
+        assert!(dims("fp32", false).dtypes(h100, &base).is_err());
+        assert!(dims(" , ", false).dtypes(h100, &base).is_err());
+    }
+
+    #[test]
     fn factorizations_multiply_back() {
         for f in factorizations(24) {
             assert_eq!(f.iter().product::<u64>(), 24);
