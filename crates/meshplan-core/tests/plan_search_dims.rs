@@ -294,3 +294,49 @@ fn every_moe_layout_is_flagged_when_no_moe_run_was_fitted() {
         );
     }
 }
+
+/// GPT-2 on a TPU v5e 2x2 (4 chips; the book's roofline, 6·P FLOPs per
+/// token), 2 sequences of 1,024 asked for, up to 64 sequences: the best plan
+/// at every batch is compute-bound (tp 4 at 2,048 tokens, dp 4 at 65,536),
+/// so every batch ties on the overlapped lower bound at N·C / (6·P) =
+/// 4 · 1.97e14 / (6 · 124,439,808) = 1,055,398.9 tokens/s. The roofline's
+/// tie-break is the no-overlap upper bound, T_math + ΣT_comms, per token:
+/// 6P/(N·C) + ΣT_comms/B. Data parallelism's collectives move the gradients
+/// and weights, whatever the batch, so their share per token falls as 1/B,
+/// while tp's grow with B: the largest batch with dp 4 ranks first.
+#[test]
+fn on_four_chips_the_largest_batch_wins_the_no_overlap_tie_break() {
+    let req = request(
+        "[model]\nname = \"gpt-2\"\n[hardware]\nchip = \"tpu-v5e\"\nmesh = \"2x2\"\n[training]\nbatch_tokens = 2048\nseq_len = 1024\ninclude_attention = false\nflops = \"book\"\nframework = \"book\"\n",
+        400,
+    );
+    let r = run(&req, &batch("64 seqs")).unwrap();
+    assert_eq!(r.searched.as_ref().unwrap().batches_tokens.len(), 6);
+    let want = 4.0 * 1.97e14 / (6.0 * 124_439_808.0);
+    let p1 = &r.plans[0];
+    let v = p1.variant.as_ref().unwrap();
+    assert_eq!(v.batch_tokens, 65536);
+    assert_eq!((p1.report.degrees.dp, p1.report.degrees.tp), (4, 1));
+    assert!(
+        (v.tokens_per_s / want - 1.0).abs() < 1e-9,
+        "{}",
+        v.tokens_per_s
+    );
+    // the best plan at the requested batch: the same tokens/s, a larger
+    // upper bound per token
+    let asked = r
+        .plans
+        .iter()
+        .find(|p| p.variant.as_ref().unwrap().batch_tokens == 2048)
+        .expect("the requested batch is listed");
+    let va = asked.variant.as_ref().unwrap();
+    assert!(
+        (va.tokens_per_s / want - 1.0).abs() < 1e-9,
+        "{}",
+        va.tokens_per_s
+    );
+    let upper = |p: &meshplan_core::planner::PlanEntry| {
+        p.report.step_time_upper_s.get() / p.variant.as_ref().unwrap().batch_tokens as f64
+    };
+    assert!(upper(p1) < upper(asked));
+}
