@@ -340,3 +340,23 @@ fn on_four_chips_the_largest_batch_wins_the_no_overlap_tie_break() {
     };
     assert!(upper(p1) < upper(asked));
 }
+
+/// Issue 25's Must-show for DeepSeek-V3 on 2,048 H800 (16Mi tokens of
+/// 4,096): none of the top 5 is in an unvalidated regime without a flag.
+/// Before `experts/rank`, the first plan was tp 8 × pp 8 × dp 32 with ep 1 —
+/// all 256 experts on every rank, a layout no validation run has — with no
+/// flag of its own; now an ep 1 plan shows "experts/rank 256".
+#[test]
+fn deepseek_v3_on_2048_h800_ranks_no_unflagged_moe_layout() {
+    let req = request(
+        "[model]\nname = \"deepseek-v3\"\n[hardware]\nchip = \"h800\"\nchips = 2048\n[training]\nbatch_tokens = 16777216\nseq_len = 4096\n",
+        5,
+    );
+    let r = plan_train(&req, &|_, _| {}).unwrap();
+    assert!(r.ranked_by_prediction && r.plans.len() == 5);
+    for p in &r.plans {
+        let ep = p.report.degrees.ep.max(1);
+        let want = format!("experts/rank {} (fitted: no MoE run)", 256 / ep);
+        assert!(p.regime.contains(&want), "ep {ep}: {:?}", p.regime);
+    }
+}
