@@ -30,7 +30,7 @@ field is given by section, e.g. ``training={"batch_tokens": "4M"}`` or
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._native import FileError, InputError, MeshplanError, UnknownNameError
@@ -330,14 +330,36 @@ def plan_train(
     objective: str = "time",
     top: int = 10,
     threads: Optional[int] = None,
+    max_global_batch: Optional[Union[int, str]] = None,
+    dtypes: Optional[Union[str, Sequence[str]]] = None,
+    allow_fp8: bool = False,
     **sections: Mapping[str, Any],
 ) -> PlanTrainReport:
     """``meshplan plan train``: every (dp, fsdp, tp, pp, cp, ep) factorization
     of the chips with ZeRO, remat, schedule and micro-batches, ranked by
-    ``objective`` (time | cost | memory-headroom); the ``top`` plans."""
+    ``objective`` (time | cost | memory-headroom); the ``top`` plans.
+
+    Off unless asked, as ``--max-global-batch``, ``--dtypes`` and
+    ``--allow-fp8``: ``max_global_batch`` (tokens, ``"16Mi"`` or ``"2048
+    seqs"``) also searches the batch B, 2B, … up to it (plans ranked per
+    token; each plan's ``variant`` has its batch, tokens/s and time to N
+    tokens); ``dtypes`` (``"bf16,fp8"`` or a list) the compute dtypes;
+    ``allow_fp8`` adds fp8 where the chip and framework support it."""
+    search: Dict[str, Any] = {}
+    if max_global_batch is not None:
+        search["max_global_batch"] = str(max_global_batch)
+    if dtypes is not None:
+        search["dtypes"] = dtypes if isinstance(dtypes, str) else ",".join(dtypes)
+    if allow_fp8:
+        search["allow_fp8"] = True
     data, plots = _load(
         _native.plan_train(
-            _path(scenario), _overrides(model, chip, chips, mesh, sections), objective, top, threads
+            _path(scenario),
+            _overrides(model, chip, chips, mesh, sections),
+            objective,
+            top,
+            threads,
+            json.dumps(search),
         )
     )
     return PlanTrainReport(data, plots)

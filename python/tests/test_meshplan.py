@@ -68,6 +68,23 @@ def test_plan_train_matches_cli():
     same(a, b)
 
 
+def test_plan_train_searches_batch_and_dtype_as_the_cli():
+    kw = dict(model="llama-3-8b", chip="h100", chips=8, top=3,
+              training={"batch_tokens": "64Ki", "seq_len": 4096})
+    a = meshplan.plan_train(max_global_batch="64 seqs", dtypes=["bf16", "fp8"], **kw).to_dict()
+    b = cli("plan", "train", "--model", "llama-3-8b", "--hw", "h100", "--chips", "8",
+            "--batch-tokens", "64Ki", "--seq-len", "4096", "--top", "3",
+            "--max-global-batch", "64 seqs", "--dtypes", "bf16,fp8")
+    for d in (a, b):
+        d.pop("search_time_s")
+    same(a, b)
+    assert a["searched"]["batches_tokens"] == [65536, 131072, 262144]
+    with pytest.raises(meshplan.InputError, match="below the batch"):
+        meshplan.plan_train(max_global_batch="1Ki", **kw)
+    with pytest.raises(meshplan.InputError, match="--dtypes"):
+        meshplan.plan_train(dtypes="bf16,int4", **kw)
+
+
 def test_model_hw_check_match_cli():
     same(meshplan.model("llama-2-13b").to_dict(), cli("model", "show", "llama-2-13b"))
     same(meshplan.hw("h100").to_dict(), cli("hw", "show", "h100"))

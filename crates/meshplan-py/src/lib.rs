@@ -18,8 +18,8 @@ use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::model::report::model_report;
 use meshplan_core::overrides;
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, PlanInferRequest,
-    PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train_with as core_plan_train_with, PlanInferRequest,
+    PlanTrainRequest, SearchDims, TrainObjective,
 };
 use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
@@ -257,9 +257,11 @@ fn infer(
     })
 }
 
-/// `meshplan plan train --json`: (report JSON, {kind: svg}).
+/// `meshplan plan train --json`: (report JSON, {kind: svg}). `search` is
+/// the core's `SearchDims` as JSON (`max_global_batch`, `dtypes`,
+/// `allow_fp8`; `{}`: the workload's batch and dtype only).
 #[pyfunction]
-#[pyo3(signature = (scenario_path, overrides, objective="time", top=10, threads=None))]
+#[pyo3(signature = (scenario_path, overrides, objective="time", top=10, threads=None, search="{}"))]
 fn plan_train(
     py: Python<'_>,
     scenario_path: Option<&str>,
@@ -267,7 +269,9 @@ fn plan_train(
     objective: &str,
     top: usize,
     threads: Option<usize>,
+    search: &str,
 ) -> PyResult<(String, Vec<(String, String)>)> {
+    let dims: SearchDims = from_json(search, "plan_train() arguments").py()?;
     let (sc, cat) = scenario(scenario_path, overrides)?;
     let req = PlanTrainRequest {
         workload: resolve_workload(&sc, &cat, None).py()?,
@@ -278,7 +282,7 @@ fn plan_train(
         cancel: None,
     };
     interruptible(py, move || {
-        let r = core_plan_train(&req, &|_, _| {}).py()?;
+        let r = core_plan_train_with(&req, &dims, &|_, _| {}).py()?;
         let plots = every_plot(&kinds::PLAN_TRAIN, |k| kinds::plan_train(&r, Some(k)));
         Ok((json(&r)?, plots))
     })

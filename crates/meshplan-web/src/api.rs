@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::Json;
 use meshplan_core::inference::{self, scenario::resolve as resolve_infer};
 use meshplan_core::planner::{
-    plan_infer as core_plan_infer, plan_train as core_plan_train, Cancel, ChipBudget,
-    PlanInferRequest, PlanTrainRequest, TrainObjective,
+    plan_infer as core_plan_infer, plan_train_with as core_plan_train_with, Cancel, ChipBudget,
+    PlanInferRequest, PlanTrainRequest, SearchDims, TrainObjective,
 };
 use meshplan_core::trace::{NoTrace, Recorder, Step};
 use meshplan_core::training::scenario::{resolve_with, resolve_workload};
@@ -137,7 +137,12 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest, cancel: &Cancel) -> Answer {
         explain_rank: None,
         cancel: Some(cancel.clone()),
     };
-    let r = core_plan_train(&req, &|_, _| {})?;
+    let dims = SearchDims {
+        max_global_batch: q.max_global_batch.clone(),
+        dtypes: q.dtypes.clone(),
+        allow_fp8: q.allow_fp8.unwrap_or(false),
+    };
+    let r = core_plan_train_with(&req, &dims, &|_, _| {})?;
     let plots = vec![
         (
             "pareto",
@@ -155,6 +160,11 @@ pub fn search_train(cat: &Catalog, q: &PlanRequest, cancel: &Cancel) -> Answer {
 /// [`PlanInferRequest`] (its defaults and checks), within the web API's
 /// limits on chips and plans.
 pub fn search_infer(cat: &Catalog, q: &PlanRequest) -> Answer {
+    if q.max_global_batch.is_some() || q.dtypes.is_some() || q.allow_fp8.is_some() {
+        return Err(ApiError::bad_request(
+            "max_global_batch, dtypes and allow_fp8 are training-search options (/api/plan/train)",
+        ));
+    }
     let (scenario, cat) = q.resolve(cat)?;
     let req = PlanInferRequest {
         scenario,

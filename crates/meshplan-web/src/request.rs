@@ -81,6 +81,17 @@ pub struct PlanRequest {
     /// (`--disagg`).
     #[serde(default)]
     pub disagg: Option<String>,
+    /// Training only: also search the global batch up to this, tokens
+    /// ("16Mi") or sequences ("2048 seqs") (`--max-global-batch`).
+    #[serde(default)]
+    pub max_global_batch: Option<String>,
+    /// Training only: compute dtypes to search, "bf16,fp8" (`--dtypes`).
+    #[serde(default)]
+    pub dtypes: Option<String>,
+    /// Training only: also search fp8 compute where the chip and framework
+    /// support it (`--allow-fp8`).
+    #[serde(default)]
+    pub allow_fp8: Option<bool>,
 }
 
 /// The first [`PREFIX_CHARS`] characters of a string the user sent, with

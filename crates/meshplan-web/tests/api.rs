@@ -172,6 +172,24 @@ async fn plan_searches_answer_ranked_plans() {
     assert!(!plans.is_empty() && plans.len() <= 3);
     assert_eq!(plot_kinds(&ans)[0], "pareto");
 
+    // the batch and dtype search (issue 25): the core's report, as the CLI's
+    let body = json!({
+        "scenario": { "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100", "chips": 8 },
+                      "training": { "batch_tokens": "64Ki", "seq_len": 4096 } },
+        "top": 2, "max_global_batch": "128Ki", "allow_fp8": true,
+    });
+    let (s, ans) = post("/api/plan/train", body).await;
+    assert_eq!(s, StatusCode::OK, "{ans}");
+    let searched = &ans["report"]["searched"];
+    assert_eq!(searched["batches_tokens"], json!([65536, 131072]));
+    assert_eq!(searched["dtypes"], json!(["bf16", "fp8"]));
+    assert!(
+        ans["report"]["plans"][0]["variant"]["tokens_per_s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+
     let body = json!({
         "scenario": { "model": { "name": "llama-3-8b" }, "hardware": { "chip": "h100", "chips": 8 } },
         "objective": "latency", "top": 2, "tpot_slo": "50ms",
@@ -275,6 +293,24 @@ async fn bad_requests_are_4xx_json_with_the_core_message() {
             json!({ "scenario": m("llama-3-8b"), "objective": "speed" }),
             StatusCode::BAD_REQUEST,
             "speed",
+        ),
+        (
+            "/api/plan/train",
+            json!({ "scenario": m("llama-3-8b"), "max_global_batch": "1Ki" }),
+            StatusCode::BAD_REQUEST,
+            "below the batch",
+        ),
+        (
+            "/api/plan/train",
+            json!({ "scenario": m("llama-3-8b"), "dtypes": "bf16,int4" }),
+            StatusCode::BAD_REQUEST,
+            "--dtypes",
+        ),
+        (
+            "/api/plan/infer",
+            json!({ "scenario": m("llama-3-8b"), "allow_fp8": true }),
+            StatusCode::BAD_REQUEST,
+            "training-search options",
         ),
         (
             "/api/plan/infer",

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use meshplan_core::inference::{defaults, slo::SloValue};
 use meshplan_core::planner::{
-    plan_infer, plan_train, PlanInferRequest, PlanTrainRequest, TrainObjective,
+    plan_infer, plan_train_with, PlanInferRequest, PlanTrainRequest, SearchDims, TrainObjective,
 };
 use meshplan_core::scenario::Count;
 use meshplan_core::training::scenario::resolve_workload;
@@ -69,6 +69,17 @@ pub struct PlanTrainArgs {
     /// GPU rank order: tp-cp-ep-dp-pp (default), tp-pp-dp, or auto (search both).
     #[arg(long)]
     pub rank_order: Option<String>,
+    /// Also search the global batch: B, 2B, 4B, … up to this ("16Mi" tokens
+    /// or "2048 seqs"); plans at another batch than --batch-tokens are listed
+    /// with theirs and ranked per token.
+    #[arg(long, value_name = "TOKENS|SEQS")]
+    pub max_global_batch: Option<String>,
+    /// Compute dtypes to search ("bf16,fp8"; default: the workload's --dtype only).
+    #[arg(long, value_name = "LIST")]
+    pub dtypes: Option<String>,
+    /// Also search fp8 compute where the chip has an fp8 peak and the framework trains in fp8.
+    #[arg(long)]
+    pub allow_fp8: bool,
     /// Listing and derivation.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -170,7 +181,12 @@ fn run_train(a: PlanTrainArgs) -> Result<ExitCode> {
         "searching {bar:30} {pos}/{len} degree tuples ({elapsed})",
         "degree tuples",
     );
-    let r = plan_train(&req, &|d, t| bar.tick(d, t));
+    let dims = SearchDims {
+        max_global_batch: a.max_global_batch,
+        dtypes: a.dtypes,
+        allow_fp8: a.allow_fp8,
+    };
+    let r = plan_train_with(&req, &dims, &|d, t| bar.tick(d, t));
     bar.finish();
     let mut r = r?;
     let steps = r.derivation.take();

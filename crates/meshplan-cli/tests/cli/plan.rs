@@ -329,3 +329,72 @@ fn infer_json() {
     assert!(v["plans"].as_array().unwrap().is_empty());
     assert!(v["verdict"].is_string());
 }
+
+/// `--max-global-batch`, `--dtypes`, `--allow-fp8` (issue 25): the search
+/// says which batch and dtype each plan uses; bad values exit 2 naming the
+/// flag (the core's message, as in Python and the web API).
+#[test]
+fn train_searches_the_batch_and_dtype_when_asked() {
+    let base = [
+        "plan",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "8",
+    ];
+    let b = ["--batch-tokens", "64Ki", "--seq-len", "4096", "--top", "3"];
+    let v = json(&cmd(&[
+        &base,
+        &b,
+        &["--max-global-batch", "64 seqs", "--allow-fp8", "--json"],
+    ]));
+    assert_eq!(
+        v["searched"]["batches_tokens"],
+        serde_json::json!([65536, 131072, 262144])
+    );
+    assert_eq!(v["searched"]["dtypes"], serde_json::json!(["bf16", "fp8"]));
+    let p = &v["plans"][0];
+    // tokens/s = B / predicted step
+    let bt = u(p, "variant.batch_tokens") as f64;
+    let want = bt / f(p, "predicted_step_time_s");
+    assert!((f(p, "variant.tokens_per_s") / want - 1.0).abs() < 1e-12);
+    let (code, out, err) = run(&cmd(&[&base, &b, &["--max-global-batch", "64 seqs"]]));
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["also searched: global batch", "plan 1 uses"]);
+    // --explain derives the per-token figures in the book's symbols
+    let (code, out, err) = run(&cmd(&[
+        &base,
+        &b,
+        &["--max-global-batch", "64 seqs", "--explain"],
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, &["B / t_step", "N · t_rank / B"]);
+    for (flag, value, msg) in [
+        ("--max-global-batch", "1Ki", "below the batch"),
+        ("--max-global-batch", "many", "--max-global-batch"),
+        ("--dtypes", "bf16,int4", "--dtypes"),
+    ] {
+        let (code, _, err) = run(&cmd(&[&base, &b, &[flag, value]]));
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert_contains(&err, &[msg]);
+    }
+    let (code, _, err) = run(&cmd(&[
+        &[
+            "plan",
+            "train",
+            "--model",
+            "llama-3-8b",
+            "--hw",
+            "a100",
+            "--chips",
+            "8",
+        ],
+        &b,
+        &["--dtypes", "fp8"],
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert_contains(&err, &["no fp8 peak"]);
+}

@@ -57,6 +57,20 @@ pub struct FittedRanges {
     pub framework: Vec<String>,
     /// Chips measured.
     pub chip: Vec<String>,
+    /// Routed experts each expert-parallel rank holds (E/ep) over the MoE
+    /// runs; absent: no MoE run (every built-in profile today), so every
+    /// MoE layout is outside (issue 25: the planner ranked DeepSeek-V3 with
+    /// all 256 experts on every rank first, a layout no run validates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_per_rank: Option<Span<u64>>,
+}
+
+/// Routed experts per expert-parallel rank of a MoE replica (E/ep); `None`
+/// for a dense model. The input the planner's regime column names
+/// "experts/rank" (`planner::regime`).
+pub fn experts_per_rank(spec: &RunSpec) -> Option<u64> {
+    let e = spec.arch.moe.as_ref()?.n_experts;
+    (e > 1).then(|| e.div_ceil(spec.ep.max(1)))
 }
 
 /// One input of a prediction outside the fitted range (`predicted.outside_fitted_range[]`).
@@ -159,6 +173,7 @@ impl FittedRanges {
             dtype: vec![DATA_DTYPE.to_string()],
             framework: names(specs().map(|s| s.framework.to_string())),
             chip: names(runs.iter().map(|r| r.chip.clone())),
+            experts_per_rank: span(specs().filter_map(experts_per_rank)),
         })
     }
 
@@ -184,6 +199,11 @@ impl FittedRanges {
         }
         spans
             .iter()
+            .chain(
+                self.experts_per_rank
+                    .map(|s| ("experts_per_rank", s))
+                    .iter(),
+            )
             .find(|(_, [lo, hi])| lo > hi)
             .map(|(k, [lo, hi])| format!("{k} = [{lo}, {hi}]: the smaller first"))
     }
@@ -224,6 +244,18 @@ impl FittedRanges {
         set("dtype", dtype.to_string(), &self.dtype);
         set("framework", spec.framework.to_string(), &self.framework);
         set("chip", chip.name.clone(), &self.chip);
+        if let Some(e) = experts_per_rank(spec) {
+            let fitted = self.experts_per_rank;
+            if fitted.map_or(true, |[lo, hi]| e < lo || e > hi) {
+                out.push(OutOfRange {
+                    input: "experts/rank",
+                    value: serde_json::json!(e),
+                    fitted_range: fitted.map_or(serde_json::json!("no MoE run"), |[lo, hi]| {
+                        serde_json::json!([lo, hi])
+                    }),
+                });
+            }
+        }
         if spec.whole_experts() {
             // every fitted run split its experts like its dense layers
             out.push(OutOfRange {
@@ -259,6 +291,10 @@ impl FittedRanges {
             dtype: join(&self.dtype, &o.dtype),
             framework: join(&self.framework, &o.framework),
             chip: join(&self.chip, &o.chip),
+            experts_per_rank: match (self.experts_per_rank, o.experts_per_rank) {
+                (Some(a), Some(b)) => Some(u(a, b)),
+                (a, b) => a.or(b),
+            },
         }
     }
 }

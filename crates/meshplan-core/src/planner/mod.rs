@@ -22,6 +22,7 @@ pub mod infer_request;
 pub mod regime;
 mod render;
 pub mod report;
+mod search_dims;
 pub mod space;
 pub mod train;
 
@@ -29,6 +30,9 @@ pub use crate::training::RejectReason;
 pub use infer::{ChipBudget, InferObjective, InferResult, InferSearch};
 pub use infer_report::{plan_infer_search, PlanInferReport};
 pub use infer_request::{plan_infer, PlanInferRequest};
-pub use report::{plan_train, PlanEntry, PlanTrainReport, PlanTrainRequest};
-pub use space::{divisors, factorizations, inner_choices, TrainSpace};
+pub use report::{
+    plan_train, plan_train_with, PlanEntry, PlanTrainReport, PlanTrainRequest, PlanVariant,
+    SearchedDims,
+};
+pub use space::{divisors, factorizations, inner_choices, SearchDims, TrainSpace, Variant};
 pub use train::{rank_orders, Cancel, Found, PredEval, TrainObjective, TrainResult, TrainSearch};

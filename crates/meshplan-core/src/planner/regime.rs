@@ -33,8 +33,14 @@ use crate::training::TrainReport;
 pub const UNVALIDATED_FACTOR: f64 = 1.4;
 
 /// The plan-level inputs, by the name [`FittedRanges::outside`] gives them;
-/// bit `i + 1` of a [`Regime`] (bit 0: a TP group across nodes).
-pub const PLAN_INPUTS: [&str; 9] = [
+/// bit `i + 1` of a [`Regime`] (bit 0: a TP group across nodes; "offload"
+/// last, [`OFFLOADED`]; after it the bit of a compute dtype outside the
+/// fitted ones when `plan train` searches the dtype, [`Regime::searched_dtype`]).
+/// "experts/rank" is E/ep of a MoE model
+/// ([`crate::fidelity::range::experts_per_rank`]): with no MoE run in the fit
+/// every MoE layout carries it, so that all 256 experts on every rank (ep 1)
+/// never ranks above an expert-parallel layout unflagged.
+pub const PLAN_INPUTS: [&str; 10] = [
     "ZeRO stage",
     "dp",
     "tp",
@@ -43,6 +49,7 @@ pub const PLAN_INPUTS: [&str; 9] = [
     "ep",
     "fsdp",
     "etp",
+    "experts/rank",
     "offload",
 ];
 
@@ -55,6 +62,10 @@ pub struct Regime(u16);
 const TP_ACROSS_NODES: u16 = 1;
 /// The last of [`PLAN_INPUTS`], "offload".
 const OFFLOADED: u16 = 1 << PLAN_INPUTS.len();
+
+/// The compute dtype is one the profile was not fitted on, and the search
+/// varies it (`plan train --allow-fp8`, `--dtypes`): a plan-level input then.
+const SEARCHED_DTYPE: u16 = 1 << (PLAN_INPUTS.len() + 1);
 
 fn input_bit(name: &str) -> Option<u16> {
     PLAN_INPUTS
@@ -113,6 +124,8 @@ impl Regime {
                 out(rs.ep.max(1), r.ep),
                 out(rs.fsdp.max(1), r.fsdp),
                 rs.whole_experts(),
+                crate::fidelity::range::experts_per_rank(rs)
+                    .is_some_and(|e| r.experts_per_rank.map_or(true, |s| out(e, s))),
             ];
             for (i, o) in outside.into_iter().enumerate() {
                 if o {
@@ -138,6 +151,17 @@ impl Regime {
             bits |= input_bit(o.input).unwrap_or(0);
         }
         Regime(bits)
+    }
+
+    /// The flag of a compute dtype outside the profile's fitted dtypes when
+    /// the search varies the dtype (every plan of that dtype carries it).
+    pub fn searched_dtype() -> Regime {
+        Regime(SEARCHED_DTYPE)
+    }
+
+    /// Both sets of flags.
+    pub fn with(self, o: Regime) -> Regime {
+        Regime(self.0 | o.0)
     }
 
     /// No flag.

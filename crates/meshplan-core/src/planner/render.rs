@@ -4,7 +4,7 @@
 use super::report::{leading_collective, plan_label, schedule_label, PlanEntry, PlanTrainReport};
 use crate::parallelism::Choice;
 use crate::training::RejectReason;
-use crate::units::{fmt_int, fmt_si};
+use crate::units::{fmt_int, fmt_si, Seconds};
 use crate::view::{pct, Doc, Render, Table};
 
 fn choice(p: &PlanEntry) -> Choice {
@@ -46,8 +46,11 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             "remat",
             "pipeline",
             "sp",
+            "batch",
+            "dtype",
             "mem/chip",
             "step",
+            "tok/s",
             "ranked on",
             "roofline ≥",
             "MFU",
@@ -61,7 +64,15 @@ fn plans_table(r: &PlanTrainReport) -> Table {
     let numeric = [
         &["#"][..],
         &DEGREE_COLUMNS,
-        &["mem/chip", "step", "ranked on", "roofline ≥", "MFU"],
+        &[
+            "batch",
+            "mem/chip",
+            "step",
+            "tok/s",
+            "ranked on",
+            "roofline ≥",
+            "MFU",
+        ],
     ]
     .concat();
     let mut t = Table::new(&header, &numeric);
@@ -70,6 +81,7 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             match *h {
                 "step" => t.header[i] = "step (pred.)".into(),
                 "MFU" => t.header[i] = "MFU (pred.)".into(),
+                "tok/s" => t.header[i] = "tok/s (pred.)".into(),
                 _ => {}
             }
         }
@@ -89,16 +101,20 @@ fn plans_table(r: &PlanTrainReport) -> Table {
             p.remat.to_string(),
             pipeline_cell(p),
             if p.sequence_parallel { "yes" } else { "-" }.into(),
+            // empty (and the columns dropped) unless the search varies them
+            batch_cell(r, p),
+            dtype_cell(r, p),
             fmt_si(rep.memory_per_device.total_bytes.get(), "B"),
             fmt_si(
                 p.predicted_step_time_s
                     .unwrap_or(rep.step_time_lower_s.get()),
                 "s",
             ),
-            // empty (and the column dropped) without predictions
-            p.ranking_interval_s
-                .map(|[_, hi]| fmt_si(hi, "s"))
+            p.variant
+                .as_ref()
+                .map(|v| fmt_si(v.tokens_per_s, ""))
                 .unwrap_or_default(),
+            ranked_on_cell(r, p),
             if pred {
                 fmt_si(rep.step_time_lower_s.get(), "s")
             } else {
@@ -117,6 +133,90 @@ fn plans_table(r: &PlanTrainReport) -> Table {
         ]);
     }
     t.drop_empty_columns()
+}
+
+/// The batch column when several batches are searched: "8.389M ×2"
+/// (tokens, and the factor over the batch asked for).
+fn batch_cell(r: &PlanTrainReport, p: &PlanEntry) -> String {
+    match (&r.searched, &p.variant) {
+        (Some(s), Some(v)) if s.batches_tokens.len() > 1 => format!(
+            "{} ×{}",
+            fmt_si(v.batch_tokens as f64, ""),
+            crate::units::sig4(v.batch_vs_requested)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The dtype column when the dtype is searched or was changed.
+fn dtype_cell(r: &PlanTrainReport, p: &PlanEntry) -> String {
+    match (&r.searched, &p.variant) {
+        (Some(s), Some(v)) if s.dtypes.len() > 1 || v.dtype_changed => v.compute_dtype.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// What the plan was ranked on: the pessimistic end of its step-time
+/// interval, or — ranking per token across batches — that end as a time
+/// to train on the reference tokens (empty without predictions).
+fn ranked_on_cell(r: &PlanTrainReport, p: &PlanEntry) -> String {
+    let per_token = r.searched.as_ref().is_some_and(|s| s.ranked_per_token);
+    match (per_token, &p.variant, p.ranking_interval_s) {
+        (true, Some(v), Some(_)) => Seconds::new(v.ranked_time_to_n_tokens_s).human(),
+        (_, _, iv) => iv.map(|[_, hi]| fmt_si(hi, "s")).unwrap_or_default(),
+    }
+}
+
+/// What the batch and dtype search covered and what plan 1 uses: the batch
+/// and dtype are the job's, so a change is said, never silent.
+fn searched_lines(r: &PlanTrainReport) -> Vec<String> {
+    let Some(s) = &r.searched else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let batches: Vec<String> = s.batches_tokens.iter().map(|b| fmt_int(*b)).collect();
+    let dtypes: Vec<String> = s.dtypes.iter().map(|d| d.to_string()).collect();
+    out.push(format!(
+        "also searched: global batch {} tokens; compute dtype {} (a different batch changes the optimization, a different dtype the numerics: each plan's are in its row)",
+        batches.join(", "),
+        dtypes.join(", ")
+    ));
+    if let Some(v) = r.plans.first().and_then(|p| p.variant.as_ref()) {
+        let batch = if v.batch_tokens == r.batch_tokens {
+            format!("the requested batch ({} tokens)", fmt_int(v.batch_tokens))
+        } else {
+            format!(
+                "batch {} tokens, ×{} the requested {} (not the batch asked for)",
+                fmt_int(v.batch_tokens),
+                crate::units::sig4(v.batch_vs_requested),
+                fmt_int(r.batch_tokens)
+            )
+        };
+        let dtype = if v.dtype_changed {
+            format!("dtype {} (not the workload's)", v.compute_dtype)
+        } else {
+            format!("dtype {}", v.compute_dtype)
+        };
+        out.push(format!(
+            "plan 1 uses {batch} and {dtype}: {} tokens/s, {} for {} tokens",
+            crate::units::sig4_grouped(v.tokens_per_s),
+            Seconds::new(v.time_to_n_tokens_s).human(),
+            fmt_int(s.reference_tokens)
+        ));
+    }
+    out
+}
+
+/// How 'ranked on' reads when plans at several batches are ranked per
+/// token (empty otherwise).
+fn per_token_legend(r: &PlanTrainReport) -> String {
+    match &r.searched {
+        Some(s) if s.ranked_per_token => format!(
+            " × N/B: the time to train on N = {} tokens at the plan's batch B, so that plans at different batches compare ('tok/s' is B / step)",
+            fmt_int(s.reference_tokens)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The regime column: "job*" when the job itself is outside the fitted
@@ -198,12 +298,19 @@ impl Render for PlanTrainReport {
         if let Some(n) = &r.extrapolation_note {
             d.note(n.clone());
         }
+        if let Some(n) = r.searched.as_ref().and_then(|s| s.note.clone()) {
+            d.note(n);
+        }
         d.table(plans_table(r));
         if r.ranked_by_prediction && !r.plans.is_empty() {
             d.line(format!(
-                "'ranked on' is the pessimistic end of each plan's step-time interval (held-out p90; × {} for a plan with a regime flag: an input outside the profile's fitted ranges, or tp across nodes); ties by the point prediction, the roofline bound, memory, then enumeration order (docs/planner.md)",
-                super::regime::UNVALIDATED_FACTOR
+                "'ranked on' is the pessimistic end of each plan's step-time interval (held-out p90; × {} for a plan with a regime flag: an input outside the profile's fitted ranges, or tp across nodes){}; ties by the point prediction, the roofline bound, memory, then enumeration order (docs/planner.md)",
+                super::regime::UNVALIDATED_FACTOR,
+                per_token_legend(r)
             ));
+        }
+        for l in searched_lines(r) {
+            d.line(l);
         }
         if let Some(j) = &r.job_outside_fitted_range {
             d.note(format!(
@@ -218,8 +325,15 @@ impl Render for PlanTrainReport {
         }
         if let (Some(b), Some(fix)) = (&r.best_rejected, &r.best_rejected_fix) {
             if !r.plans.is_empty() {
+                let at = b.variant.as_ref().map_or(String::new(), |v| {
+                    format!(
+                        " at batch {} tokens, {}",
+                        fmt_int(v.batch_tokens),
+                        v.compute_dtype
+                    )
+                });
                 d.line(format!(
-                    "best rejected plan: {} on {} — {} per step, {} per chip: {fix}",
+                    "best rejected plan: {}{at} on {} — {} per step, {} per chip: {fix}",
                     plan_label(&b.report.degrees, &choice(b)),
                     b.report.mesh,
                     fmt_si(

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::space::SearchDims;
 use super::train::{Found, TrainObjective, TrainResult, TrainSearch};
 use crate::hardware::{Chip, ChipKind};
 use crate::mesh::{Mesh, Topology};
@@ -78,6 +79,11 @@ pub struct PlanEntry {
     /// ranges and a TP group across nodes ("tp 16 across nodes", "cp 16
     /// (fitted: 1)"); empty: a validated layout.
     pub regime: Vec<String>,
+    /// The plan's batch and dtype with the figures comparable across
+    /// batches, when the search varies them (`--max-global-batch`,
+    /// `--dtypes`, `--allow-fp8`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<PlanVariant>,
     /// The plan's training report.
     #[serde(flatten)]
     pub report: TrainReport,
@@ -142,6 +148,53 @@ pub struct PlanTrainReport {
     /// The derivation of the plan asked for (`explain_rank`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub derivation: Option<Vec<Step>>,
+    /// The batches and dtypes searched (`--max-global-batch`, `--dtypes`,
+    /// `--allow-fp8`); absent when the search kept the workload's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub searched: Option<SearchedDims>,
+}
+
+/// Tokens the time-to-N-tokens figure is for when the workload names none
+/// (`[training] train_tokens`): 10¹².
+pub const REFERENCE_TOKENS: u64 = 1_000_000_000_000;
+
+/// What `plan train` searched besides the layouts (`searched` in `--json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchedDims {
+    /// Global batches searched, tokens: the requested B, then 2B, 4B, ….
+    pub batches_tokens: Vec<u64>,
+    /// Compute dtypes searched (the workload's first when listed).
+    pub dtypes: Vec<DType>,
+    /// N of `time_to_n_tokens_s`: `[training] train_tokens`, else 10¹².
+    pub reference_tokens: u64,
+    /// Whether plans are ranked per token (more than one batch: the
+    /// objective's time divided by each plan's batch), not per step.
+    pub ranked_per_token: bool,
+    /// Why a dimension asked for was not searched ("--allow-fp8: fp8 not
+    /// searched: a100-80gb has no fp8 peak").
+    pub note: Option<String>,
+}
+
+/// A plan's batch and dtype, and the figures comparable across batches
+/// (`plans[].variant`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanVariant {
+    /// Global batch B, tokens.
+    pub batch_tokens: u64,
+    /// B over the requested batch (1: the batch asked for).
+    pub batch_vs_requested: f64,
+    /// Compute dtype of the GEMMs.
+    pub compute_dtype: DType,
+    /// Whether the dtype is not the workload's.
+    pub dtype_changed: bool,
+    /// B / step time (predicted, else the roofline lower bound), tokens/s.
+    pub tokens_per_s: f64,
+    /// N / tokens_per_s: seconds to train on `searched.reference_tokens`.
+    pub time_to_n_tokens_s: f64,
+    /// The pessimistic end of the step-time interval × N / B (the ranking
+    /// key per token, as a time to N tokens); the roofline lower bound's
+    /// without a prediction.
+    pub ranked_time_to_n_tokens_s: f64,
 }
 
 /// "dp 16 × tp 8, zero 1, remat full".
@@ -204,7 +257,13 @@ pub fn leading_collective(r: &TrainReport) -> Option<&CommEntry> {
         .max_by(|a, b| a.seconds.get().total_cmp(&b.seconds.get()))
 }
 
-fn entry(rank: usize, f: &Found, rep: TrainReport, chip: &Chip, res: &TrainResult) -> PlanEntry {
+pub(super) fn entry(
+    rank: usize,
+    f: &Found,
+    rep: TrainReport,
+    chip: &Chip,
+    res: &TrainResult,
+) -> PlanEntry {
     let axis_placement = Mesh::build(chip, &res.topologies[f.topo], f.deg)
         .axes
         .iter()
@@ -229,6 +288,7 @@ fn entry(rank: usize, f: &Found, rep: TrainReport, chip: &Chip, res: &TrainResul
             Some(_) => super::regime::plan_flags(&rep, &res.topologies[f.topo]),
             None => Vec::new(),
         },
+        variant: None,
         report: rep,
     }
 }
@@ -289,7 +349,12 @@ pub fn fix_for(f: &Found, hbm: f64, batch: u64) -> String {
 }
 
 impl PlanTrainRequest {
-    fn search<'a>(&'a self, topo: Topology, base: TrainConfig, top: usize) -> TrainSearch<'a> {
+    pub(super) fn search<'a>(
+        &'a self,
+        topo: Topology,
+        base: TrainConfig,
+        top: usize,
+    ) -> TrainSearch<'a> {
         let w = &self.workload;
         let mut s = TrainSearch::new(&w.spec, &w.chip, topo, base);
         s.profile.clone_from(&w.profile);
@@ -367,7 +432,7 @@ impl PlanTrainRequest {
 
     /// What would make something fit: more chips, a smaller batch, or
     /// bf16 optimizer state without the fp32 master copy.
-    fn suggestions(&self, topo: Option<&Topology>, n: u64) -> Vec<String> {
+    pub(super) fn suggestions(&self, topo: Option<&Topology>, n: u64) -> Vec<String> {
         let w = &self.workload;
         let mut out = Vec::new();
         let more = nearby_chip_counts(&w.chip, n).into_iter().find_map(|m| {
@@ -425,7 +490,12 @@ pub fn step_label(f: &Found) -> String {
 }
 
 /// Why nothing could be planned.
-fn no_plan_verdict(req: &PlanTrainRequest, topo: &Topology, res: &TrainResult, hbm: f64) -> String {
+pub(super) fn no_plan_verdict(
+    req: &PlanTrainRequest,
+    topo: &Topology,
+    res: &TrainResult,
+    hbm: f64,
+) -> String {
     let w = &req.workload;
     if !res.topology_reasons.is_empty() {
         return format!(
@@ -459,12 +529,12 @@ fn no_plan_verdict(req: &PlanTrainRequest, topo: &Topology, res: &TrainResult, h
     )
 }
 
-fn profile_label(p: &ActiveProfile) -> String {
+pub(super) fn profile_label(p: &ActiveProfile) -> String {
     format!("{} ({})", p.profile.chip, p.origin)
 }
 
 /// The note when the job is beyond the profile's calibrated size.
-fn extrapolation(req: &PlanTrainRequest, topo: &Topology) -> Option<String> {
+pub(super) fn extrapolation(req: &PlanTrainRequest, topo: &Topology) -> Option<String> {
     let w = &req.workload;
     let p = w.profile.as_ref()?;
     let per_node = w.chip.nvlink.as_ref().map_or(1, |n| n.domain_size.max(1));
@@ -477,7 +547,7 @@ fn extrapolation(req: &PlanTrainRequest, topo: &Topology) -> Option<String> {
 
 /// The job-level inputs outside the fitted ranges, from a ranked plan's
 /// report (every plan shares them), or why there are no ranges to check.
-fn job_outside(p: &PlanEntry) -> Option<String> {
+pub(super) fn job_outside(p: &PlanEntry) -> Option<String> {
     let pred = p.report.predicted.as_ref()?;
     let Some(_) = &pred.outside_fitted_range else {
         return Some("the profile records no fitted ranges (no validation run covers this chip): every plan is unvalidated".into());
@@ -520,6 +590,7 @@ fn no_topology(req: &PlanTrainRequest, why: &str) -> PlanTrainReport {
         verdict: Some(why.to_string()),
         suggestions: req.suggestions(None, n),
         derivation: None,
+        searched: None,
     }
 }
 
@@ -529,11 +600,30 @@ pub fn plan_train(
     req: &PlanTrainRequest,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> crate::Result<PlanTrainReport> {
+    plan_train_with(req, &SearchDims::default(), progress)
+}
+
+/// [`plan_train`] that also searches the batch and dtype `dims` asks for
+/// (`--max-global-batch`, `--dtypes`, `--allow-fp8`): one search per
+/// (batch, dtype), merged ([`super::search_dims`]); with `dims` off, the
+/// one search of the workload's batch and dtype.
+pub fn plan_train_with(
+    req: &PlanTrainRequest,
+    dims: &SearchDims,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> crate::Result<PlanTrainReport> {
     let w = &req.workload;
+    // bad input is refused whether or not the chip count has a topology
+    let variants = (!dims.is_off())
+        .then(|| dims.variants(&w.chip, &w.base))
+        .transpose()?;
     let topo = match &w.topo {
         Ok(t) => t.clone(),
         Err(why) => return Ok(no_topology(req, why)),
     };
+    if let Some((v, note)) = variants {
+        return super::search_dims::plan_variants(req, topo, &v, note, progress);
+    }
     let s = req.search(
         topo.clone(),
         w.base,
@@ -548,7 +638,7 @@ pub fn plan_train(
     )
     .hbm;
     let derivation = match req.explain_rank {
-        Some(rank) => Some(derive(req, &res, rank)?),
+        Some(rank) => Some(derive(req, &w.base, &res, rank)?),
         None => None,
     };
     let plans: Vec<PlanEntry> = res
@@ -603,30 +693,40 @@ pub fn plan_train(
         verdict,
         suggestions,
         derivation,
+        searched: None,
     })
 }
 
 /// The derivation of the plan ranked `rank`.
-fn derive(req: &PlanTrainRequest, res: &TrainResult, rank: usize) -> crate::Result<Vec<Step>> {
-    let w = &req.workload;
+fn derive(
+    req: &PlanTrainRequest,
+    base: &TrainConfig,
+    res: &TrainResult,
+    rank: usize,
+) -> crate::Result<Vec<Step>> {
     let Some(f) = res.plans.get(rank.saturating_sub(1)) else {
         return Err(crate::Error::Invalid(format!(
             "--explain-rank {rank}: the search found {} plan(s)",
             res.plans.len()
         )));
     };
+    Ok(derive_plan(req, base, &res.topologies[f.topo], f))
+}
+
+/// The derivation of one found plan of a search of `base` on `topo`.
+pub(super) fn derive_plan(
+    req: &PlanTrainRequest,
+    base: &TrainConfig,
+    topo: &Topology,
+    f: &Found,
+) -> Vec<Step> {
+    let w = &req.workload;
     let mut rec = Recorder::default();
-    analyze(
-        &w.spec,
-        &w.chip,
-        &res.topologies[f.topo],
-        &f.config(&w.base),
-        &mut rec,
-    );
+    analyze(&w.spec, &w.chip, topo, &f.config(base), &mut rec);
     if let Some(p) = f.pred {
         super::regime::record(p.step_time_s, p.interval, p.regime, &mut rec);
     }
-    Ok(rec.into_steps())
+    rec.into_steps()
 }
 
 #[cfg(test)]

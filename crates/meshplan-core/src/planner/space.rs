@@ -1,7 +1,14 @@
 //! The training search space: degree tuples (every ordered factorization of
 //! the chip count), TPU axis orders, and the choices inside one tuple.
 
-use crate::parallelism::{Choice, Degrees, Offload, RankOrder, Remat, Schedule, TrainConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::hardware::Chip;
+use crate::parallelism::{
+    Choice, Degrees, Framework, Offload, RankOrder, Remat, Schedule, TrainConfig,
+};
+use crate::units::{fmt_int, parse_count, DType};
+use crate::Error;
 
 /// The choices searched besides the degrees.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +55,215 @@ impl Default for TrainSpace {
             offloads: Vec::new(),
             rank_orders: vec![RankOrder::PipelineOuter],
         }
+    }
+}
+
+/// Dimensions `plan train` searches only when asked (issue 25): the global
+/// batch up to a limit and the compute dtype. Off by default — the user's
+/// batch and dtype are the job: a different batch changes the optimization
+/// (plans at one are listed with their batch, ranked by time per token), a
+/// different dtype changes the numerics (the table names each plan's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchDims {
+    /// `--max-global-batch`: the largest global batch, in tokens ("16Mi")
+    /// or sequences ("2048 seqs"); the search tries the batch B and its
+    /// doublings 2B, 4B, … up to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_global_batch: Option<String>,
+    /// `--dtypes bf16,fp8`: exactly these compute dtypes (GEMM inputs;
+    /// weights stay bf16 with the fp32 master and optimizer state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dtypes: Option<String>,
+    /// `--allow-fp8`: the workload's compute dtype and fp8, where the chip
+    /// has an fp8 peak and the framework trains in fp8 (else a note says
+    /// why fp8 was not searched).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_fp8: bool,
+}
+
+/// Most doublings of the batch `--max-global-batch` may ask for (64·B):
+/// each batch is one full search.
+pub const MAX_BATCH_DOUBLINGS: u32 = 6;
+
+/// Compute dtypes `plan train` can search: the ones training runs in and
+/// the step-time model prices (fp32 compute is not predicted; int8/fp4
+/// training has no framework recipe meshplan states).
+pub const SEARCHABLE_DTYPES: [DType; 3] = [DType::Bf16, DType::Fp16, DType::Fp8];
+
+/// One point of the [`SearchDims`]: a batch and a compute dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Global batch, tokens.
+    pub batch_tokens: u64,
+    /// Compute dtype.
+    pub compute_dtype: DType,
+}
+
+/// Why `framework` cannot train with fp8 GEMMs, if it cannot. Megatron-Core
+/// (Transformer Engine `--fp8-format`), torchtitan (`float8` converter,
+/// torchao), MaxText (`quantization: fp8`) and the book's accounting (the
+/// roofline at the chip's fp8 peak) can; Megatron-LM 2021/2022 predate
+/// Transformer Engine, and nanotron and DeepSpeed document no fp8 training
+/// option.
+pub fn fp8_unsupported_by(framework: Framework) -> Option<String> {
+    match framework {
+        Framework::Book | Framework::Megatron | Framework::Torchtitan | Framework::Maxtext => None,
+        f => Some(format!("the {f} framework has no fp8 training recipe")),
+    }
+}
+
+/// Why `chip` under `framework` cannot train in `dtype`, if it cannot.
+fn dtype_unsupported(chip: &Chip, framework: Framework, dtype: DType) -> Option<String> {
+    if !SEARCHABLE_DTYPES.contains(&dtype) {
+        return Some(format!(
+            "{dtype} is not a training compute dtype the search prices (one of bf16, fp16, fp8)"
+        ));
+    }
+    if chip.peak.get(dtype).is_none() {
+        return Some(format!("{} has no {dtype} peak", chip.name));
+    }
+    match dtype {
+        DType::Fp8 => fp8_unsupported_by(framework),
+        _ => None,
+    }
+}
+
+impl SearchDims {
+    /// Nothing asked for: the user's batch and dtype only.
+    pub fn is_off(&self) -> bool {
+        self.max_global_batch.is_none() && self.dtypes.is_none() && !self.allow_fp8
+    }
+
+    /// The limit in tokens: "16Mi" (tokens), "2048 seqs" (× the sequence
+    /// length `t`).
+    pub fn max_batch_tokens(&self, t: u64) -> crate::Result<Option<u64>> {
+        let Some(text) = self.max_global_batch.as_deref() else {
+            return Ok(None);
+        };
+        let bad = |why: String| {
+            Error::Invalid(format!(
+                "--max-global-batch {text:?}: {why} (tokens like \"16Mi\", or sequences like \"2048 seqs\")"
+            ))
+        };
+        let lower = text.trim().to_ascii_lowercase();
+        let seqs = ["sequences", "sequence", "seqs", "seq"]
+            .iter()
+            .find_map(|u| lower.strip_suffix(u));
+        let tokens = ["tokens", "token", "tok"]
+            .iter()
+            .find_map(|u| lower.strip_suffix(u));
+        // the unit words are stripped from the lowercase text; the number
+        // keeps its case ("16Mi" vs "16mi" is not the same count)
+        let number = |rest: &str| text.trim()[..rest.trim_end().len()].to_string();
+        let (count, per) = match (seqs, tokens) {
+            (Some(r), _) => (number(r), t),
+            (_, Some(r)) => (number(r), 1),
+            _ => (text.trim().to_string(), 1),
+        };
+        let n = parse_count(&count).map_err(|e| bad(e.to_string()))?;
+        let v = n
+            .checked_mul(per)
+            .ok_or_else(|| bad("more tokens than a 64-bit count holds".into()))?;
+        if v == 0 {
+            return Err(bad("must be at least one sequence".into()));
+        }
+        Ok(Some(v))
+    }
+
+    /// The batches searched: B, then 2B, 4B, … up to the limit (B alone
+    /// without one). A limit below B, or beyond 2^[`MAX_BATCH_DOUBLINGS`]·B,
+    /// is refused.
+    pub fn batches(&self, base: &TrainConfig) -> crate::Result<Vec<u64>> {
+        let b = base.batch_tokens;
+        let Some(max) = self.max_batch_tokens(base.seq_len)? else {
+            return Ok(vec![b]);
+        };
+        if max < b {
+            return Err(Error::Invalid(format!(
+                "--max-global-batch {} tokens is below the batch ({} tokens): the search tries the batch and its doublings up to the limit",
+                fmt_int(max),
+                fmt_int(b)
+            )));
+        }
+        let out: Vec<u64> = (0..64u32)
+            .map_while(|k| b.checked_mul(1u64 << k))
+            .take_while(|x| *x <= max && b > 0)
+            .collect();
+        if out.len() as u32 > MAX_BATCH_DOUBLINGS + 1 {
+            return Err(Error::Invalid(format!(
+                "--max-global-batch {} tokens is {} doublings of the batch ({} tokens); at most {MAX_BATCH_DOUBLINGS} (each batch is a full search)",
+                fmt_int(max),
+                out.len() - 1,
+                fmt_int(b)
+            )));
+        }
+        Ok(if out.is_empty() { vec![b] } else { out })
+    }
+
+    /// The compute dtypes searched, the workload's first when it is among
+    /// them, and a note when `--allow-fp8` could not add fp8 (the chip or
+    /// the framework). An explicit list with a dtype the chip or framework
+    /// cannot train in is refused.
+    pub fn dtypes(
+        &self,
+        chip: &Chip,
+        base: &TrainConfig,
+    ) -> crate::Result<(Vec<DType>, Option<String>)> {
+        let own = base.compute_dtype;
+        let mut out = Vec::new();
+        if let Some(list) = self.dtypes.as_deref() {
+            for part in list.split(',').map(str::trim) {
+                let d = DType::parse(part)
+                    .map_err(|e| Error::Invalid(format!("--dtypes {list:?}: {e}")))?;
+                if let Some(why) = dtype_unsupported(chip, base.framework, d) {
+                    return Err(Error::Invalid(format!("--dtypes {list:?}: {why}")));
+                }
+                if !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+            if out.is_empty() {
+                return Err(Error::Invalid(
+                    "--dtypes: name at least one dtype (\"bf16,fp8\")".into(),
+                ));
+            }
+            // the workload's own first (the default wins ties)
+            if let Some(i) = out.iter().position(|d| *d == own) {
+                out[..=i].rotate_right(1);
+            }
+        } else {
+            out.push(own);
+        }
+        let mut note = None;
+        if self.allow_fp8 && !out.contains(&DType::Fp8) {
+            match dtype_unsupported(chip, base.framework, DType::Fp8) {
+                None => out.push(DType::Fp8),
+                Some(why) => note = Some(format!("--allow-fp8: fp8 not searched: {why}")),
+            }
+        }
+        Ok((out, note))
+    }
+
+    /// Every (batch, dtype) to search, the user's batch and dtype first,
+    /// then by batch, then by dtype; and the note of [`SearchDims::dtypes`].
+    pub fn variants(
+        &self,
+        chip: &Chip,
+        base: &TrainConfig,
+    ) -> crate::Result<(Vec<Variant>, Option<String>)> {
+        let batches = self.batches(base)?;
+        let (dtypes, note) = self.dtypes(chip, base)?;
+        let v = batches
+            .iter()
+            .flat_map(|&b| {
+                dtypes.iter().map(move |&d| Variant {
+                    batch_tokens: b,
+                    compute_dtype: d,
+                })
+            })
+            .collect();
+        Ok((v, note))
     }
 }
 
@@ -291,6 +507,65 @@ mod tests {
         // 126 layers on pp = 8 (Llama-3.1-405B's uneven split): no interleave
         inner_choices(&space, &base, 126, &Degrees { pp: 8, ..deg }, &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn the_batch_limit_reads_tokens_or_sequences_and_doubles_the_batch() {
+        let base = TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 4096,
+            ..TrainConfig::default()
+        };
+        let dims = |m: &str| SearchDims {
+            max_global_batch: Some(m.into()),
+            ..SearchDims::default()
+        };
+        // 2048 sequences of 4,096 tokens = 8,388,608 tokens = 8Mi
+        assert_eq!(
+            dims("2048 seqs").max_batch_tokens(4096).unwrap(),
+            Some(8 << 20)
+        );
+        assert_eq!(
+            dims("16Mi tokens").max_batch_tokens(4096).unwrap(),
+            Some(16 << 20)
+        );
+        // 4Mi, 8Mi, 16Mi: 20Mi is not a doubling, the last one below it is 16Mi
+        assert_eq!(
+            dims("20Mi").batches(&base).unwrap(),
+            [4 << 20, 8 << 20, 16 << 20]
+        );
+        assert_eq!(dims("4Mi").batches(&base).unwrap(), [4 << 20]);
+        assert_eq!(SearchDims::default().batches(&base).unwrap(), [4 << 20]);
+        // 2^6 · 4Mi = 256Mi is the most; 512Mi is 7 doublings
+        assert_eq!(dims("256Mi").batches(&base).unwrap().len(), 7);
+        assert!(dims("512Mi").batches(&base).is_err());
+    }
+
+    #[test]
+    fn the_workloads_dtype_comes_first_and_fp8_needs_chip_and_framework() {
+        let cat = crate::Catalog::builtin();
+        let (h100, a100) = (cat.chip("h100").unwrap(), cat.chip("a100-80gb").unwrap());
+        let base = TrainConfig {
+            framework: Framework::Megatron,
+            ..TrainConfig::default()
+        };
+        let dims = |l: &str, allow| SearchDims {
+            dtypes: (!l.is_empty()).then(|| l.into()),
+            allow_fp8: allow,
+            ..SearchDims::default()
+        };
+        let (d, note) = dims("fp8,bf16", false).dtypes(h100, &base).unwrap();
+        assert_eq!((d, note), (vec![DType::Bf16, DType::Fp8], None));
+        let (d, note) = dims("", true).dtypes(a100, &base).unwrap();
+        assert_eq!(d, [DType::Bf16]);
+        assert!(note.unwrap().contains("no fp8 peak"));
+        let old = TrainConfig {
+            framework: Framework::Megatron2022,
+            ..base
+        };
+        assert!(dims("fp8", false).dtypes(h100, &old).is_err());
+        assert!(dims("fp32", false).dtypes(h100, &base).is_err());
+        assert!(dims(" , ", false).dtypes(h100, &base).is_err());
     }
 
     #[test]

@@ -83,6 +83,11 @@ pub struct TrainSearch<'a> {
     /// Set by someone who no longer wants the answer (the web server, when
     /// the client has left): the remaining degree tuples are skipped.
     pub cancel: Option<Cancel>,
+    /// Flags every predicted plan of this search carries besides its own
+    /// (`plan train` searching the dtype: [`Regime::searched_dtype`] when
+    /// this search's dtype is outside the profile's fitted ones); none by
+    /// default.
+    pub searched_flags: Regime,
 }
 
 /// A flag a search polls before each degree tuple: set, it stops early.
@@ -129,6 +134,12 @@ impl Found {
     /// headroom in bytes.
     pub fn score(&self) -> f64 {
         self.key[0]
+    }
+    /// The ranking key, compared in order (the search's order before its
+    /// enumeration index): `plan train` merging searches at several batches
+    /// ranks by it per token.
+    pub fn key(&self) -> [f64; 4] {
+        self.key
     }
     /// The predicted step time, else the roofline lower bound.
     pub fn step_time(&self) -> f64 {
@@ -438,7 +449,8 @@ impl Shared<'_, '_> {
             place.tp_across,
             p.profile.fitted_on.as_ref(),
             offloaded,
-        );
+        )
+        .with(s.searched_flags);
         // the held-out residuals `predicted.interval` uses: none for a
         // transferred profile or an offloaded step
         let residuals = self.residuals.filter(|_| !offloaded);
@@ -695,6 +707,7 @@ impl<'a> TrainSearch<'a> {
                 .flatten()
                 .filter(|p| ranks_by_prediction(p, &base)),
             cancel: None,
+            searched_flags: Regime::default(),
         }
     }
 
