@@ -47,7 +47,7 @@ pub fn record<T: Tracer>(p: &Predicted, tr: &mut T) {
             Step::new(
                 "train.predicted.expert_gemm",
                 &format!("Routed experts' grouped GEMMs ({} grouped-GEMM curve)", e.curve.dtype),
-                "e = share·e_max·(x/⌈x⌉₁₂₈)·x/(x + x½), x = min(M_e, D, F_e/etp), M_e = ep·tokens·k/E rows per local expert",
+                "e = share·e_max·(x/⌈x⌉₁₂₈)·x/(x + x½), x = min(M_e, D, 2·F_e/etp) of the gated up GEMM [M_e, D]×[D, 2·F_e/etp], M_e = ep·tokens·k/E rows per local expert",
             )
             .bind("M_e", e.rows_per_expert, "rows")
             .bind("x", e.x, "")
