@@ -197,6 +197,39 @@ fn dualpipe_and_recipe_errors_say_why() {
     rejects(&a, &["fp8 recipe", "blockwise"]);
 }
 
+/// `--trace` draws 1F1B-family pipelines only: DualPipe says so.
+#[test]
+fn dualpipe_has_no_timeline_yet() {
+    let s = crate::harness::Scratch::new("dualpipe-trace");
+    let out = s.dir().join("t.json");
+    let out = out.to_str().expect("utf-8 path");
+    let args = [
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--hw",
+        "h100",
+        "--chips",
+        "32",
+        "--dp",
+        "8",
+        "--pp",
+        "4",
+        "--microbatches",
+        "8",
+        "--schedule",
+        "dualpipe",
+        "--trace",
+        out,
+    ];
+    let (code, _, err) = crate::harness::run(&args);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("DualPipe") && !err.contains("panicked"),
+        "{err}"
+    );
+}
+
 /// Every layer GEMM of this plan has x = min(m, k, n) = 4,096 (4,096 tokens
 /// per micro-batch, D = 4,096, N·H = 4,096, 2·K·H + N·H = 6,144, F =
 /// 14,336), so under a recipe each GEMM's time scales by the same factor
