@@ -1037,7 +1037,7 @@ fn wgrad_fraction(c: &LayerCompute, l_crit: f64, head_f: f64, layer_compute: f64
 /// `F = f_fwd·T_mb`, `W = f_W·T_mb`, `B = T_mb − F`, from the critical
 /// micro-batch's compute shares.
 fn dualpipe_chunks(g: &Geometry, mb: &Microbatch, t_mb: f64) -> Option<ChunkTimes> {
-    (g.spec.schedule == Schedule::DualPipe && g.inv.stages > 1).then(|| ChunkTimes {
+    (g.spec.schedule == Schedule::DualPipe && g.inv.stages > 1).then_some(ChunkTimes {
         f: mb.fwd_frac * t_mb,
         b: (1.0 - mb.fwd_frac) * t_mb,
         w: mb.wgrad_frac * t_mb,
