@@ -310,3 +310,71 @@ fn fp8_recipe_casts_cost_their_bytes() {
         "no recipe = delayed casts",
     );
 }
+
+/// The steps `--explain` records, flattened (children included).
+fn steps(v: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
+    if let Some(a) = v.as_array() {
+        for s in a {
+            out.push(s.clone());
+            steps(&s["children"], out);
+        }
+    }
+}
+
+/// `--explain` shows DualPipe's bubble, the hidden all-to-all, the expert
+/// GEMMs' curve and the recipe's casts with the values the prediction
+/// priced (one source: the same numbers as `predicted`).
+#[test]
+fn explain_shows_the_new_terms_with_their_values() {
+    let v = json(&[
+        "train",
+        "examples/train/deepseek-v3-h800-dualpipe-fp8.toml",
+        "--explain",
+        "--json",
+    ]);
+    let mut all = Vec::new();
+    steps(&v["derivation"], &mut all);
+    let val = |id: &str| {
+        all.iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("no step {id}"))["value"]
+            .as_f64()
+            .expect("value")
+    };
+    let p = |path: &str| f(&v, path);
+    assert_close(
+        val("train.predicted.bubble"),
+        p("predicted.time_breakdown_s.bubble"),
+        1e-12,
+        "bubble",
+    );
+    assert_eq!(val("train.predicted.ep_dualpipe"), 0.0);
+    assert_close(
+        val("train.predicted.expert_gemm"),
+        p("predicted.schedule.expert_gemm.efficiency"),
+        1e-12,
+        "expert GEMM efficiency",
+    );
+    // blockwise casts of one layer: 4 + 1/16 bytes per cast element
+    assert_close(
+        val("train.predicted.fp8_recipe"),
+        p("predicted.schedule.fp8.cast_s_per_layer"),
+        1e-12,
+        "cast time",
+    );
+    assert_close(
+        p("predicted.schedule.fp8.cast_bytes_per_layer"),
+        p("predicted.inventory.cast_bytes") / 4.0 * (4.0 + 1.0 / 16.0),
+        1e-12,
+        "cast bytes",
+    );
+    // the roofline's bubble, (16/2 − 1)·2/3 micro-batch times of 120 + 14/3
+    let b = 14.0 / 3.0 / (120.0 + 14.0 / 3.0);
+    let t_math = p("t_math_s");
+    assert_close(
+        val("train.bubble"),
+        t_math * b / (1.0 - b),
+        1e-12,
+        "roofline bubble",
+    );
+}
