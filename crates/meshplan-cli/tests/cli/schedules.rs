@@ -276,7 +276,10 @@ fn fp8_recipes_use_the_profiles_fp8_gemm_curves() {
 /// T = m·L·tokens·69,632·b/(3.35e12·0.8), m = 8, L = 10, 4,096 tokens;
 /// current scaling reads each tensor once more for its amax (b = 6 against
 /// delayed's 4), blockwise adds two fp32 scales per 128 elements (b = 4 +
-/// 1/16).
+/// 1/16). The weights are cast once per step: the stage's parameters
+/// (Llama-3 8B's 8,030,261,248 over 4 stages: the replica spreads the
+/// embeddings over the stages) at 4 B (delayed), 6 B (current: + one amax
+/// read), 4 + 8/16,384 B (blockwise 128×128 blocks).
 #[test]
 fn fp8_recipe_casts_cost_their_bytes() {
     let split = ["--first-stage-layers", "10", "--last-stage-layers", "4"];
@@ -285,17 +288,19 @@ fn fp8_recipe_casts_cost_their_bytes() {
         a.extend(["--dtype", "fp8", "--fp8-recipe", recipe]);
         f(&dense(&a), "predicted.time_breakdown_s.memory_bound")
     };
-    let per_byte = 8.0 * 10.0 * 4096.0 * 69632.0 / (3.35e12 * 0.8);
+    let hbm = 3.35e12 * 0.8;
+    let per_byte = 8.0 * 10.0 * 4096.0 * 69632.0 / hbm;
+    let weights = 8_030_261_248.0 / 4.0 / hbm;
     let delayed = run("delayed");
     assert_close(
         run("current") - delayed,
-        2.0 * per_byte,
+        2.0 * per_byte + 2.0 * weights,
         1e-9,
         "current − delayed",
     );
     assert_close(
         run("blockwise") - delayed,
-        per_byte / 16.0,
+        per_byte / 16.0 + weights * 8.0 / 16384.0,
         1e-9,
         "blockwise − delayed",
     );
@@ -305,9 +310,9 @@ fn fp8_recipe_casts_cost_their_bytes() {
     let legacy = dense(&a);
     assert_close(
         f(&legacy, "predicted.time_breakdown_s.memory_bound"),
-        delayed,
-        1e-12,
-        "no recipe = delayed casts",
+        delayed - 4.0 * weights,
+        1e-9,
+        "no recipe: delayed activation casts, no weight casts",
     );
 }
 

@@ -54,6 +54,21 @@ impl Fp8Recipe {
         }
     }
 
+    /// HBM bytes per parameter of the weights' cast, once per step (the
+    /// fp8 copy made at the first micro-batch serves the others): read the
+    /// bf16 weight (2) and write the fp8 copy and its transpose (1 + 1) = 4
+    /// (delayed); current scaling reads the weight once more for its amax
+    /// (+2) = 6; blockwise scales 128×128 blocks, whose transpose keeps the
+    /// block's scale (DeepSeek-V3 §3.3.2): 4 + two fp32 scales per 16,384
+    /// elements.
+    pub fn weight_cast_bytes_per_param(self) -> f64 {
+        match self {
+            Fp8Recipe::Delayed => 4.0,
+            Fp8Recipe::Current => 6.0,
+            Fp8Recipe::Blockwise => 4.0 + 2.0 * 4.0 / (128.0 * 128.0),
+        }
+    }
+
     /// The chip profile's GEMM curve (`[[curves.gemm]] dtype`) of the
     /// recipe's kernels: per-tensor scaled fp8 GEMMs (`fp8`) or the
     /// block-scaled ones (`fp8_block`).

@@ -845,12 +845,13 @@ fn priced(g: &Geometry) -> Priced {
     let (dp_exposed, t_opt, dp_raw) = data_parallel(g, mb.t_core + fsdp_mb);
     let t_dp = dp_exposed + g.m * fsdp_mb;
     let overhead = p.step_overhead_s + p.node_overhead_s * g.nodes_f + g.m * mb.stall_over;
+    let ew = mb.ew + weight_cast_time(g);
     let total =
-        mb.mm + mb.attn + mb.ew + mb.tp + mb.cp + mb.ep + bubble + t_pp + t_dp + t_opt + overhead;
+        mb.mm + mb.attn + ew + mb.tp + mb.cp + mb.ep + bubble + t_pp + t_dp + t_opt + overhead;
     let time = TimeBreakdown {
         matmul: mb.mm,
         attention: mb.attn,
-        memory_bound: mb.ew,
+        memory_bound: ew,
         tp_comm: mb.tp,
         cp_comm: mb.cp,
         ep_comm: mb.ep,
@@ -1019,6 +1020,17 @@ fn cast_time(g: &Geometry) -> f64 {
     g.inv.cast_bytes / FP8_CAST_BYTES * per / g.hbm_bw
 }
 
+/// The fp8 recipe's weight casts of one step, seconds: the stage's
+/// parameters (both copies under DualPipe) quantized once per step — the
+/// first micro-batch's copy is reused by the others (TE
+/// `is_first_microbatch`) — at [`Fp8Recipe::weight_cast_bytes_per_param`];
+/// 0 without a recipe (the pricing before recipes).
+fn weight_cast_time(g: &Geometry) -> f64 {
+    g.fp8_recipe.map_or(0.0, |r| {
+        g.inv.optimizer_params.1 * r.weight_cast_bytes_per_param() / g.hbm_bw
+    })
+}
+
 /// The weight-gradient share of one micro-batch's compute on the critical
 /// stage: the weight-gradient GEMMs are one forward's matmuls (`dW = Xᵀ·dY`
 /// per GEMM; the other backward GEMM is the input gradient), the LM head's
@@ -1177,6 +1189,8 @@ pub struct Fp8Pricing {
     pub cast_bytes_per_layer: f64,
     /// Its time, seconds per layer and micro-batch.
     pub cast_s_per_layer: f64,
+    /// The weights' casts, once per step (the stage's parameters), seconds.
+    pub weight_cast_s: f64,
 }
 
 /// The fp8 recipe pricing of `g` (`None` without a recipe).
@@ -1203,5 +1217,6 @@ fn fp8_pricing(g: &Geometry) -> Option<Fp8Pricing> {
         cast_bytes_per_element: per,
         cast_bytes_per_layer: bytes,
         cast_s_per_layer: bytes / g.hbm_bw,
+        weight_cast_s: weight_cast_time(g),
     })
 }

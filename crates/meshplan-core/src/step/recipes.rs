@@ -63,7 +63,7 @@ pub fn record<T: Tracer>(p: &Predicted, tr: &mut T) {
             let mut st = Step::new(
                 "train.predicted.fp8_recipe",
                 &format!("FP8 recipe {}: GEMM curve and casts", f.recipe),
-                "T_GEMM = FLOPs/(C_fp8·share·e_max·(x/⌈x⌉₁₂₈)·x/(x + x½)); T_cast = b_cast·n_cast/(W_hbm·e_hbm) per layer (router and LM head in bf16)",
+                "T_GEMM = FLOPs/(C_fp8·share·e_max·(x/⌈x⌉₁₂₈)·x/(x + x½)); T_cast = b_cast·n_cast/(W_hbm·e_hbm) per layer; weights once per step: P_stage·b_w/(W_hbm·e_hbm) (router and LM head in bf16)",
             );
             if let Some(c) = &f.curve {
                 st = st
@@ -73,6 +73,7 @@ pub fn record<T: Tracer>(p: &Predicted, tr: &mut T) {
             st.bind("e(largest GEMM)", f.largest_gemm_efficiency, "")
                 .bind("b_cast", f.cast_bytes_per_element, "B/element")
                 .bind("cast bytes/layer", f.cast_bytes_per_layer, "B")
+                .bind("T_cast,weights/step", f.weight_cast_s, "s")
                 .result(f.cast_s_per_layer, "s")
                 .source("Transformer Engine recipes (DelayedScaling, Float8CurrentScaling, Float8BlockScaling); DeepSeek-V3 technical report §3.3")
         });
