@@ -23,6 +23,15 @@ Fits, per system, on the newest collected version of one engine's tables:
   FLOP-weighted efficiency sum(FLOPs) / (bf16 peak * sum(time)) over the rows with
   at least 1,024 tokens per sequence, FLOPs = 4 * b * s * heads * d * (s/2)
   (causal: half the score matrix), head_dim 128 (fidelity/microbench/attention.rs).
+* Grouped GEMM (`moe_perf`, MoE experts, balanced routing; one fit per dtype:
+  bf16, fp8, fp8_block): the same form with x = min(M, inter/tp, hidden), M =
+  tokens * top-k / experts rows per expert (>= 128: training micro-batches), the
+  efficiency of both (gated: three) expert matrices over the fused layer's time;
+  the first engine with rows of the dtype among trtllm (CUTLASS grouped GEMM, the
+  kernel family of Transformer Engine / Megatron-Core), sglang, vllm.
+* Committed to data/profiles: every curve whose rms log residual is at most
+  70 %; the others (printed here) are left out, and the pricer falls back to the
+  dense GEMM curve (grouped) or to the pricing without recipes (fp8_block).
 * NCCL (`nccl_perf`, bf16, in one node): per collective and GPU count the
   alpha-beta fit t = alpha + bus_bytes / beta over the messages >= 1 MiB for beta
   and the smallest message for alpha, bus bytes = 2(n-1)/n * size (all-reduce),
@@ -52,7 +61,10 @@ SYSTEMS = [
 # every run meshplan is validated on; the tables' decode shapes (m < 512) are
 # bound by launch and weight reads, which the serving model prices separately.
 MIN_TRAINING_DIM = 512
-DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
+DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
+# the fp8 peak of each dtype the tables name (fp8_block: the same tensor cores,
+# DeepSeek-style 1x128 / 128x128 scales)
+PEAK_OF = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4"}
 
 
 def newest(path):
@@ -71,6 +83,12 @@ def shape(m, n, k, h):
 def fit_gemm(rows, peak):
     pts = [(r["latency"] * 1e-3, r["m"], r["n"], r["k"],
             2.0 * r["m"] * r["n"] * r["k"] / (r["latency"] * 1e-3 * peak * 1e12)) for r in rows]
+    return fit_points(pts)
+
+
+def fit_points(pts):
+    """(e_max, x_half, rms log residual, points) of the pricer's form over
+    (time, m, n, k, efficiency) points, time-weighted."""
     w = sum(p[0] for p in pts)
 
     def at(h):
@@ -100,15 +118,16 @@ def gemm(profile, system, engine, peaks):
     for raw, dt in DTYPES.items():
         sel = [r for r in rows if r["gemm_dtype"] == raw and r["latency"] > 0
                and min(r["m"], r["n"], r["k"]) >= MIN_TRAINING_DIM]
-        if not sel or dt not in peaks:
+        if not sel or PEAK_OF[dt] not in peaks:
             continue
-        e, h, rms, n = fit_gemm(sel, peaks[dt])
+        e, h, rms, n = fit_gemm(sel, peaks[PEAK_OF[dt]])
         big = [r for r in sel if r["m"] == 8192 and r["n"] == 8192 and r["k"] == 8192]
         note = ""
         if big:
             t = big[0]["latency"]
             tf = 2 * 8192 ** 3 / (t * 1e-3) / 1e12
-            note = f"; 8192^3 {t:.3f} ms = {tf:.0f} TFLOP/s = {tf / peaks[dt]:.3f} of {peaks[dt]:g}"
+            pk = peaks[PEAK_OF[dt]]
+            note = f"; 8192^3 {t:.3f} ms = {tf:.0f} TFLOP/s = {tf / pk:.3f} of {pk:g}"
         print(f'{profile} gemm {dt}: efficiency = {e:.4f}, half_dim = {h:.1f}  # "{COMMIT}, '
               f'{system}/gemm/{engine.split("/")[0]}/{ver} ({n} {dt} GEMMs with m, n, k >= {MIN_TRAINING_DIM}; time-weighted least squares '
               f'of ln efficiency on e_max*(x/ceil128(x))*x/(x+x_half), x = min(m,n,k)): rms log residual '
@@ -129,6 +148,66 @@ def attention(profile, system, engine, peaks):
     print(f'{profile} attention: efficiency = {e:.4f}  # "{COMMIT}, {system}/attention/'
           f'{engine.split("/")[0]}/{ver} context_attention_perf ({len(sel)} bf16 causal prefill kernels, '
           f'isl >= 1024, head_dim 128; FLOP-weighted: sum 4*b*s*heads*d*s/2 / (bf16 peak * sum time))"')
+
+
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
+# engines in order of preference for the MoE tables: TensorRT-LLM's CUTLASS
+# grouped GEMM is the kernel family training frameworks run (Transformer
+# Engine / Megatron-Core grouped GEMM); the first engine with balanced rows of
+# a dtype is used
+MOE_ENGINES = ["trtllm", "sglang", "vllm"]
+# per-expert rows of a training micro-batch: >= 128 (tokens * top-k / experts;
+# e.g. 4,096 tokens * top-8 / 256 experts), where the launch and permute costs
+# of decode-sized layers no longer dominate
+MIN_EXPERT_ROWS = 128
+
+
+def fit_grouped(rows, peak):
+    """The pricer's GEMM form fitted on the MoE layers: each expert GEMM is
+    [M, hidden] x [hidden, inter/tp] (and back), M = tokens * top-k / experts
+    rows per expert (balanced routing), so x = min(M, inter/tp, hidden);
+    efficiency = FLOPs of both (gated: three) expert matrices / (peak * time)."""
+    pts = []
+    for r in rows:
+        tp, ep = r["moe_tp_size"], r["moe_ep_size"]
+        mats = 2.0 if r["kernel_source"] == "moe_torch_flow_nongated" else 3.0
+        fl = 2.0 * mats * r["num_tokens"] * r["topk"] * r["hidden_size"] * r["inter_size"] / (tp * ep)
+        t = r["latency"] * 1e-3
+        m = r["num_tokens"] * r["topk"] / r["num_experts"]
+        pts.append((t, m, r["inter_size"] / tp, r["hidden_size"], fl / (t * peak * 1e12)))
+    e, h, rms, n = fit_points(pts)
+    return e, h, rms, n, max(p[1] for p in pts)
+
+
+def grouped(profile, system, peaks):
+    """Grouped-GEMM (MoE experts) efficiency vs rows per expert from `moe_perf`
+    (balanced routing: every expert gets tokens * top-k / experts rows; the
+    kernel time covers both expert GEMMs, the activation and the permutes)."""
+    for raw, dt in MOE_DTYPES.items():
+        if PEAK_OF[dt] not in peaks:
+            continue
+        for eng in MOE_ENGINES:
+            base = os.path.join(ROOT, system, "moe", eng)
+            if not os.path.isdir(base):
+                continue
+            d, ver = newest(base)
+            path = os.path.join(d, "moe_perf.parquet")
+            if not os.path.exists(path):
+                continue
+            rows = [r for r in pq.read_table(path).to_pylist()
+                    if r["moe_dtype"] == raw and r["distribution"] == "balanced" and r["latency"] > 0
+                    and r["num_tokens"] * r["topk"] / r["num_experts"] >= MIN_EXPERT_ROWS
+                    and r["num_experts"] // r["moe_ep_size"] >= 2]
+            if not rows:
+                continue
+            e, h, rms, n, mmax = fit_grouped(rows, peaks[PEAK_OF[dt]])
+            print(f'{profile} grouped_gemm {dt}: efficiency = {e:.4f}, half_dim = {h:.1f}, max_rows = {mmax:g}  # "{COMMIT}, '
+                  f'{system}/moe/{eng}/{ver} moe_perf ({n} {dt} MoE layers, balanced routing, >= {MIN_EXPERT_ROWS} rows '
+                  f'per expert, >= 2 experts per rank; time-weighted least squares of ln efficiency on '
+                  f'e_max*(x/ceil128(x))*x/(x+x_half), x = min(M, inter/tp, hidden), M = tokens*top-k/experts, '
+                  f'FLOPs = 2*(2 or 3 matrices)*tokens*top-k*hidden*inter/(tp*ep)): '
+                  f'rms log residual {100 * rms:.1f} %; measured up to M = {mmax:g}"')
+            break
 
 
 def nccl(profile, system, nvlink):
@@ -162,6 +241,7 @@ def main():
     for profile, system, engine, peaks, nvlink in SYSTEMS:
         gemm(profile, system, engine, peaks)
         attention(profile, system, engine, peaks)
+        grouped(profile, system, peaks)
         nccl(profile, system, nvlink)
 
 

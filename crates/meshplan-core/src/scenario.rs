@@ -204,6 +204,11 @@ pub struct TrainingSection {
     pub dp_overlap: Option<String>,
     /// The SP all-gather in the backward: "keep" (default) | "redo".
     pub sp_allgather: Option<String>,
+    /// FP8 recipe of fp8 GEMMs (`compute_dtype = "fp8"`): "delayed" |
+    /// "current" | "blockwise" (default: none, fp8 GEMMs at the bf16
+    /// curve's fraction of the fp8 peak).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<String>,
     /// Training state kept in host memory: any of "optimizer", "weights",
     /// "activations" (or "all", "none"); `["auto"]` lets `plan train` try
     /// every combination. Default: none.
@@ -283,7 +288,7 @@ pub struct ParallelismSection {
     pub rank_order: Option<String>,
     /// ZeRO stage 0–3 for the data-parallel axis.
     pub zero: Option<u64>,
-    /// "gpipe" | "afab" | "1f1b" | "interleaved".
+    /// "gpipe" | "afab" | "1f1b" | "interleaved" | "dualpipe".
     pub schedule: Option<String>,
     /// Pipeline microbatches.
     pub microbatches: Option<u64>,
@@ -354,7 +359,7 @@ impl Scenario {
         let auto = |v: &str| v.trim().eq_ignore_ascii_case("auto");
         let offload = t.offload.as_ref().filter(|o| !o.iter().any(|x| auto(x)));
         let rank_order = p.rank_order.as_deref().filter(|o| !auto(o));
-        let fields: [(&str, &str, Option<&str>, Check); 20] = [
+        let fields: [(&str, &str, Option<&str>, Check); 21] = [
             ("training", "param_dtype", t.param_dtype.as_deref(), dtype),
             ("training", "grad_dtype", t.grad_dtype.as_deref(), dtype),
             (
@@ -395,6 +400,9 @@ impl Scenario {
             }),
             ("training", "sp_allgather", t.sp_allgather.as_deref(), |v| {
                 Overlap::parse(None, None, Some(v)).map(drop)
+            }),
+            ("training", "fp8_recipe", t.fp8_recipe.as_deref(), |v| {
+                crate::parallelism::Fp8Recipe::parse(v).map(drop)
             }),
             (
                 "inference",

@@ -214,8 +214,13 @@ fn hw_show_lists_the_profile_curves() {
     let cat = Catalog::builtin();
     let h = cat.chip("h100").unwrap();
     let r = hw_report(h, &mut NoTrace);
+    let text = meshplan_core::view::render_text(&meshplan_core::view::Render::doc(&r));
     let e = r.efficiency_profile.expect("h100 lists its profile");
     assert!(e.curves.gemm[0].source.contains("h100_sxm/gemm/vllm"));
+    // the MoE experts' grouped-GEMM curves, from the MoE tables
+    let g = e.curves.grouped_gemm_of("bf16").expect("grouped bf16");
+    assert!(g.source.contains("h100_sxm/moe/trtllm"), "{}", g.source);
+    assert!(text.contains("grouped GEMM (MoE) bf16"), "{text}");
     assert!(e
         .figures
         .iter()

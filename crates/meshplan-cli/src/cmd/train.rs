@@ -55,6 +55,11 @@ pub struct WorkloadArgs {
     #[arg(long = "dtype")]
     #[serde(rename = "compute_dtype", skip_serializing_if = "Option::is_none")]
     pub compute_dtype: Option<String>,
+    /// FP8 recipe of the fp8 GEMMs (with --dtype fp8): delayed, current,
+    /// blockwise (DeepSeek-style 1×128 / 128×128 scales); default: none.
+    #[arg(long, value_name = "RECIPE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<String>,
     /// TP communication overlap: none, ring (default: the profile's fitted
     /// fraction), pipelined (Transformer Engine comm-GEMM overlap; needs SP).
     #[arg(long)]
@@ -178,7 +183,7 @@ pub struct ParallelArgs {
     /// Micro-batches per step: pipeline micro-batches, or gradient accumulation with pp = 1.
     #[arg(long)]
     pub microbatches: Option<u64>,
-    /// Pipeline schedule: gpipe/afab, 1f1b, interleaved.
+    /// Pipeline schedule: gpipe/afab, 1f1b, interleaved, dualpipe.
     #[arg(long)]
     pub schedule: Option<String>,
     /// Virtual stages per device (interleaved).

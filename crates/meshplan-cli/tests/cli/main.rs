@@ -21,6 +21,7 @@ mod polish;
 mod ranges;
 mod readme;
 mod rough;
+mod schedules;
 mod serving_benchmark;
 mod serving_request;
 mod serving_validation;

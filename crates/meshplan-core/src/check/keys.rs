@@ -98,6 +98,13 @@ pub const REPRESENTATIVES: &[(Command, &str, &str)] = &[
         LLAMA3_8B_H100,
         r#"{"schedule": "interleaved", "virtual_stages": 2, "pp": 4, "dp": 2}"#,
     ),
+    // DualPipe with an fp8 blockwise recipe (issue 25): the schedule's
+    // chunk times and the recipe's curve and casts
+    (
+        Command::Train,
+        LLAMA3_8B_H100_FP8,
+        r#"{"schedule": "dualpipe"}"#,
+    ),
     // 16 sequences over 64-way DP: a framework gives each rank whole
     // sequences, so there is no prediction (and the note says why)
     (
@@ -278,6 +285,10 @@ const LLAMA3_8B_H100: &str = llama3_8b_h100!("");
 
 /// The same run with its optimizer state in host memory.
 const LLAMA3_8B_H100_OFFLOAD: &str = llama3_8b_h100!("offload = [\"optimizer\"]\n");
+
+/// The same run in fp8 with DeepSeek-style blockwise scaling.
+const LLAMA3_8B_H100_FP8: &str =
+    llama3_8b_h100!("compute_dtype = \"fp8\"\nfp8_recipe = \"blockwise\"\n");
 
 /// The book's ch5 LLaMA-2 13B on a TPU v5p 16x16x16.
 const BOOK_CH5_V5P: &str = r#"

@@ -213,6 +213,12 @@ pub struct ChipCurves {
     /// Collective bus bandwidth and latency per network level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveCurve>,
+    /// Grouped-GEMM (MoE experts) efficiency per dtype, in the GEMM form
+    /// with `x = min(rows per expert, expert width, hidden)`: fitted on
+    /// fused MoE layers, whose short per-expert GEMMs reach less than a
+    /// dense GEMM of the same smallest side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grouped_gemm: Vec<GemmCurve>,
 }
 
 /// GEMM efficiency of one dtype: `efficiency · (x/⌈x⌉₁₂₈) · x/(x + half_dim)`
@@ -287,6 +293,11 @@ impl ChipCurves {
     /// The GEMM curve of `dtype` (by its profile name, `bf16`, `fp8`…).
     pub fn gemm_of(&self, dtype: &str) -> Option<&GemmCurve> {
         self.gemm.iter().find(|g| g.dtype == dtype)
+    }
+
+    /// The grouped-GEMM (MoE experts) curve of `dtype`.
+    pub fn grouped_gemm_of(&self, dtype: &str) -> Option<&GemmCurve> {
+        self.grouped_gemm.iter().find(|g| g.dtype == dtype)
     }
 
     /// A large GEMM's fraction of the `dtype` peak over a bf16 GEMM's

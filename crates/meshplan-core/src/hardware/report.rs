@@ -279,6 +279,15 @@ impl ProfileCurves {
                 ),
             ));
         }
+        for g in &self.curves.grouped_gemm {
+            rows.push(field(
+                &format!("grouped GEMM (MoE) {} e_max, x½", g.dtype),
+                format!(
+                    "{:.3} of peak, x½ {:.1} ({})",
+                    g.efficiency, g.half_dim, g.source
+                ),
+            ));
+        }
         if let Some(a) = &self.curves.attention {
             rows.push(field(
                 "attention kernel",

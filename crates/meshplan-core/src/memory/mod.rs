@@ -37,7 +37,7 @@ use serde::Serialize;
 use crate::model::params::ParamCounts;
 use crate::model::Arch;
 use crate::parallelism::pipeline::{
-    first_stage_layers_with, microbatches_in_flight, microbatches_in_flight_at,
+    first_stage_layers_with, microbatches_in_flight, microbatches_in_flight_at, parameter_copies,
     stage_extremes_with, StageLayers,
 };
 use crate::parallelism::{Framework, Offload, Optimizer, Remat, TrainConfig};
@@ -95,6 +95,10 @@ pub struct MemoryQuery {
     pub offload: Offload,
     /// Layers on the first / last stage as stated (unset: the framework's split).
     pub stage_layers: StageLayers,
+    /// Copies of the stage's parameters (and their gradients and optimizer
+    /// state) a rank holds: 2 under DualPipe
+    /// ([`crate::parallelism::pipeline::parameter_copies`]), else 1.
+    pub param_copies: f64,
 }
 
 /// (shard, replicas) for `dp_ranks` data ranks (dp·fsdp), `cp`, `fsdp` and
@@ -154,6 +158,7 @@ impl MemoryQuery {
             activation_dtype: cfg.activation_dtype,
             offload: cfg.offload,
             stage_layers: cfg.stage_layers,
+            param_copies: parameter_copies(cfg.schedule, d.pp) as f64,
         }
     }
 }
@@ -418,6 +423,7 @@ fn record_parts<T: Tracer>(q: &MemoryQuery, m: &MemoryBreakdown, tr: &mut T) {
 
 /// Sharded sizes of one stage's state: (weights, grads, optimizer) bytes.
 fn sharded(q: &MemoryQuery, params: f64, bytes: [f64; 3]) -> [f64; 3] {
+    let params = params * q.param_copies;
     let (s, r) = (q.shard.max(1) as f64, q.repl.max(1) as f64);
     let by = |stage: u8| if q.zero >= stage { r } else { 1.0 };
     [
@@ -464,7 +470,8 @@ fn book(a: &Arch, pc: &ParamCounts, q: &MemoryQuery, cal: &MemoryCalibration) ->
     };
     let layers = a.n_layers as f64 / q.pp as f64;
     let act = q.tokens_mb * q.in_flight * layers * e * q.activation_dtype.bytes_per_element();
-    let params_dev = p_shard / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
+    let params_dev =
+        q.param_copies * p_shard / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
     breakdown(state, act, 0.0, 0.0, params_dev)
 }
 
@@ -609,7 +616,8 @@ fn framework(
         } else {
             0.0
         };
-        let params_dev = params / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
+        let params_dev = q.param_copies * params
+            / (q.shard as f64 * if q.zero >= 3 { q.repl as f64 } else { 1.0 });
         breakdown(state, act, logits, reserve, params_dev)
     };
     if q.pp <= 1 {

@@ -136,11 +136,21 @@ named_choice! {
         #[strum(to_string = "interleaved", serialize = "interleaved-1f1b")]
         #[serde(rename = "interleaved")]
         Interleaved,
+        /// DualPipe (DeepSeek-V3 technical report §3.2.1,
+        /// deepseek-ai/DualPipe): micro-batches fed from both ends of the
+        /// pipeline, each device holding two stages (one per direction), a
+        /// forward chunk overlapped with a backward chunk so the MoE
+        /// all-to-all and the pipeline sends hide under compute, and the
+        /// backward split into input- and weight-gradient halves
+        /// (zero-bubble). See [`super::pipeline::dualpipe_bubble`].
+        #[strum(to_string = "dualpipe", serialize = "dual-pipe")]
+        #[serde(rename = "dualpipe", alias = "dual-pipe")]
+        DualPipe,
     }
 }
 
 impl Schedule {
-    /// Parse "gpipe"/"afab", "1f1b", "interleaved".
+    /// Parse "gpipe"/"afab", "1f1b", "interleaved", "dualpipe".
     pub fn parse(s: &str) -> Result<Self> {
         parse_choice("schedule", s)
     }
@@ -297,6 +307,8 @@ mod tests {
         assert_eq!(Remat::parse("after_matmuls").unwrap(), Remat::AfterMatmuls);
         assert_eq!(Schedule::parse("AFAB").unwrap(), Schedule::Afab);
         assert_eq!(Schedule::OneFOneB.to_string(), "1f1b");
+        assert_eq!(Schedule::parse("DualPipe").unwrap(), Schedule::DualPipe);
+        assert_eq!(Schedule::parse("dual-pipe").unwrap(), Schedule::DualPipe);
         assert_eq!(
             Optimizer::parse("momentum").unwrap(),
             Optimizer::SgdMomentum
@@ -341,7 +353,12 @@ mod tests {
 
     #[test]
     fn json_names_match_display() {
-        for s in [Schedule::Afab, Schedule::OneFOneB, Schedule::Interleaved] {
+        for s in [
+            Schedule::Afab,
+            Schedule::OneFOneB,
+            Schedule::Interleaved,
+            Schedule::DualPipe,
+        ] {
             let j = serde_json::to_value(s).unwrap();
             assert_eq!(j.as_str().unwrap(), s.to_string());
         }

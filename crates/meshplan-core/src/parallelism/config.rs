@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use super::pipeline::StageLayers;
-use super::{Degrees, FlopConvention, Framework, Offload, Optimizer, Overlap, Remat, Schedule};
+use super::{
+    Degrees, FlopConvention, Fp8Recipe, Framework, Offload, Optimizer, Overlap, Remat, Schedule,
+};
 use crate::units::DType;
 
 super::named_choice! {
@@ -53,6 +55,11 @@ pub struct TrainConfig {
     pub activation_dtype: DType,
     /// Compute dtype for C.
     pub compute_dtype: DType,
+    /// FP8 training recipe (scaling granularity) of fp8 GEMMs; unset: fp8
+    /// GEMMs priced at the bf16 curve's fraction of the fp8 peak with
+    /// delayed-scaling casts (the pricing before recipes existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8_recipe: Option<Fp8Recipe>,
     /// Optimizer.
     pub optimizer: Optimizer,
     /// Keep an fp32 master copy (when params are not fp32).
@@ -117,6 +124,7 @@ impl Default for TrainConfig {
             optimizer_dtype: DType::Fp32,
             activation_dtype: DType::Bf16,
             compute_dtype: DType::Bf16,
+            fp8_recipe: None,
             optimizer: Optimizer::Adam,
             master_weights: false,
             remat: Remat::Full,

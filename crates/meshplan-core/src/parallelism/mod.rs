@@ -15,6 +15,7 @@ mod degrees;
 mod offload;
 mod overlap;
 pub mod pipeline;
+mod precision;
 mod replica;
 
 pub(crate) use choices::named_choice;
@@ -23,4 +24,5 @@ pub use config::{Choice, CpComm, TrainConfig};
 pub use degrees::{Degrees, LogicalAxis, RankOrder};
 pub use offload::Offload;
 pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
+pub use precision::Fp8Recipe;
 pub use replica::{RunSpec, Unmapped};

@@ -50,6 +50,115 @@ pub fn bubble_fraction(p: u64, m: u64, v: u64) -> f64 {
     b / (m.max(1) as f64 + b)
 }
 
+/// The compute of one micro-batch on one stage ("chunk", DeepSeek-V3
+/// Table 2), split as the schedule sees it: the forward `f`, the whole
+/// backward `b`, and the part of the backward that computes weight
+/// gradients `w` (zero-bubble schedules run it later, out of the
+/// dependency chain). Any unit (seconds, or micro-batch times).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ChunkTimes {
+    /// Forward chunk.
+    pub f: f64,
+    /// Backward chunk (input and weight gradients, recompute included).
+    pub b: f64,
+    /// Of `b`: the weight-gradient GEMMs.
+    pub w: f64,
+}
+
+impl ChunkTimes {
+    /// The book's split of a micro-batch time (ch4: the backward costs
+    /// twice the forward, half of it the weight gradients): `f = 1/3`,
+    /// `b = 2/3`, `w = 1/3` of `t_mb`.
+    pub const BOOK: ChunkTimes = ChunkTimes {
+        f: 1.0 / 3.0,
+        b: 2.0 / 3.0,
+        w: 1.0 / 3.0,
+    };
+
+    /// `F&B`: a forward chunk and a backward chunk of two micro-batches run
+    /// as one overlapped pair (DualPipe). Their compute is serial on the
+    /// SMs; what the pairing hides is the communication (all-to-all,
+    /// pipeline sends), so the pair takes `f + b`.
+    pub fn overlapped_pair(&self) -> f64 {
+        self.f + self.b
+    }
+}
+
+/// DualPipe's bubble (DeepSeek-V3 technical report, Table 2):
+/// `(pp/2 − 1)·(F&B + B − 3W)` with `F&B` the overlapped forward+backward
+/// pair ([`ChunkTimes::overlapped_pair`]), against 1F1B's `(pp − 1)·(F + B)`
+/// ([`one_f_one_b_bubble`]). Micro-batches enter from both ends, so the fill
+/// is half as deep, and the weight-gradient chunks fill what is left.
+/// `pp` is even (DualPipe's rule); 0 without a pipeline.
+pub fn dualpipe_bubble(pp: u64, c: ChunkTimes) -> f64 {
+    if pp <= 1 {
+        return 0.0;
+    }
+    (pp as f64 / 2.0 - 1.0) * (c.overlapped_pair() + c.b - 3.0 * c.w)
+}
+
+/// 1F1B's bubble in the same terms, `(pp − 1)·(F + B)` (DeepSeek-V3
+/// Table 2; equal to [`bubble_microbatches`]`(pp, m, 1)` micro-batch times
+/// when `f + b = 1`).
+pub fn one_f_one_b_bubble(pp: u64, c: ChunkTimes) -> f64 {
+    (pp.max(1) as f64 - 1.0) * (c.f + c.b)
+}
+
+/// The bubble of `schedule` in micro-batch times: [`bubble_microbatches`]
+/// for GPipe, 1F1B and interleaved; DualPipe's at the book's chunk split
+/// ([`ChunkTimes::BOOK`]: `(pp/2 − 1)·2/3`). The calibrated pricer prices
+/// DualPipe with the step's own chunk times instead.
+pub fn bubble_microbatches_of(schedule: Schedule, p: u64, m: u64, v: u64) -> f64 {
+    match schedule {
+        Schedule::DualPipe => dualpipe_bubble(p, ChunkTimes::BOOK),
+        _ => bubble_microbatches(p, m, v),
+    }
+}
+
+/// Bubble fraction of the step under `schedule`, `b/(m + b)` with `b` =
+/// [`bubble_microbatches_of`].
+pub fn bubble_fraction_of(schedule: Schedule, p: u64, m: u64, v: u64) -> f64 {
+    let b = bubble_microbatches_of(schedule, p, m, v);
+    if b <= 0.0 {
+        return 0.0;
+    }
+    b / (m.max(1) as f64 + b)
+}
+
+/// Copies of its stages' parameters a pipeline rank holds: 2 under
+/// DualPipe (rank `r` holds stage `r` of the forward direction and stage
+/// `pp − 1 − r` of the reverse one: DeepSeek-V3 Table 2, "2×" parameters),
+/// 1 otherwise. Gradients and optimizer state follow the parameters.
+pub fn parameter_copies(schedule: Schedule, pp: u64) -> u64 {
+    if schedule == Schedule::DualPipe && pp > 1 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Why DualPipe cannot run `pp` stages with `m` micro-batches
+/// (deepseek-ai/DualPipe `DualPipe.step` asserts): an even number of
+/// ranks, and an even number of micro-batches, at least `2·pp`. `None`
+/// when it can (or without a pipeline).
+pub fn dualpipe_problem(pp: u64, m: u64) -> Option<String> {
+    if pp <= 1 {
+        return None;
+    }
+    if pp % 2 != 0 {
+        return Some(format!(
+            "dualpipe needs an even number of pipeline stages (each rank pairs with rank pp − 1 − r), got pp = {pp}"
+        ));
+    }
+    if m % 2 != 0 || m < 2 * pp {
+        return Some(format!(
+            "dualpipe needs an even number of micro-batches, at least 2·pp = {} (half enter from each end), got {m}",
+            2 * pp
+        ));
+    }
+    None
+}
+
 /// Layers on the first and the last pipeline stage as a user states them
 /// (Megatron-Core `--decoder-first-pipeline-num-layers` /
 /// `--decoder-last-pipeline-num-layers`): the other `pp − k` stages (k = the
@@ -186,8 +295,10 @@ impl StageLayers {
 }
 
 /// Micro-batches whose activations are alive at once on the first (most
-/// loaded) stage: all `m` with GPipe, `min(p, m)` with 1F1B, and
-/// `min(p, m)·(1 + (p−1)/(p·v))` (at most `m`) interleaved. Without a pipeline
+/// loaded) stage: all `m` with GPipe, `min(p, m)` with 1F1B,
+/// `min(p, m)·(1 + (p−1)/(p·v))` (at most `m`) interleaved, and
+/// `min(p + 1, m)` with DualPipe (DeepSeek-V3 Table 2: `PP + 1`, on every
+/// rank — the two directions balance). Without a pipeline
 /// only the micro-batch in hand is alive (gradient accumulation frees each
 /// micro-batch's activations in its backward pass).
 pub fn microbatches_in_flight(p: u64, m: u64, v: u64, schedule: Schedule) -> f64 {
@@ -202,6 +313,7 @@ pub fn microbatches_in_flight(p: u64, m: u64, v: u64, schedule: Schedule) -> f64
             let vf = v.max(1) as f64;
             (pf.min(mf) * (1.0 + (pf - 1.0) / (pf * vf))).min(mf)
         }
+        Schedule::DualPipe => (pf + 1.0).min(mf),
     }
 }
 
@@ -218,6 +330,7 @@ pub fn microbatches_in_flight_at(r: u64, p: u64, m: u64, v: u64, schedule: Sched
     match schedule {
         Schedule::Afab => mf,
         Schedule::OneFOneB => (pf - rf).min(mf),
+        Schedule::DualPipe => (pf + 1.0).min(mf),
         Schedule::Interleaved => {
             let vf = v.max(1) as f64;
             (pf + (pf - 2.0 * rf - 1.0) / vf).max(1.0).min(mf)
@@ -409,6 +522,48 @@ mod tests {
         // gradient accumulation without a pipeline: one micro-batch alive
         assert_eq!(microbatches_in_flight(1, 16, 1, Schedule::OneFOneB), 1.0);
         assert_eq!(bubble_fraction(1, 16, 1), 0.0);
+    }
+
+    #[test]
+    fn dualpipe_bubble_by_hand() {
+        // DeepSeek-V3 Table 2 with F = 1, B = 2, W = 1 (the book's 1:2
+        // split, backward half weight gradients), pp = 8:
+        // DualPipe (8/2 − 1)·(F&B + B − 3W) = 3·((1 + 2) + 2 − 3) = 6;
+        // 1F1B (8 − 1)·(F + B) = 7·3 = 21
+        let c = ChunkTimes {
+            f: 1.0,
+            b: 2.0,
+            w: 1.0,
+        };
+        assert_eq!(dualpipe_bubble(8, c), 6.0);
+        assert_eq!(one_f_one_b_bubble(8, c), 21.0);
+        // in micro-batch times (f + b = 1): (16/2 − 1)·2/3 = 14/3 at pp = 16,
+        // whatever m; 1F1B's is pp − 1 = 15
+        let b = bubble_microbatches_of(Schedule::DualPipe, 16, 32, 1);
+        assert!((b - 14.0 / 3.0).abs() < 1e-12, "{b}");
+        assert_eq!(bubble_microbatches_of(Schedule::OneFOneB, 16, 32, 1), 15.0);
+        // bubble fraction b/(m + b) = (14/3)/(32 + 14/3) = 14/110
+        let f = bubble_fraction_of(Schedule::DualPipe, 16, 32, 1);
+        assert!((f - 14.0 / 110.0).abs() < 1e-12, "{f}");
+        // PP + 1 micro-batches alive, two copies of the stage's parameters
+        assert_eq!(microbatches_in_flight(16, 32, 1, Schedule::DualPipe), 17.0);
+        assert_eq!(
+            microbatches_in_flight_at(5, 16, 32, 1, Schedule::DualPipe),
+            17.0
+        );
+        assert_eq!(parameter_copies(Schedule::DualPipe, 16), 2);
+        assert_eq!(parameter_copies(Schedule::OneFOneB, 16), 1);
+        // the DualPipe repository's rules
+        assert!(dualpipe_problem(16, 32).is_none());
+        assert!(dualpipe_problem(15, 30)
+            .unwrap()
+            .contains("even number of pipeline"));
+        assert!(dualpipe_problem(16, 30)
+            .unwrap()
+            .contains("at least 2·pp = 32"));
+        assert!(dualpipe_problem(4, 9)
+            .unwrap()
+            .contains("even number of micro"));
     }
 
     #[test]

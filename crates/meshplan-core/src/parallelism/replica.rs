@@ -164,13 +164,15 @@ impl RunSpec {
 
     /// Parameters of one pipeline stage on one device: the dense part over
     /// tp, the routed experts over ep·etp (approximate: embeddings spread
-    /// over the stages).
+    /// over the stages); twice that under DualPipe, whose ranks hold a stage
+    /// of each direction ([`super::pipeline::parameter_copies`]).
     pub fn stage_params(&self) -> f64 {
         let pc = &self.params;
         let d = self.degrees();
         let routed = pc.experts_routed as f64;
         let dense = (pc.total as f64 - routed) / d.tp as f64;
-        (dense + routed / (d.ep * d.expert_tp().max(1)) as f64) / d.pp as f64
+        let copies = super::pipeline::parameter_copies(self.schedule, d.pp) as f64;
+        copies * (dense + routed / (d.ep * d.expert_tp().max(1)) as f64) / d.pp as f64
     }
 
     /// Tokens per optimizer step.

@@ -11,10 +11,13 @@ use serde::Serialize;
 use super::inventory::{
     grad_bytes, Block, Gemm, Placement, StepInventory, Transfer, OPTIMIZER_BYTES,
 };
-use crate::fidelity::profile::EfficiencyProfile;
+use crate::fidelity::profile::{EfficiencyProfile, GemmCurve};
 use crate::hardware::Chip;
 use crate::mesh::Topology;
-use crate::parallelism::{DpOverlap, Overlap, Remat, RunSpec, TpOverlap, TrainConfig};
+use crate::parallelism::pipeline::{dualpipe_bubble, ChunkTimes};
+use crate::parallelism::{
+    DpOverlap, Fp8Recipe, Overlap, Remat, RunSpec, Schedule, TpOverlap, TrainConfig,
+};
 use crate::units::DType;
 
 /// Step time by part (seconds per optimizer step, critical path).
@@ -82,6 +85,8 @@ pub struct Features {
     pub overlap: Overlap,
     /// TPU slices joined over DCN (1: one ICI slice; GPUs: 1).
     pub slices: u64,
+    /// The fp8 recipe of fp8 GEMMs (`None`: the pricing without recipes).
+    pub fp8_recipe: Option<Fp8Recipe>,
 }
 
 impl Default for Features {
@@ -91,6 +96,7 @@ impl Default for Features {
             causal: true,
             overlap: Overlap::default(),
             slices: 1,
+            fp8_recipe: None,
         }
     }
 }
@@ -106,6 +112,9 @@ impl Features {
                 Topology::Torus { slices, .. } => (*slices).max(1),
                 Topology::Gpu { .. } => 1,
             },
+            fp8_recipe: cfg
+                .fp8_recipe
+                .filter(|_| cfg.compute_dtype.bytes_per_element() < 2.0),
         }
     }
 }
@@ -163,6 +172,17 @@ pub struct StepSchedule {
     /// Of `microbatch_s`: the host's stall beyond the GPU work not booked
     /// to TP (booked to `time_breakdown_s.overhead`).
     pub host_stall_s: f64,
+    /// DualPipe's chunk times, bubble and hidden communication (`None`
+    /// under the other schedules).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dualpipe: Option<DualPipeShape>,
+    /// The routed experts' grouped-GEMM pricing (`None`: no routed experts
+    /// or no grouped-GEMM curve in the profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expert_gemm: Option<ExpertGemm>,
+    /// The fp8 recipe's GEMM curve and casts (`None` without a recipe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8Pricing>,
 }
 
 /// Fraction of the low-precision peak a large GEMM reaches, relative to the
@@ -288,6 +308,14 @@ struct Geometry<'a> {
     m: f64,
     /// Nodes, held at the calibrated range.
     nodes_f: f64,
+    /// The fp8 recipe's GEMM curve (with the recipe), when the run has a
+    /// recipe and the profile the curve.
+    recipe: Option<(Fp8Recipe, &'a GemmCurve)>,
+    /// The grouped-GEMM curve of the experts' dtype (with its name), when
+    /// the profile has one.
+    grouped: Option<(&'static str, &'a GemmCurve)>,
+    /// The run's fp8 recipe (its casts are priced with or without a curve).
+    fp8_recipe: Option<Fp8Recipe>,
 }
 
 impl<'a> Geometry<'a> {
@@ -310,6 +338,9 @@ impl<'a> Geometry<'a> {
             hbm_bw: chip.hbm_bandwidth.get() * p.hbm_efficiency,
             m: inv.microbatches as f64,
             nodes_f: clamp_nodes(p, inv.nodes) as f64,
+            recipe: recipe_curve(p, f),
+            grouped: grouped_curve(p, f),
+            fp8_recipe: f.fp8_recipe,
             inv,
         }
     }
@@ -386,15 +417,15 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
     let mut ffn = 0.0;
     for x in inv.layer_gemms.as_slice() {
         if x.block == Block::AttentionProjections {
-            attn_mm += g.gemm(x);
+            attn_mm += layer_gemm_time(g, x);
         } else {
-            ffn += x.weight * g.gemm(x);
+            ffn += x.weight * layer_gemm_time(g, x);
         }
     }
     let (attn_fwd, attn_bwd) = attention_time(g);
     let mut ew = inv.elementwise_bytes / g.hbm_bw;
     if inv.low_precision {
-        ew += inv.cast_bytes / g.hbm_bw;
+        ew += cast_time(g);
     }
     LayerCompute {
         mm_fwd: attn_mm + ffn,
@@ -402,7 +433,7 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
         attn_bwd,
         ew,
         // LM head + loss on the last stage (vocab-parallel over tp)
-        head_mm: 3.0 * g.gemm(&inv.head),
+        head_mm: 3.0 * layer_gemm_time(g, &inv.head),
         loss: inv.loss_bytes / g.hbm_bw,
     }
 }
@@ -584,6 +615,8 @@ struct Microbatch {
     head: bool,
     /// Forward share of the micro-batch's compute.
     fwd_frac: f64,
+    /// Weight-gradient share of the micro-batch's compute.
+    wgrad_frac: f64,
 }
 
 /// A micro-batch runs on two paths at once: the GPU executes kernels and
@@ -599,7 +632,7 @@ fn microbatch(g: &Geometry) -> Microbatch {
     let tpl = tp_layer(g, layer_mm);
     let (tp_ops_all, tp_bw_layer, pp_stall) = (tpl.ops, tpl.exposed, tpl.stall);
     let cp = cp_layer(g, layer_attn);
-    let ep = ep_layer(g);
+    let ep = dualpipe_exposed_ep(g, ep_layer(g), layer_mm + layer_attn + layer_ew);
     let gpu_layer = layer_mm + layer_attn + layer_ew + tp_bw_layer + cp + ep;
     let host_tp = tp_ops_all * pp_stall;
     let host_layer = host_tp + g.p.layer_overhead_s;
@@ -648,6 +681,7 @@ fn microbatch(g: &Geometry) -> Microbatch {
                 1.0 / 3.0
             }
         },
+        wgrad_frac: wgrad_fraction(&c, l_crit, head_f, layer_mm + layer_attn),
     }
 }
 
@@ -671,17 +705,23 @@ fn fsdp_microbatch(g: &Geometry, mb: &Microbatch) -> (f64, f64) {
 }
 
 /// Pipeline: (bubble, exposed point-to-point) per step.
-fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
+fn pipeline(g: &Geometry, mb: &Microbatch, t_mb: f64) -> (f64, f64) {
     let Some(t) = &g.inv.pp else {
         return (0.0, 0.0);
     };
     let p = g.p;
-    // (p − 1)/v micro-batch times, more when m < p (one formula, pipeline.rs)
-    let bubble = crate::parallelism::pipeline::bubble_microbatches(
-        g.inv.stages,
-        g.inv.microbatches,
-        g.inv.virtual_stages,
-    ) * t_mb;
+    // (p − 1)/v micro-batch times, more when m < p (one formula, pipeline.rs);
+    // DualPipe's from the step's own chunk times
+    let bubble = match dualpipe_chunks(g, mb, t_mb) {
+        Some(c) => dualpipe_bubble(g.inv.stages, c),
+        None => {
+            crate::parallelism::pipeline::bubble_microbatches(
+                g.inv.stages,
+                g.inv.microbatches,
+                g.inv.virtual_stages,
+            ) * t_mb
+        }
+    };
     let so = g
         .chip
         .scale_out
@@ -697,7 +737,7 @@ fn pipeline(g: &Geometry, t_mb: f64) -> (f64, f64) {
     };
     // fwd send + bwd send per micro-batch on the critical path, plus the fill
     let t_pp = t.calls * (t.bytes_per_call / p2p_bw + p2p_lat);
-    (bubble, t_pp)
+    (bubble, dualpipe_exposed_pp(g, t_pp))
 }
 
 /// Data parallel across the replicas of each shard after gradient
@@ -801,16 +841,17 @@ fn priced(g: &Geometry) -> Priced {
     let p = g.p;
     let mb = microbatch(g);
     let (fsdp_mb, fsdp_raw) = fsdp_microbatch(g, &mb);
-    let (bubble, t_pp) = pipeline(g, mb.t_core + fsdp_mb);
+    let (bubble, t_pp) = pipeline(g, &mb, mb.t_core + fsdp_mb);
     let (dp_exposed, t_opt, dp_raw) = data_parallel(g, mb.t_core + fsdp_mb);
     let t_dp = dp_exposed + g.m * fsdp_mb;
     let overhead = p.step_overhead_s + p.node_overhead_s * g.nodes_f + g.m * mb.stall_over;
+    let ew = mb.ew + weight_cast_time(g);
     let total =
-        mb.mm + mb.attn + mb.ew + mb.tp + mb.cp + mb.ep + bubble + t_pp + t_dp + t_opt + overhead;
+        mb.mm + mb.attn + ew + mb.tp + mb.cp + mb.ep + bubble + t_pp + t_dp + t_opt + overhead;
     let time = TimeBreakdown {
         matmul: mb.mm,
         attention: mb.attn,
-        memory_bound: mb.ew,
+        memory_bound: ew,
         tp_comm: mb.tp,
         cp_comm: mb.cp,
         ep_comm: mb.ep,
@@ -897,6 +938,9 @@ pub fn predict_time_detailed(
         forward_fraction: mb.fwd_frac,
         fsdp_exposed_s: fsdp_mb,
         host_stall_s: mb.stall_over,
+        dualpipe: dualpipe_shape(&g, &mb, mb.t_core + fsdp_mb, time.bubble),
+        expert_gemm: expert_gemm(&g),
+        fp8: fp8_pricing(&g),
     };
     Detailed {
         time,
@@ -905,4 +949,286 @@ pub fn predict_time_detailed(
         schedule,
         inventory: inv,
     }
+}
+
+// ---------------------------------------------------------------------------
+// Expert GEMMs, fp8 recipes and DualPipe: the parts of the pricing that
+// read the profile's grouped-GEMM and per-dtype GEMM curves and the
+// DualPipe schedule (docs/training.md, "DualPipe, FP8 recipes and MoE
+// grouped GEMMs").
+
+/// The recipe and its GEMM curve when the run has an fp8 recipe and the
+/// profile the curve (`[[curves.gemm]]` of `fp8` or `fp8_block`); without
+/// the curve the recipe's casts are still priced and the GEMMs keep the
+/// pricing without recipes (the bf16 curve's fraction of the fp8 peak).
+fn recipe_curve<'a>(p: &'a EfficiencyProfile, f: &Features) -> Option<(Fp8Recipe, &'a GemmCurve)> {
+    let r = f.fp8_recipe?;
+    let c = p.curves.as_ref()?.gemm_of(r.gemm_curve())?;
+    Some((r, c))
+}
+
+/// The grouped-GEMM curve of the experts' kernels: bf16, or the fp8
+/// recipe's (`fp8`, `fp8_block`); none for low-precision GEMMs without a
+/// recipe (their pricing stays as it was).
+fn grouped_curve<'a>(
+    p: &'a EfficiencyProfile,
+    f: &Features,
+) -> Option<(&'static str, &'a GemmCurve)> {
+    let name = match (f.fp8_recipe, f.compute_dtype.bytes_per_element() < 2.0) {
+        (Some(r), true) => r.gemm_curve(),
+        (_, false) => "bf16",
+        (None, true) => return None,
+    };
+    Some((name, p.curves.as_ref()?.grouped_gemm_of(name)?))
+}
+
+/// Efficiency of a routed-expert GEMM on the profile's grouped-GEMM curve:
+/// `share · e_max · (x/⌈x⌉₁₂₈) · x/(x + x½)`, `x = min(rows per expert,
+/// k, n)`, `share` the framework's fraction of the kernel rate
+/// (`matmul_stack_share`, as for dense GEMMs).
+pub fn grouped_gemm_efficiency(p: &EfficiencyProfile, curve: &GemmCurve, x: &Gemm) -> f64 {
+    p.matmul_stack_share * curve.efficiency_at(x.m, x.n, x.k)
+}
+
+/// Efficiency of a GEMM on an fp8 recipe's curve (of the fp8 peak):
+/// `share · e_max · (x/⌈x⌉₁₂₈) · x/(x + x½)`, `x = min(m, k, n)`.
+pub fn recipe_gemm_efficiency(p: &EfficiencyProfile, curve: &GemmCurve, x: &Gemm) -> f64 {
+    p.matmul_stack_share * curve.efficiency_at(x.m, x.n, x.k)
+}
+
+/// Time of one GEMM call of a layer: routed experts on the grouped-GEMM
+/// curve (where the profile has one), the other GEMMs on the recipe's
+/// curve under an fp8 recipe — except the router and the LM head, which
+/// the recipes keep in bf16 (DeepSeek-V3 §3.3.1: embedding, output head
+/// and MoE gating stay in their original precision) — else [`Geometry::gemm`].
+fn layer_gemm_time(g: &Geometry, x: &Gemm) -> f64 {
+    if x.block == Block::RoutedExperts {
+        if let Some((_, c)) = g.grouped {
+            let peak = if g.recipe.is_some() {
+                g.mm_peak
+            } else {
+                g.peak
+            };
+            return x.flops / (peak * grouped_gemm_efficiency(g.p, c, x));
+        }
+    }
+    match (g.recipe, x.block) {
+        (Some(_), Block::Router | Block::LmHead) => {
+            x.flops / (g.peak * gemm_efficiency(g.p, x.m, x.k, x.n))
+        }
+        (Some((_, c)), _) => x.flops / (g.mm_peak * recipe_gemm_efficiency(g.p, c, x)),
+        (None, _) => g.gemm(x),
+    }
+}
+
+/// The fp8 casts of one layer (forward + backward), seconds: the
+/// inventory's cast elements at the recipe's bytes per element
+/// ([`Fp8Recipe::cast_bytes_per_element`]; without a recipe, delayed
+/// scaling's [`FP8_CAST_BYTES`]).
+fn cast_time(g: &Geometry) -> f64 {
+    let per = g
+        .fp8_recipe
+        .map_or(FP8_CAST_BYTES, Fp8Recipe::cast_bytes_per_element);
+    g.inv.cast_bytes / FP8_CAST_BYTES * per / g.hbm_bw
+}
+
+/// The fp8 recipe's weight casts of one step, seconds: the stage's
+/// parameters (both copies under DualPipe) quantized once per step — the
+/// first micro-batch's copy is reused by the others (TE
+/// `is_first_microbatch`) — at [`Fp8Recipe::weight_cast_bytes_per_param`];
+/// 0 without a recipe (the pricing before recipes).
+fn weight_cast_time(g: &Geometry) -> f64 {
+    g.fp8_recipe.map_or(0.0, |r| {
+        g.inv.optimizer_params.1 * r.weight_cast_bytes_per_param() / g.hbm_bw
+    })
+}
+
+/// The weight-gradient share of one micro-batch's compute on the critical
+/// stage: the weight-gradient GEMMs are one forward's matmuls (`dW = Xᵀ·dY`
+/// per GEMM; the other backward GEMM is the input gradient), the LM head's
+/// a third of its three passes; attention has no weights.
+fn wgrad_fraction(c: &LayerCompute, l_crit: f64, head_f: f64, layer_compute: f64) -> f64 {
+    let w = l_crit * c.mm_fwd + head_f * c.head_mm / 3.0;
+    let all = l_crit * layer_compute + head_f * c.head_mm;
+    if all > 0.0 {
+        w / all
+    } else {
+        1.0 / 3.0
+    }
+}
+
+/// DualPipe's chunk times of the step (`None` under other schedules):
+/// `F = f_fwd·T_mb`, `W = f_W·T_mb`, `B = T_mb − F`, from the critical
+/// micro-batch's compute shares.
+fn dualpipe_chunks(g: &Geometry, mb: &Microbatch, t_mb: f64) -> Option<ChunkTimes> {
+    (g.spec.schedule == Schedule::DualPipe && g.inv.stages > 1).then_some(ChunkTimes {
+        f: mb.fwd_frac * t_mb,
+        b: (1.0 - mb.fwd_frac) * t_mb,
+        w: mb.wgrad_frac * t_mb,
+    })
+}
+
+/// The expert-parallel all-to-all of one layer under DualPipe: a forward
+/// chunk's dispatch and combine run while the paired backward chunk
+/// computes and the other way round (DeepSeek-V3 §3.2.1), so only what the
+/// layer's compute (`layer_compute`, forward + backward) cannot cover is
+/// exposed: `max(0, T_EP − T_compute)`. Other schedules: all of it.
+fn dualpipe_exposed_ep(g: &Geometry, ep: f64, layer_compute: f64) -> f64 {
+    if g.spec.schedule == Schedule::DualPipe && g.inv.stages > 1 {
+        (ep - layer_compute).max(0.0)
+    } else {
+        ep
+    }
+}
+
+/// The pipeline sends of a step under DualPipe: the steady-state sends
+/// overlap the paired chunk, so only the fill and drain's are exposed —
+/// `(pp − 1)` of the `(m + pp − 1)` per direction pair. Other schedules:
+/// all of them.
+fn dualpipe_exposed_pp(g: &Geometry, t_pp: f64) -> f64 {
+    let (p, m) = (g.inv.stages as f64, g.m);
+    if g.spec.schedule == Schedule::DualPipe && p > 1.0 {
+        t_pp * (p - 1.0) / (m + p - 1.0)
+    } else {
+        t_pp
+    }
+}
+
+/// DualPipe's shape of a priced step (`predicted.schedule.dualpipe`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DualPipeShape {
+    /// Forward chunk (one micro-batch on the critical stage), seconds.
+    pub forward_s: f64,
+    /// Backward chunk, seconds.
+    pub backward_s: f64,
+    /// Of the backward: the weight-gradient GEMMs, seconds.
+    pub weight_grad_s: f64,
+    /// The overlapped forward + backward pair, `F&B = F + B`, seconds.
+    pub overlapped_pair_s: f64,
+    /// `(pp/2 − 1)·(F&B + B − 3W)`, seconds per step.
+    pub bubble_s: f64,
+    /// 1F1B's `(pp − 1)·(F + B)` at the same chunk times, seconds.
+    pub one_f_one_b_bubble_s: f64,
+    /// Expert-parallel all-to-all hidden under the paired chunk, per step.
+    pub ep_hidden_s: f64,
+}
+
+/// The DualPipe shape of a priced step (`None` under other schedules).
+fn dualpipe_shape(g: &Geometry, mb: &Microbatch, t_mb: f64, bubble: f64) -> Option<DualPipeShape> {
+    let c = dualpipe_chunks(g, mb, t_mb)?;
+    let ep_all = g.m * mb.l_crit * ep_layer(g);
+    Some(DualPipeShape {
+        forward_s: c.f,
+        backward_s: c.b,
+        weight_grad_s: c.w,
+        overlapped_pair_s: c.overlapped_pair(),
+        bubble_s: bubble,
+        one_f_one_b_bubble_s: crate::parallelism::pipeline::one_f_one_b_bubble(g.inv.stages, c),
+        ep_hidden_s: ep_all - mb.ep,
+    })
+}
+
+/// One curve as a prediction used it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CurveUse {
+    /// The curve's dtype (`bf16`, `fp8`, `fp8_block`).
+    pub dtype: &'static str,
+    /// `e_max`.
+    pub efficiency: f64,
+    /// `x½`.
+    pub half_dim: f64,
+}
+
+impl CurveUse {
+    fn of(dtype: &'static str, c: &GemmCurve) -> CurveUse {
+        CurveUse {
+            dtype,
+            efficiency: c.efficiency,
+            half_dim: c.half_dim,
+        }
+    }
+}
+
+/// The routed experts' GEMMs as priced (`predicted.schedule.expert_gemm`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ExpertGemm {
+    /// The grouped-GEMM curve.
+    pub curve: CurveUse,
+    /// Rows each local expert's GEMM gets per micro-batch (`M_e`).
+    pub rows_per_expert: f64,
+    /// The smallest side `x = min(M_e, k, n)` of the up-projection GEMM.
+    pub x: f64,
+    /// The efficiency applied, `share · e(x)`, of the peak.
+    pub efficiency: f64,
+    /// What the dense GEMM curve would give the same shape.
+    pub dense_efficiency: f64,
+}
+
+/// The routed experts' grouped-GEMM pricing of `g` (the first routed
+/// GEMM: the up-projection).
+fn expert_gemm(g: &Geometry) -> Option<ExpertGemm> {
+    let (name, c) = g.grouped?;
+    let x = g
+        .inv
+        .layer_gemms
+        .as_slice()
+        .iter()
+        .find(|x| x.block == Block::RoutedExperts)?;
+    Some(ExpertGemm {
+        curve: CurveUse::of(name, c),
+        rows_per_expert: x.m,
+        x: x.m.min(x.k).min(x.n),
+        efficiency: grouped_gemm_efficiency(g.p, c, x),
+        dense_efficiency: gemm_efficiency(g.p, x.m, x.k, x.n),
+    })
+}
+
+/// An fp8 recipe as priced (`predicted.schedule.fp8`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Fp8Pricing {
+    /// The recipe.
+    pub recipe: Fp8Recipe,
+    /// Its GEMM curve (`None`: the profile has none; the GEMMs keep the
+    /// bf16 curve's fraction of the fp8 peak).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curve: Option<CurveUse>,
+    /// Efficiency of the layer's largest GEMM on that curve (share
+    /// included), of the fp8 peak.
+    pub largest_gemm_efficiency: f64,
+    /// HBM bytes per cast element.
+    pub cast_bytes_per_element: f64,
+    /// Cast traffic of one layer (forward + backward), bytes.
+    pub cast_bytes_per_layer: f64,
+    /// Its time, seconds per layer and micro-batch.
+    pub cast_s_per_layer: f64,
+    /// The weights' casts, once per step (the stage's parameters), seconds.
+    pub weight_cast_s: f64,
+}
+
+/// The fp8 recipe pricing of `g` (`None` without a recipe).
+fn fp8_pricing(g: &Geometry) -> Option<Fp8Pricing> {
+    let r = g.fp8_recipe?;
+    let per = r.cast_bytes_per_element();
+    let bytes = g.inv.cast_bytes / FP8_CAST_BYTES * per;
+    let big = g
+        .inv
+        .layer_gemms
+        .as_slice()
+        .iter()
+        .filter(|x| x.block != Block::Router)
+        .max_by(|a, b| a.flops.total_cmp(&b.flops));
+    let eff = match (g.recipe, big) {
+        (Some((_, c)), Some(x)) => recipe_gemm_efficiency(g.p, c, x),
+        (None, Some(x)) => gemm_efficiency(g.p, x.m, x.k, x.n),
+        _ => 0.0,
+    };
+    Some(Fp8Pricing {
+        recipe: r,
+        curve: g.recipe.map(|(r, c)| CurveUse::of(r.gemm_curve(), c)),
+        largest_gemm_efficiency: eff,
+        cast_bytes_per_element: per,
+        cast_bytes_per_layer: bytes,
+        cast_s_per_layer: bytes / g.hbm_bw,
+        weight_cast_s: weight_cast_time(g),
+    })
 }

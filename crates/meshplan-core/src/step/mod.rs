@@ -22,3 +22,4 @@ prediction never goes below its lower bound.
 pub mod calibrated;
 pub mod inventory;
 pub mod predict;
+pub mod recipes;

@@ -702,7 +702,7 @@ pub fn record<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
         .result(sc.microbatch_s, "s")
         .source(SRC)
     });
-    if sc.stages > 1 {
+    if sc.stages > 1 && sc.dualpipe.is_none() {
         tr.record(|| {
             Step::new(
                 "train.predicted.bubble",
@@ -717,6 +717,7 @@ pub fn record<T: crate::trace::Tracer>(p: &Predicted, tr: &mut T) {
             .source(SRC)
         });
     }
+    super::recipes::record(p, tr);
     record_overlap(p, tr);
     let floor = if t.floor_raise > 0.0 {
         " + T_floor"

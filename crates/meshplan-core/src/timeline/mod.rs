@@ -482,6 +482,9 @@ pub fn of(r: &TrainReport, links: &Links) -> Result<Timeline, String> {
         ));
     };
     let sc = &p.schedule;
+    if sc.dualpipe.is_some() {
+        return Err("the timeline lays out GPipe, 1F1B and interleaved pipelines; DualPipe's two directions and paired chunks are not drawn (its bubble and overlap are in predicted.schedule.dualpipe)".into());
+    }
     let passes = sc
         .stages
         .max(1)

@@ -6,7 +6,7 @@ use super::comms::{step_comms, CommSink};
 use super::context::{MeshCtx, TrainCtx};
 use crate::accounting::StepFlops;
 use crate::memory::{per_device_staged, MemoryBreakdown, MemoryQuery, StageSplit};
-use crate::parallelism::pipeline::bubble_fraction;
+use crate::parallelism::pipeline::bubble_fraction_of;
 use crate::parallelism::{Choice, LogicalAxis};
 use crate::trace::{Step, Tracer};
 
@@ -107,21 +107,22 @@ fn compute_time<T: Tracer>(
             .bind("C", ctx.peak, "FLOP/s")
             .result(t_math, "s")
     });
-    let b = bubble_fraction(mesh.deg.pp, c.microbatches, c.chunks());
+    let b = bubble_fraction_of(c.schedule, mesh.deg.pp, c.microbatches, c.chunks());
     let t_bubble = if b < 1.0 { t_math * b / (1.0 - b) } else { 0.0 };
     if pp > 1 {
+        let formula = if c.schedule == crate::parallelism::Schedule::DualPipe {
+            "b = (p/2 − 1)·(F&B + B − 3W) micro-batch times at the book's F : B : W = 1/3 : 2/3 : 1/3, F&B = F + B, i.e. (p/2 − 1)·2/3 (DeepSeek-V3 Table 2); bubble = b/(m+b); T_bubble = T_math·bubble/(1−bubble)"
+        } else {
+            "b = (p−1)/v (m ≥ p), (p−m) + (m−1)/v (m < p) micro-batch times; bubble = b/(m+b); T_bubble = T_math·bubble/(1−bubble)"
+        };
         tr.record(|| {
-            Step::new(
-                "train.bubble",
-                "Pipeline bubble",
-                "b = (p−1)/v (m ≥ p), (p−m) + (m−1)/v (m < p) micro-batch times; bubble = b/(m+b); T_bubble = T_math·bubble/(1−bubble)",
-            )
-            .bind("p", pp as f64, "stages")
-            .bind("m", c.microbatches as f64, "micro-batches")
-            .bind("v", c.chunks() as f64, "chunks")
-            .bind("bubble", b, "")
-            .result(t_bubble, "s")
-            .source("Narayanan et al. 2021 §2.2; docs/training.md (Production layouts)")
+            Step::new("train.bubble", "Pipeline bubble", formula)
+                .bind("p", pp as f64, "stages")
+                .bind("m", c.microbatches as f64, "micro-batches")
+                .bind("v", c.chunks() as f64, "chunks")
+                .bind("bubble", b, "")
+                .result(t_bubble, "s")
+                .source("Narayanan et al. 2021 §2.2; docs/training.md (Production layouts)")
         });
     }
     (t_math, b, t_bubble)

@@ -11,8 +11,8 @@ use crate::mesh::Topology;
 use crate::model::ModelSpec;
 use crate::parallelism::pipeline::StageLayers;
 use crate::parallelism::{
-    CpComm, Degrees, FlopConvention, Framework, Optimizer, Overlap, RankOrder, Remat, Schedule,
-    TpOverlap, TrainConfig,
+    CpComm, Degrees, FlopConvention, Fp8Recipe, Framework, Optimizer, Overlap, RankOrder, Remat,
+    Schedule, TpOverlap, TrainConfig,
 };
 use crate::scenario::{ParallelismSection, Scenario, TrainingSection};
 use crate::step::predict::{active_profile, default_framework, ActiveProfile};
@@ -112,6 +112,21 @@ pub fn check_mfu(m: f64) -> Result<f64> {
     }
 }
 
+/// `training.fp8_recipe` / `--fp8-recipe`: a recipe scales fp8 GEMM
+/// operands, so it needs `compute_dtype = "fp8"`.
+fn fp8_recipe(s: Option<&str>, compute: DType) -> Result<Option<Fp8Recipe>> {
+    let Some(s) = s else {
+        return Ok(None);
+    };
+    let r = Fp8Recipe::parse(s).map_err(|e| Error::Invalid(format!("training.fp8_recipe: {e}")))?;
+    if compute != DType::Fp8 {
+        return Err(Error::Invalid(format!(
+            "training.fp8_recipe = \"{r}\" scales fp8 GEMMs: it needs compute_dtype = \"fp8\" (--dtype fp8), got {compute}"
+        )));
+    }
+    Ok(Some(r))
+}
+
 fn dtype(s: &Option<String>, d: DType, what: &str) -> Result<DType> {
     match s {
         Some(x) => DType::parse(x).map_err(|e| Error::Invalid(format!("training.{what}: {e}"))),
@@ -195,6 +210,7 @@ fn workload_config(
         "activation_dtype",
     )?;
     cfg.compute_dtype = dtype(&t.compute_dtype, cfg.compute_dtype, "compute_dtype")?;
+    cfg.fp8_recipe = fp8_recipe(t.fp8_recipe.as_deref(), cfg.compute_dtype)?;
     if let Some(o) = &t.optimizer {
         cfg.optimizer = Optimizer::parse(o)?;
     }
@@ -332,6 +348,13 @@ fn plan_config(p: &ParallelismSection, chips: u64, cfg: &mut TrainConfig) -> Res
         return Err(Error::Invalid(
             "--microbatches and --virtual-stages must be at least 1".into(),
         ));
+    }
+    if cfg.schedule == Schedule::DualPipe {
+        if let Some(e) =
+            crate::parallelism::pipeline::dualpipe_problem(cfg.degrees.pp, cfg.microbatches)
+        {
+            return Err(Error::Invalid(format!("--schedule dualpipe: {e}")));
+        }
     }
     cfg.stage_layers = stage_layers(p, cfg.degrees.pp)?;
     if let Some(c) = &p.cp_comm {
