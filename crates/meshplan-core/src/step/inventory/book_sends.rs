@@ -89,7 +89,10 @@ pub struct BookStep<'a> {
     l_dev: u64,
     /// Micro-batches (gradient-accumulation steps) per step.
     m: u64,
-    /// One layer's parameters on one model-parallel shard.
+    /// One layer's parameters on one model-parallel shard, times the copies
+    /// of the model a rank holds (2 under DualPipe: its two pipeline
+    /// directions' stages, `parameter_copies`), so gathers and gradient
+    /// reductions move both.
     layer_params: f64,
     /// Parameter, gradient, activation bytes per element.
     pb: f64,
@@ -119,7 +122,8 @@ impl<'a> BookStep<'a> {
             c: *c,
             l_dev: a.n_layers.div_ceil(d.pp),
             m: c.microbatches.max(1),
-            layer_params: dense + experts,
+            layer_params: (dense + experts)
+                * crate::parallelism::pipeline::parameter_copies(c.schedule, d.pp) as f64,
             pb: cfg.param_dtype.bytes_per_element(),
             gb: cfg.grad_dtype.bytes_per_element(),
             ab: cfg.activation_dtype.bytes_per_element(),
@@ -383,6 +387,50 @@ mod tests {
         assert!(v
             .iter()
             .all(|s| s.axis != LogicalAxis::Ep && s.axis != LogicalAxis::Cp));
+    }
+
+    /// DualPipe keeps two copies of the model per rank (DeepSeek-V3 report
+    /// §3.2.1), so every weight gather and gradient reduction moves twice
+    /// the bytes of the same plan under 1F1B; activations (TP) do not change.
+    /// Llama-3-8B, dp 2 × fsdp 2, tp 4, pp 2, 8 micro-batches, ZeRO-1.
+    #[test]
+    fn dualpipe_moves_two_copies_of_the_weights() {
+        let one = TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 4096,
+            degrees: Degrees {
+                dp: 2,
+                fsdp: 2,
+                tp: 4,
+                pp: 2,
+                ..Default::default()
+            },
+            zero: 1,
+            sequence_parallel: true,
+            microbatches: 8,
+            ..Default::default()
+        };
+        let dual = TrainConfig {
+            schedule: crate::parallelism::Schedule::DualPipe,
+            ..one.clone()
+        };
+        let (a, b) = (
+            sends("llama-3-8b", &one, 32),
+            sends("llama-3-8b", &dual, 32),
+        );
+        for what in [
+            Transfer::FsdpGatherFwd,
+            Transfer::FsdpReduceGrads,
+            Transfer::ZeroReduceGrads,
+            Transfer::ZeroGatherWeights,
+        ] {
+            assert_eq!(find(&b, what).bytes, 2.0 * find(&a, what).bytes, "{what:?}");
+            assert_eq!(find(&b, what).calls, find(&a, what).calls, "{what:?}");
+        }
+        assert_eq!(
+            find(&b, Transfer::TpGatherFwd).bytes,
+            find(&a, Transfer::TpGatherFwd).bytes
+        );
     }
 
     /// Whole experts (etp = 1) drop a MoE layer's MLP pair of TP
