@@ -412,7 +412,7 @@ mod tests {
         };
         let dual = TrainConfig {
             schedule: crate::parallelism::Schedule::DualPipe,
-            ..one.clone()
+            ..one
         };
         let (a, b) = (
             sends("llama-3-8b", &one, 32),
