@@ -6,9 +6,8 @@ use meshplan_core::fidelity::data::parse_playbook_csv;
 use meshplan_core::fidelity::stats::compare;
 use meshplan_core::fidelity::{with_chips, EfficiencyProfile};
 use meshplan_core::mesh::{Degrees, Topology};
-use meshplan_core::model::params::count;
 use meshplan_core::model::ModelSpec;
-use meshplan_core::parallelism::{FlopConvention, Framework, Remat, RunSpec, TrainConfig};
+use meshplan_core::parallelism::{FlopConvention, Framework, Remat, TrainConfig};
 use meshplan_core::planner::TrainSearch;
 use meshplan_core::step::predict::ActiveProfile;
 use meshplan_core::trace::NoTrace;
@@ -24,13 +23,14 @@ const MODELS: &str = include_str!("fixtures/validation/playbook_models.toml");
 fn same_mfu_in_train_plan_and_validate() {
     let runs = parse_playbook_csv(CSV, MODELS).unwrap();
     let run = &runs[0];
+    let c = run.config();
     assert_eq!(
         (
-            run.spec.dp,
-            run.spec.tp,
-            run.spec.pp,
-            run.spec.mbs,
-            run.spec.grad_acc
+            c.degrees.data(),
+            c.degrees.tp,
+            c.degrees.pp,
+            run.micro_batch_sequences(),
+            c.microbatches
         ),
         (8, 1, 1, 2, 16)
     );
@@ -44,7 +44,7 @@ fn same_mfu_in_train_plan_and_validate() {
     let validate_mfu = rows[0].mfu_predicted;
 
     // the same run as a training configuration
-    let spec = ModelSpec::custom("1B", run.spec.arch.clone());
+    let spec = ModelSpec::custom("1B", run.arch().clone());
     let cfg = TrainConfig {
         batch_tokens: 2 * 16 * 8 * 4096,
         seq_len: 4096,
@@ -78,9 +78,7 @@ fn same_mfu_in_train_plan_and_validate() {
     let cfg_f = f.config(&cfg);
     let r = analyze_with(&spec, chip, &topo, &cfg_f, Some(&prof), &mut NoTrace);
     assert_eq!(r.predicted.unwrap().mfu, plan_mfu, "train vs plan train");
-    let as_run = run.with_spec(
-        RunSpec::from_config(&spec.arch, count(&spec.arch, &mut NoTrace), &cfg_f).unwrap(),
-    );
+    let as_run = run.with_config(&cfg_f).unwrap();
     let rows = compare(&with_chips(std::slice::from_ref(&as_run)), &|_| {
         base.clone()
     });

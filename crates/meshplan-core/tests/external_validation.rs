@@ -118,7 +118,7 @@ fn a_non_gated_ffn_text_is_a_plain_mlp() {
     let (runs, _) = parse_published_json(EXTERNAL).unwrap();
     for r in &runs {
         let plain = r.id.starts_with("bloom") || r.id.starts_with("tpurecipes");
-        assert_eq!(r.spec.arch.mlp.matrices() == 2, plain, "{}", r.id);
+        assert_eq!(r.arch().mlp.matrices() == 2, plain, "{}", r.id);
     }
 }
 
@@ -208,17 +208,18 @@ fn a_published_throughput_becomes_the_step_time_it_implies() {
         .iter()
         .find(|r| r.id == "simumax26-b200-70b-l12-tp2-pp1-dp4-mbc32")
         .unwrap();
+    let c = r.config();
     assert_eq!(
         (
-            r.spec.dp,
-            r.spec.tp,
-            r.spec.mbs,
-            r.spec.grad_acc,
-            r.spec.zero
+            c.degrees.data(),
+            c.degrees.tp,
+            r.micro_batch_sequences(),
+            c.microbatches,
+            c.zero
         ),
         (4, 2, 1, 32, 1)
     );
-    assert!(r.spec.sequence_parallel);
+    assert!(c.sequence_parallel);
 }
 
 #[test]
@@ -298,9 +299,11 @@ fn a_stated_hybrid_sharding_group_is_read() {
     let (runs, _) = parse_published_json(EXTERNAL).unwrap();
     let get = |id: &str| runs.iter().find(|r| r.id == id).unwrap();
     let h = get("ibm24-a100-llama2-7b-hsdp");
-    assert_eq!((h.spec.dp, h.spec.fsdp, h.spec.zero), (128, 8, 0));
+    let c = h.config();
+    assert_eq!((c.degrees.data(), c.degrees.fsdp, c.zero), (128, 8, 0));
     let f = get("ibm24-a100-llama2-70b-fsdp");
-    assert_eq!((f.spec.dp, f.spec.fsdp, f.spec.zero), (128, 1, 3));
+    let c = f.config();
+    assert_eq!((c.degrees.data(), c.degrees.fsdp, c.zero), (128, 1, 3));
     // 128 × 2 × 4,096 tokens at 3,700 tokens/s/GPU: 1,048,576 / (3,700 · 128)
     // = 2.214054 s
     assert!((h.step_time_s.unwrap() - 2.214054).abs() < 1e-6);

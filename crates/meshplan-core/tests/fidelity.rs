@@ -646,13 +646,13 @@ fn stage_extremes_match_the_stage_list() {
     // 4·2,048² + 3·8,192·2,048 = 67,108,864, the head 131,072·2,048 = 4 layers,
     // 20 layer-equivalents in all, 5 per rank; a rank takes blocks until its
     // cumulative cost passes 5, 10, 15: layers 1-6 | 7-11 | 12-16 | the head
-    let one_b = &runs.iter().find(|r| r.model == "1B").unwrap().spec.arch;
+    let one_b = runs.iter().find(|r| r.model == "1B").unwrap().arch();
     assert_eq!(
         stages(one_b, 4, Framework::Nanotron),
         vec![(6, false), (5, false), (5, false), (0, true)]
     );
     assert_eq!(stage_extremes(one_b, 4, Framework::Nanotron), (6, 0));
-    let mut archs: Vec<Arch> = runs.iter().map(|r| r.spec.arch.clone()).collect();
+    let mut archs: Vec<Arch> = runs.iter().map(|r| r.arch().clone()).collect();
     archs.dedup();
     let cat = meshplan_core::Catalog::builtin();
     for m in ["llama-2-7b", "llama-3.1-405b", "mixtral-8x7b"] {
@@ -680,9 +680,9 @@ fn calibration_csv_parallel_columns() {
     let head = "model,n_gpus,dp,tp,pp,cp,ep,fsdp,zero,mbs,grad_acc,seq_len,step_time_s\n";
     let ok = format!("{head}mixtral-8x7b,128,16,4,1,2,8,4,1,1,4,8192,10\n");
     let runs = parse_calibration_csv(&ok, "h100", &lookup).unwrap();
-    let s = &runs[0].spec;
-    assert_eq!((s.cp, s.ep, s.fsdp), (2, 8, 4));
-    assert!(s.arch.moe.is_some());
+    let d = runs[0].config().degrees;
+    assert_eq!((d.cp, d.ep, d.fsdp), (2, 8, 4));
+    assert!(runs[0].arch().moe.is_some());
     for (row, msg) in [
         (
             "llama-2-7b,128,16,4,1,2,8,1,1,1,4,8192,10",
@@ -738,5 +738,6 @@ fn hostile_published_entries() {
         e["workload"]["seq_len"] = (u64::MAX / 2).into();
     })
     .unwrap();
-    assert!(runs[0].spec.tokens_per_step() > 1e30);
+    let r = &runs[0];
+    assert!(r.micro_batch_sequences() as f64 * r.config().seq_len as f64 > 1e30);
 }

@@ -41,7 +41,7 @@ fn every_validation_run_train_equals_validate() {
             origin: "the run's profile".into(),
             transferred_from: None,
         };
-        let spec = ModelSpec::custom(&r.model, r.spec.arch.clone());
+        let spec = ModelSpec::custom(&r.model, r.arch().clone());
         let rep = analyze_with(
             &spec,
             chip,
@@ -262,9 +262,7 @@ fn run_memory_is_train_memory_for_whole_experts() {
         zero: 1,
         ..Default::default()
     };
-    let pc = meshplan_core::model::params::count(&spec.arch, &mut NoTrace);
-    let rs = meshplan_core::parallelism::RunSpec::from_config(&spec.arch, pc, &cfg).unwrap();
-    let run = Run::of_spec(rs, "h100");
+    let run = Run::of_config(&spec.arch, &cfg, "h100").unwrap();
     let p = EfficiencyProfile::builtin("h100").unwrap();
     let prof = ActiveProfile {
         profile: p.clone(),

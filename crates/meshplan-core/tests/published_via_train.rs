@@ -22,18 +22,19 @@ const PUBLISHED: &str = include_str!("fixtures/validation/published_runs.json");
 /// micro-batches, ZeRO stage, recompute, sequence parallelism, schedule and
 /// framework.
 fn as_train(r: &Run) -> (ModelSpec, TrainConfig, Topology) {
-    let s = &r.spec;
+    // the row's figures, read one by one (not its whole `config()`)
+    let s = r.config();
     let cfg = TrainConfig {
-        batch_tokens: s.tokens_per_step() as u64,
+        batch_tokens: s.batch_tokens,
         seq_len: s.seq_len,
         degrees: Degrees {
-            dp: s.dp,
-            tp: s.tp,
-            pp: s.pp,
-            cp: s.cp,
+            dp: s.degrees.data(),
+            tp: s.degrees.tp,
+            pp: s.degrees.pp,
+            cp: s.degrees.cp,
             ..Degrees::default()
         },
-        microbatches: s.grad_acc,
+        microbatches: s.microbatches,
         zero: s.zero,
         remat: s.remat,
         sequence_parallel: s.sequence_parallel,
@@ -44,9 +45,9 @@ fn as_train(r: &Run) -> (ModelSpec, TrainConfig, Topology) {
         ..TrainConfig::default()
     };
     (
-        ModelSpec::custom(&r.model, s.arch.clone()),
+        ModelSpec::custom(&r.model, r.arch().clone()),
         cfg,
-        Topology::gpus(s.n_gpus, 8),
+        Topology::gpus(r.n_gpus(), 8),
     )
 }
 

@@ -17,7 +17,7 @@ use crate::model::params::count;
 use crate::model::ModelSpec;
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::TrainConfig;
-use crate::parallelism::{FlopConvention, Framework, Overlap, Remat, RunSpec, Schedule};
+use crate::parallelism::{FlopConvention, Framework, Overlap, Remat, RunSpec, Schedule, Unmapped};
 use crate::step::calibrated::Features;
 use crate::step::predict::{
     peak_memory, predict_prepared, prepare, price_step_s, Prediction, Prepared, RooflineFloor,
@@ -108,6 +108,44 @@ impl Run {
             overlap: Overlap::default(),
             prepared: Default::default(),
         }
+    }
+
+    /// An unmeasured run of `cfg` on model `arch` and catalog chip `chip`
+    /// (a user's question, or a test's): the public way to describe one,
+    /// with the configuration's FLOP convention and overlap; `Err` when the
+    /// batch cannot be split into the configuration's micro-batches.
+    pub fn of_config(arch: &Arch, cfg: &TrainConfig, chip: &str) -> Result<Run, Unmapped> {
+        let spec = RunSpec::from_config(arch, count(arch, &mut NoTrace), cfg)?;
+        Ok(Run {
+            mfu_convention: cfg.flops,
+            overlap: cfg.overlap,
+            ..Run::of_spec(spec, chip)
+        })
+    }
+
+    /// This row with the same model, measurement and conventions but the
+    /// degrees, batch and schedule of `cfg` (the cached preparation is
+    /// dropped); `Err` when `cfg` cannot be mapped onto a replica.
+    pub fn with_config(&self, cfg: &TrainConfig) -> Result<Run, Unmapped> {
+        let spec = RunSpec::from_config(&self.spec.arch, self.spec.params, cfg)?;
+        Ok(self.with_spec(spec))
+    }
+
+    /// The row's model.
+    pub fn arch(&self) -> &Arch {
+        &self.spec.arch
+    }
+
+    /// Accelerators in the job as the row states them (at least the
+    /// product of its degrees, which [`Run::topology`] lays out).
+    pub fn n_gpus(&self) -> u64 {
+        self.spec.n_gpus
+    }
+
+    /// Sequences per micro-batch on one replica (the data sets' `mbs`; the
+    /// rest of the row's shape is in [`Run::config`]).
+    pub fn micro_batch_sequences(&self) -> u64 {
+        self.spec.mbs
     }
 
     /// This run with another configuration (the cached preparation is
