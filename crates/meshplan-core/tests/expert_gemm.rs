@@ -3,11 +3,10 @@
 //! scripts/fit_chip_profiles.py), not on the dense GEMM curve. The
 //! expected difference is derived by hand below.
 
+use meshplan_core::fidelity::data::Run;
 use meshplan_core::fidelity::EfficiencyProfile;
-use meshplan_core::model::params::count;
-use meshplan_core::parallelism::{Degrees, Framework, Remat, RunSpec, TrainConfig};
-use meshplan_core::step::calibrated::{predict_time_detailed, predict_time_with, Features};
-use meshplan_core::trace::NoTrace;
+use meshplan_core::parallelism::{Degrees, Framework, Remat, TrainConfig};
+use meshplan_core::step::calibrated::Features;
 use meshplan_core::Catalog;
 
 /// Mixtral 8x7B on 8 H100 (dp 8 = ep 8: one expert per GPU), 4 micro-batches
@@ -50,11 +49,10 @@ fn routed_experts_use_the_grouped_gemm_curve() {
         microbatches: 4,
         ..Default::default()
     };
-    let pc = count(&spec.arch, &mut NoTrace);
-    let rs = RunSpec::from_config(&spec.arch, pc, &cfg).expect("maps");
+    let run = Run::of_config(&spec.arch, &cfg, "h100").expect("maps");
     let f = Features::default();
-    let grouped = predict_time_with(&rs, chip, &prof, &f).0.matmul;
-    let plain = predict_time_with(&rs, chip, &dense, &f).0.matmul;
+    let grouped = run.predict_time_with(chip, &prof, &f).0.matmul;
+    let plain = run.predict_time_with(chip, &dense, &f).0.matmul;
     let e_d = 0.861 * 0.8129 * 4096.0 / (4096.0 + 17.5);
     let e_g = 0.861 * 0.6571 * 4096.0 / (4096.0 + 223.7);
     let flops = 6.0 * 8192.0 * 4096.0 * 14336.0 * 1.25;
@@ -65,13 +63,14 @@ fn routed_experts_use_the_grouped_gemm_curve() {
         "grouped − dense matmul: got {got}, want {want}"
     );
     // the detailed view names the curve and the shape it read
-    let d = predict_time_detailed(&rs, chip, &prof, &f);
+    let d = run.predict_time_detailed(chip, &prof, &f);
     let e = d.schedule.expert_gemm.expect("grouped pricing");
     assert_eq!(e.rows_per_expert, 8192.0);
     assert_eq!(e.x, 4096.0);
     assert!((e.efficiency - e_g).abs() < 1e-12, "{}", e.efficiency);
     assert!((e.dense_efficiency - e_d).abs() < 1e-12);
-    assert!(predict_time_detailed(&rs, chip, &dense, &f)
+    assert!(run
+        .predict_time_detailed(chip, &dense, &f)
         .schedule
         .expert_gemm
         .is_none());

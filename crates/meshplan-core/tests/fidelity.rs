@@ -13,7 +13,7 @@ use meshplan_core::fidelity::{with_chips, EfficiencyProfile, Prediction};
 use meshplan_core::model::params::count;
 use meshplan_core::model::Arch;
 use meshplan_core::parallelism::pipeline::{stage_extremes, stages};
-use meshplan_core::parallelism::{Framework, Remat, RunSpec, Schedule};
+use meshplan_core::parallelism::{Degrees, Framework, Remat, Schedule, TrainConfig};
 use meshplan_core::trace::NoTrace;
 
 const FULL: &str = include_str!("fixtures/validation/playbook_h100_runs.csv");
@@ -359,57 +359,50 @@ fn bad_profile_errors_point_at_line_and_field() {
 
 /// The prediction on DGX H100 nodes on InfiniBand, the network the hand
 /// derivations below assume.
-fn predict_ib(spec: &RunSpec) -> Prediction {
+fn predict_ib((arch, cfg): &(Arch, TrainConfig)) -> Prediction {
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    Run::of_spec(spec.clone(), "h100").predict(chip, &prof("h100").for_network("infiniband"))
+    Run::of_config(arch, cfg, "h100")
+        .expect("maps")
+        .predict(chip, &prof("h100").for_network("infiniband"))
 }
 
-/// A run of a catalog model with the counts filled in.
-fn with_model(name: &str, base: RunSpec) -> RunSpec {
-    let arch = meshplan_core::Catalog::builtin()
+/// A catalog model.
+fn model(name: &str) -> Arch {
+    meshplan_core::Catalog::builtin()
         .model(name)
         .unwrap()
         .arch
-        .clone();
-    RunSpec {
-        params: count(&arch, &mut NoTrace),
-        arch,
-        ..base
-    }
+        .clone()
 }
 
 /// Llama-2-7B (P = 32·202,383,360 + 2·32,000·4,096 + 65·4,096 of norms
-/// = 6,738,415,616 parameters), 8 GPUs, ZeRO-1, Megatron.
-fn llama7b_spec() -> RunSpec {
-    let arch = meshplan_core::Catalog::builtin()
-        .model("llama-2-7b")
-        .unwrap()
-        .arch
-        .clone();
-    RunSpec {
-        params: count(&arch, &mut NoTrace),
-        arch,
-        n_gpus: 8,
-        dp: 8,
-        tp: 1,
-        pp: 1,
-        cp: 1,
-        zero: 1,
-        mbs: 4,
-        grad_acc: 1,
+/// = 6,738,415,616 parameters), 8 GPUs, ZeRO-1, Megatron: 8 replicas of one
+/// micro-batch of 4 sequences of 4,096 tokens.
+fn llama7b_spec() -> (Arch, TrainConfig) {
+    let cfg = TrainConfig {
+        batch_tokens: 8 * 4 * 4096,
         seq_len: 4096,
+        degrees: Degrees {
+            dp: 8,
+            ..Degrees::default()
+        },
+        zero: 1,
+        microbatches: 1,
         remat: Remat::None,
         sequence_parallel: false,
         schedule: Schedule::OneFOneB,
         virtual_stages: 1,
-        stage_layers: meshplan_core::parallelism::pipeline::StageLayers::EVEN,
-        cp_comm: meshplan_core::parallelism::CpComm::Ring,
         framework: Framework::Megatron,
-        ep: 1,
-        etp: 0,
-        order: meshplan_core::parallelism::RankOrder::PipelineOuter,
-        fsdp: 1,
-    }
+        ..TrainConfig::default()
+    };
+    (model("llama-2-7b"), cfg)
+}
+
+/// `base` with `f` applied to its configuration.
+fn with(base: &(Arch, TrainConfig), f: impl FnOnce(&mut TrainConfig)) -> (Arch, TrainConfig) {
+    let mut cfg = base.1;
+    f(&mut cfg);
+    (base.0.clone(), cfg)
 }
 
 /// ZeRO-3 / FSDP on one node of H100 (DGX, NVLink 450 GB/s × 0.754 = 339.3
@@ -423,10 +416,7 @@ fn llama7b_spec() -> RunSpec {
 #[test]
 fn fsdp_prefetch_hides_all_but_the_first_gather() {
     let z1 = llama7b_spec();
-    let z3 = RunSpec {
-        zero: 3,
-        ..z1.clone()
-    };
+    let z3 = with(&z1, |c| c.zero = 3);
     let (a, b) = (predict_ib(&z1), predict_ib(&z3));
     assert!(
         b.time.matmul > 0.5,
@@ -461,15 +451,14 @@ fn fsdp_prefetch_hides_all_but_the_first_gather() {
 /// 199.24 µs = 6.376 ms.
 #[test]
 fn ring_attention_hidden_but_for_one_hop() {
-    let cp = RunSpec {
-        n_gpus: 2,
-        dp: 1,
-        cp: 2,
-        zero: 0,
-        mbs: 1,
-        seq_len: 8192,
-        ..llama7b_spec()
-    };
+    // one sequence of 8,192 tokens over cp = 2
+    let cp = with(&llama7b_spec(), |c| {
+        (c.batch_tokens, c.seq_len, c.zero) = (8192, 8192, 0);
+        c.degrees = Degrees {
+            cp: 2,
+            ..Degrees::default()
+        };
+    });
     let r = predict_ib(&cp);
     let want = 32.0 * (67_108_864.0 / 339.3e9 + 1.45e-6);
     assert!(
@@ -479,11 +468,7 @@ fn ring_attention_hidden_but_for_one_hop() {
     );
     // the queries of the local half attend to the whole causal sequence: the
     // attention time equals that of one GPU holding the full sequence, halved
-    let one = RunSpec {
-        n_gpus: 1,
-        cp: 1,
-        ..cp.clone()
-    };
+    let one = with(&cp, |c| c.degrees.cp = 1);
     let full = predict_ib(&one);
     let ratio = r.time.attention / full.time.attention;
     assert!((ratio - 0.5).abs() < 1e-9, "attention ratio {ratio}");
@@ -495,39 +480,36 @@ fn ring_attention_hidden_but_for_one_hop() {
 fn time_parts_add_up() {
     let runs = parse_playbook_csv(FULL, MODELS).unwrap();
     let chip = meshplan_core::Catalog::builtin().chip("h100").unwrap();
-    let mut specs: Vec<_> = runs.iter().map(|r| r.spec.clone()).collect();
-    let z3 = RunSpec {
-        zero: 3,
-        ..llama7b_spec()
+    let mut specs = runs;
+    let z3 = with(&llama7b_spec(), |c| c.zero = 3);
+    let mut add = |(arch, cfg): (Arch, TrainConfig)| {
+        specs.push(Run::of_config(&arch, &cfg, "h100").expect("maps"));
     };
-    specs.push(z3.clone());
-    specs.push(RunSpec {
-        n_gpus: 16,
-        cp: 2,
-        ..z3.clone()
-    });
-    specs.push(RunSpec {
-        n_gpus: 16,
-        dp: 16,
-        fsdp: 8,
-        zero: 1,
-        ..z3.clone()
-    });
-    let cat = meshplan_core::Catalog::builtin();
-    let _ = cat;
-    specs.push(with_model(
-        "mixtral-8x7b",
-        RunSpec {
-            ep: 8,
-            pp: 2,
-            n_gpus: 16,
-            grad_acc: 4,
-            ..z3
+    add(z3.clone());
+    add(with(&z3, |c| c.degrees.cp = 2));
+    // dp·fsdp = 16 ranks (ZeRO-3 in groups of 8, ZeRO-1 across 2), 4 sequences each
+    add(with(&z3, |c| {
+        (c.degrees.dp, c.degrees.fsdp, c.zero) = (2, 8, 1);
+        c.batch_tokens = 16 * 4 * 4096;
+    }));
+    // Mixtral on 16 GPUs: dp 8 × pp 2, ep 8, 4 micro-batches of 4 sequences
+    add((
+        model("mixtral-8x7b"),
+        TrainConfig {
+            batch_tokens: 8 * 4 * 4 * 4096,
+            degrees: Degrees {
+                dp: 8,
+                pp: 2,
+                ep: 8,
+                ..Degrees::default()
+            },
+            microbatches: 4,
+            ..z3.1
         },
     ));
     for p in [prof("h100"), prof("h100").for_network("infiniband")] {
         for s in &specs {
-            let t = Run::of_spec(s.clone(), "h100").predict(chip, &p).time;
+            let t = s.predict(chip, &p).time;
             let sum = t.matmul
                 + t.attention
                 + t.memory_bound
@@ -576,13 +558,18 @@ fn moe_shape_counts() {
 /// parameters a GPU holds drop 8× with ep = 8.
 #[test]
 fn expert_parallel_all_to_all() {
-    let spec = with_model(
-        "mixtral-8x7b",
-        RunSpec {
-            mbs: 1,
+    // one sequence per replica
+    let spec = (
+        model("mixtral-8x7b"),
+        TrainConfig {
+            batch_tokens: 8 * 4096,
+            degrees: Degrees {
+                dp: 8,
+                ep: 8,
+                ..Degrees::default()
+            },
             zero: 1,
-            ep: 8,
-            ..llama7b_spec()
+            ..llama7b_spec().1
         },
     );
     let r = predict_ib(&spec);
@@ -592,10 +579,7 @@ fn expert_parallel_all_to_all() {
         "ep {}",
         r.time.ep_comm
     );
-    let no_ep = predict_ib(&RunSpec {
-        ep: 1,
-        ..spec.clone()
-    });
+    let no_ep = predict_ib(&with(&spec, |c| c.degrees.ep = 1));
     assert_eq!(no_ep.time.ep_comm, 0.0);
     // bf16 weights: non-expert 1,605,636,096 + experts 45,097,156,608 / ep
     let want_w = |ep: f64| 2.0 * (46_702_792_704.0 - 45_097_156_608.0 * (1.0 - 1.0 / ep));
@@ -613,13 +597,11 @@ fn expert_parallel_all_to_all() {
 /// 1/2 · 842,301,952 · 4 B / 40 GB/s = 42.12 ms, 90 % overlapped → 4.212 ms.
 #[test]
 fn hybrid_sharding_splits_gathers_and_replica_reduction() {
-    let spec = RunSpec {
-        n_gpus: 16,
-        dp: 16,
-        fsdp: 8,
-        zero: 1,
-        ..llama7b_spec()
-    };
+    // dp·fsdp = 2·8 = 16 replicas of 4 sequences
+    let spec = with(&llama7b_spec(), |c| {
+        (c.degrees.dp, c.degrees.fsdp, c.zero) = (2, 8, 1);
+        c.batch_tokens = 16 * 4 * 4096;
+    });
     let r = predict_ib(&spec);
     let want = 4.212e-3 + 1.0861e-3;
     assert!(

@@ -7,7 +7,7 @@
 use meshplan_core::fidelity::data::{parse_playbook_csv, parse_published_json, Run};
 use meshplan_core::fidelity::range::FittedRanges;
 use meshplan_core::fidelity::EfficiencyProfile;
-use meshplan_core::parallelism::{Framework, RunSpec};
+use meshplan_core::parallelism::{Framework, TrainConfig};
 use meshplan_core::units::DType;
 use meshplan_core::Catalog;
 
@@ -39,8 +39,8 @@ fn ranges(runs: &[Run]) -> FittedRanges {
     FittedRanges::of_runs(&refs).expect("runs")
 }
 
-/// A change to one input of a run.
-type Edit = fn(&mut RunSpec);
+/// A change to one input of a run's configuration.
+type Edit = fn(&mut TrainConfig);
 
 fn builtin(chip: &str) -> EfficiencyProfile {
     EfficiencyProfile::builtin(chip).expect("built-in profile")
@@ -87,51 +87,61 @@ fn every_fitted_run_is_inside_and_each_input_is_named_when_outside() {
     let r = ranges(&pb);
     let h100 = Catalog::builtin().chip("h100").unwrap();
     for run in &pb {
-        let o = r.outside(&run.spec, h100, DType::Bf16);
+        let o = r.outside_run(run, h100, DType::Bf16);
         assert!(o.is_empty(), "{}: {o:?}", run.id);
     }
     // one input at a time moved outside its range is named, alone
-    let base = pb[0].spec.clone();
-    let named = |spec: &RunSpec, chip: &str, dt: DType| {
+    // the first row: 1B, dp 8, 2 × 16 micro-batches of 4,096 tokens
+    let run = &pb[0];
+    let base = run.config();
+    let named_run = |x: &Run, chip: &str, dt: DType| {
         let c = Catalog::builtin().chip(chip).unwrap();
-        r.outside(spec, c, dt)
+        r.outside_run(x, c, dt)
             .into_iter()
             .map(|o| o.input)
             .collect::<Vec<_>>()
     };
-    let mut s = base.clone();
+    let named = |c: &TrainConfig, chip: &str, dt: DType| {
+        named_run(&run.with_config(c).expect("maps"), chip, dt)
+    };
+    let mut s = base;
     s.seq_len = 8192;
     assert_eq!(named(&s, "h100", DType::Bf16), ["sequence length"]);
-    let mut s = base.clone();
+    let mut s = base;
     s.zero = 2;
     assert_eq!(named(&s, "h100", DType::Bf16), ["ZeRO stage"]);
     let one_degree: [(Edit, &str); 6] = [
-        (|s| s.cp = 2, "cp"),
-        (|s| s.ep = 2, "ep"),
-        (|s| s.fsdp = 8, "fsdp"),
-        (|s| s.tp = 64, "tp"),
-        (|s| s.pp = 64, "pp"),
-        (|s| s.dp = 512, "dp"),
+        (|s| s.degrees.cp = 2, "cp"),
+        (|s| s.degrees.ep = 2, "ep"),
+        // dp·fsdp = 16 ranks, ZeRO-3 in groups of 8, replicated over 2
+        (|s| (s.degrees.dp, s.degrees.fsdp) = (2, 8), "fsdp"),
+        (|s| s.degrees.tp = 64, "tp"),
+        (|s| s.degrees.pp = 64, "pp"),
+        // 512 replicas of the 256 sequences: one micro-batch each
+        (|s| (s.degrees.dp, s.microbatches) = (512, 1), "dp"),
     ];
     for (set, name) in one_degree {
-        let mut s = base.clone();
+        let mut s = base;
         set(&mut s);
         assert_eq!(named(&s, "h100", DType::Bf16), [name]);
     }
-    let mut s = base.clone();
+    let mut s = base;
     s.framework = Framework::Megatron;
     assert_eq!(named(&s, "h100", DType::Bf16), ["framework"]);
-    let mut s = base.clone();
-    s.n_gpus = 128 * 8;
+    // 1,024 GPUs = 128 nodes of 8, each degree inside its range (dp 256 of
+    // the 256 sequences: one micro-batch of one each, tp 4)
+    let mut s = base;
+    (s.degrees.dp, s.degrees.tp, s.microbatches) = (256, 4, 1);
     assert_eq!(named(&s, "h100", DType::Bf16), ["nodes"]);
-    let mut s = base.clone();
-    s.params.total = 400_000_000_000;
-    assert_eq!(named(&s, "h100", DType::Bf16), ["model size"]);
-    assert_eq!(named(&base, "h100", DType::Fp8), ["dtype"]);
-    assert_eq!(named(&base, "h200", DType::Bf16), ["chip"]);
+    // a 405B model (above the fitted 1B–80B) on the same plan
+    let big = Catalog::builtin().model("llama-3.1-405b").unwrap();
+    let s = Run::of_config(&big.arch, &base, "h100").unwrap();
+    assert_eq!(named_run(&s, "h100", DType::Bf16), ["model size"]);
+    assert_eq!(named_run(run, "h100", DType::Fp8), ["dtype"]);
+    assert_eq!(named_run(run, "h200", DType::Bf16), ["chip"]);
     // and the reproducer: cp 2, ZeRO-2, sequence 8,192
     let mut s = base;
-    (s.cp, s.zero, s.seq_len) = (2, 2, 8192);
+    (s.degrees.cp, s.zero, s.seq_len) = (2, 2, 8192);
     assert_eq!(
         named(&s, "h100", DType::Bf16),
         ["sequence length", "ZeRO stage", "cp"]
@@ -141,10 +151,11 @@ fn every_fitted_run_is_inside_and_each_input_is_named_when_outside() {
 #[test]
 fn out_of_range_entries_read_as_value_and_fitted_range() {
     let r = ranges(&playbook());
-    let mut s = playbook()[0].spec.clone();
+    let run = &playbook()[0];
+    let mut s = run.config();
     (s.seq_len, s.zero) = (8192, 2);
-    let o = r.outside(
-        &s,
+    let o = r.outside_run(
+        &run.with_config(&s).unwrap(),
         Catalog::builtin().chip("a100-80gb").unwrap(),
         DType::Bf16,
     );

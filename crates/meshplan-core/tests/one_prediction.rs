@@ -70,26 +70,18 @@ fn every_validation_run_train_equals_validate() {
 fn rows_round_trip_through_the_train_configuration() {
     let mut runs = parse_playbook_csv(FULL, MODELS).unwrap();
     runs.extend(parse_published_json(PUBLISHED).unwrap().0);
-    let cat = Catalog::builtin();
     for r in &runs {
-        let chip = cat.chip(&r.chip).unwrap();
-        let back = &r.prepared(chip).rs;
+        let back = Run::of_config(r.arch(), &r.config(), &r.chip).unwrap();
+        let (b, c) = (back.config(), r.config());
         assert_eq!(
-            (back.dp, back.tp, back.pp, back.cp, back.zero, back.mbs),
-            (
-                r.spec.dp,
-                r.spec.tp,
-                r.spec.pp,
-                r.spec.cp,
-                r.spec.zero,
-                r.spec.mbs
-            ),
+            (b.degrees, b.zero, back.micro_batch_sequences()),
+            (c.degrees, c.zero, r.micro_batch_sequences()),
             "{}",
             r.id
         );
         assert_eq!(
-            (back.grad_acc, back.seq_len, back.n_gpus),
-            (r.spec.grad_acc, r.spec.seq_len, r.spec.n_gpus),
+            (b.microbatches, b.seq_len, back.n_gpus()),
+            (c.microbatches, c.seq_len, r.n_gpus()),
             "{}",
             r.id
         );

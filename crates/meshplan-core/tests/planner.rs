@@ -23,11 +23,12 @@ use meshplan_core::training::feasibility::degree_problems;
 use meshplan_core::training::{analyze, analyze_with, evaluate, MeshCtx, TrainConfig, TrainCtx};
 use meshplan_core::Catalog;
 
-/// The replica the fidelity model predicts (test shorthand).
+/// The replica the fidelity model predicts, after the gate every front end
+/// goes through (`prepare`), as a data-set row (test shorthand).
 fn run_spec(
     spec: &meshplan_core::model::ModelSpec,
     cfg: &TrainConfig,
-) -> Result<meshplan_core::parallelism::RunSpec, String> {
+) -> Result<meshplan_core::fidelity::data::Run, String> {
     let cat = Catalog::builtin();
     let chip = cat.chip("h100").unwrap();
     let topo = Topology::gpus(cfg.degrees.at_least_one().product(), 8);
@@ -37,8 +38,8 @@ fn run_spec(
         offload: None,
     };
     let pc = count(&spec.arch, &mut NoTrace);
-    prepare(&spec.arch, pc, chip, cfg, &topo, false, floor)
-        .map(|p| p.rs)
+    prepare(&spec.arch, pc, chip, cfg, &topo, false, floor).map_err(|e| e.to_string())?;
+    meshplan_core::fidelity::data::Run::of_config(&spec.arch, cfg, "h100")
         .map_err(|e| e.to_string())
 }
 
@@ -427,19 +428,29 @@ fn prediction_mapping_and_fallbacks() {
     };
     // 1024 sequences: fsdp 16 × dp 2 = 32 replicas of 32 sequences, 4 micro-batches of 8
     let rs = run_spec(spec, &cfg(2, 16, 2, 1, 1, 3, 4)).unwrap();
+    let c = rs.config();
     assert_eq!(
-        (rs.dp, rs.zero, rs.tp, rs.mbs, rs.grad_acc, rs.n_gpus),
+        (
+            c.degrees.data(),
+            c.zero,
+            c.degrees.tp,
+            rs.micro_batch_sequences(),
+            c.microbatches,
+            rs.n_gpus()
+        ),
         (32, 3, 2, 8, 4, 64)
     );
     // fsdp alone is ZeRO-3 whatever `zero` says
-    assert_eq!(run_spec(spec, &cfg(1, 64, 1, 1, 1, 0, 1)).unwrap().zero, 3);
-    assert_eq!(run_spec(spec, &cfg(64, 1, 1, 1, 1, 1, 1)).unwrap().zero, 1);
+    let zero = |c: TrainConfig| run_spec(spec, &c).unwrap().config().zero;
+    assert_eq!(zero(cfg(1, 64, 1, 1, 1, 0, 1)), 3);
+    assert_eq!(zero(cfg(64, 1, 1, 1, 1, 1, 1)), 1);
     // context parallelism maps through (ring attention in the fidelity model)
     let rs = run_spec(spec, &cfg(32, 1, 1, 1, 2, 0, 1)).unwrap();
-    assert_eq!((rs.dp, rs.cp, rs.n_gpus), (32, 2, 64));
+    let d = rs.config().degrees;
+    assert_eq!((d.data(), d.cp, rs.n_gpus()), (32, 2, 64));
     // hybrid sharding: fsdp 32 shards (ZeRO-3 inside), ZeRO-1 across the 2 replicas
-    let rs = run_spec(spec, &cfg(2, 32, 1, 1, 1, 1, 1)).unwrap();
-    assert_eq!((rs.dp, rs.fsdp, rs.zero), (64, 32, 1));
+    let c = run_spec(spec, &cfg(2, 32, 1, 1, 1, 1, 1)).unwrap().config();
+    assert_eq!((c.degrees.data(), c.degrees.fsdp, c.zero), (64, 32, 1));
     // more micro-batches than sequences: no prediction, the roofline untouched;
     // the message word for word (the planner builds it lazily from an enum):
     // 1024 sequences over dp 16 = 64 per replica, fewer than 128 micro-batches

@@ -7,7 +7,7 @@ use common::{l13b_h100_4m, model_and_chip};
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::mesh::{Degrees, Topology};
 use meshplan_core::model::params::count;
-use meshplan_core::parallelism::{Framework, Remat, RunSpec, TrainConfig};
+use meshplan_core::parallelism::{Framework, Remat, TrainConfig};
 use meshplan_core::trace::NoTrace;
 use meshplan_core::training::{analyze, Transfer};
 use meshplan_core::Catalog;
@@ -68,24 +68,28 @@ fn r11_peak_memory_uses_the_framework_stage_split() {
     let models = include_str!("fixtures/validation/playbook_models.toml");
     let runs = meshplan_core::fidelity::data::parse_playbook_csv(csv, models).unwrap();
     let run = runs.iter().find(|r| r.model == "1B").unwrap();
-    let one_b = run.spec.clone();
+    let one_b = run.config();
     let chip = Catalog::builtin().chip("h100").unwrap();
     let p = EfficiencyProfile::builtin("h100").unwrap();
-    let s = RunSpec {
-        pp: 4,
-        dp: 1,
-        tp: 1,
-        n_gpus: 4,
-        mbs: 1,
-        grad_acc: 4,
+    // 4 GPUs, pp 4: 4 micro-batches of one sequence
+    let s = TrainConfig {
+        batch_tokens: 4 * one_b.seq_len,
+        degrees: Degrees {
+            pp: 4,
+            dp: 1,
+            tp: 1,
+            ..one_b.degrees
+        },
+        microbatches: 4,
         zero: 0,
         sequence_parallel: false,
         remat: Remat::None,
         framework: Framework::Nanotron,
-        ..one_b.clone()
+        ..one_b
     };
     let got = run
-        .with_spec(s)
+        .with_config(&s)
+        .unwrap()
         .peak_memory(chip, &p)
         .activations_bytes
         .get();

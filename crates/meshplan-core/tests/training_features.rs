@@ -6,16 +6,14 @@
 
 mod common;
 use common::train_on;
-use meshplan_core::fidelity::data::parse_playbook_csv;
+use meshplan_core::fidelity::data::{parse_playbook_csv, Run};
 use meshplan_core::fidelity::EfficiencyProfile;
 use meshplan_core::memory::verdict::{judge, ERROR_P05, ERROR_P95};
 use meshplan_core::memory::FitLevel;
-use meshplan_core::model::params::count;
 use meshplan_core::model::ModelSpec;
 use meshplan_core::parallelism::pipeline::stages;
-use meshplan_core::parallelism::{Framework, RunSpec};
-use meshplan_core::step::calibrated::{predict_time_with, Features, TimeBreakdown};
-use meshplan_core::trace::NoTrace;
+use meshplan_core::parallelism::Framework;
+use meshplan_core::step::calibrated::{Features, TimeBreakdown};
 use meshplan_core::training::TrainReport;
 use meshplan_core::Catalog;
 
@@ -230,7 +228,6 @@ fn attention(spec: &ModelSpec, causal: bool) -> f64 {
     let prof = EfficiencyProfile::builtin("h100")
         .expect("profile")
         .for_network("infiniband");
-    let pc = count(&spec.arch, &mut NoTrace);
     let cfg = meshplan_core::training::TrainConfig {
         batch_tokens: 64 * 8192,
         seq_len: 8192,
@@ -243,12 +240,12 @@ fn attention(spec: &ModelSpec, causal: bool) -> f64 {
         microbatches: 8,
         ..Default::default()
     };
-    let rs = RunSpec::from_config(&spec.arch, pc, &cfg).expect("maps");
+    let run = Run::of_config(&spec.arch, &cfg, "h100").expect("maps");
     let f = Features {
         causal,
         ..Features::default()
     };
-    predict_time_with(&rs, chip, &prof, &f).0.attention
+    run.predict_time_with(chip, &prof, &f).0.attention
 }
 
 #[test]

@@ -18,7 +18,9 @@ use crate::model::ModelSpec;
 use crate::model::{Arch, MlpKind};
 use crate::parallelism::TrainConfig;
 use crate::parallelism::{FlopConvention, Framework, Overlap, Remat, RunSpec, Schedule, Unmapped};
-use crate::step::calibrated::Features;
+use crate::step::calibrated::{
+    predict_time, predict_time_detailed, predict_time_with, Detailed, Features, TimeBreakdown,
+};
 use crate::step::predict::{
     peak_memory, predict_prepared, prepare, price_step_s, Prediction, Prepared, RooflineFloor,
 };
@@ -42,7 +44,7 @@ pub struct Run {
     /// Nodes (GPUs / 8).
     pub nodes: u64,
     /// Configuration.
-    pub spec: RunSpec,
+    pub(crate) spec: RunSpec,
     /// `ok` or `oom_or_crash`.
     pub completed: bool,
     /// Measured seconds per step (completed runs).
@@ -87,7 +89,7 @@ pub struct Run {
 impl Run {
     /// An unmeasured run of `spec` on catalog chip `chip` (a user's
     /// question, or a test's): no measurement, completed, clean.
-    pub fn of_spec(spec: RunSpec, chip: &str) -> Run {
+    pub(crate) fn of_spec(spec: RunSpec, chip: &str) -> Run {
         Run {
             id: "spec".into(),
             source: "user".into(),
@@ -131,6 +133,36 @@ impl Run {
         Ok(self.with_spec(spec))
     }
 
+    /// Predicted step time by part of the row as written, with the default
+    /// [`Features`] (see [`Run::predict_time_with`]).
+    pub fn predict_time(&self, chip: &Chip, p: &EfficiencyProfile) -> (TimeBreakdown, bool) {
+        predict_time(&self.spec, chip, p)
+    }
+
+    /// Predicted step time by part of the row as written (no roofline floor,
+    /// no plan gate: the calibrated pricer alone), with the compute dtype,
+    /// attention mask and overlap of `f`, and whether the job is larger
+    /// than the profile was fitted on.
+    pub fn predict_time_with(
+        &self,
+        chip: &Chip,
+        p: &EfficiencyProfile,
+        f: &Features,
+    ) -> (TimeBreakdown, bool) {
+        predict_time_with(&self.spec, chip, p, f)
+    }
+
+    /// [`Run::predict_time_with`], and what its communication hid and
+    /// exposed, the step's schedule and its inventory.
+    pub fn predict_time_detailed(
+        &self,
+        chip: &Chip,
+        p: &EfficiencyProfile,
+        f: &Features,
+    ) -> Detailed {
+        predict_time_detailed(&self.spec, chip, p, f)
+    }
+
     /// The row's model.
     pub fn arch(&self) -> &Arch {
         &self.spec.arch
@@ -150,7 +182,7 @@ impl Run {
 
     /// This run with another configuration (the cached preparation is
     /// dropped: it described the old one).
-    pub fn with_spec(&self, spec: RunSpec) -> Run {
+    pub(crate) fn with_spec(&self, spec: RunSpec) -> Run {
         Run {
             spec,
             prepared: Default::default(),

@@ -68,7 +68,7 @@ pub struct FittedRanges {
 /// Routed experts per expert-parallel rank of a MoE replica (E/ep); `None`
 /// for a dense model. The input the planner's regime column names
 /// "experts/rank" (`planner::regime`).
-pub fn experts_per_rank(spec: &RunSpec) -> Option<u64> {
+pub(crate) fn experts_per_rank(spec: &RunSpec) -> Option<u64> {
     let e = spec.arch.moe.as_ref()?.n_experts;
     (e > 1).then(|| e.div_ceil(spec.ep.max(1)))
 }
@@ -125,7 +125,7 @@ pub fn one_line(o: &[OutOfRange]) -> String {
 
 /// Nodes of a job on `chip`: GPUs over the NVLink domain (8 without one),
 /// the count the step-time model's job-size terms use.
-pub fn job_nodes(spec: &RunSpec, chip: &Chip) -> u64 {
+pub(crate) fn job_nodes(spec: &RunSpec, chip: &Chip) -> u64 {
     let per_node = chip.nvlink.as_ref().map_or(8, |n| n.domain_size).max(1);
     spec.n_gpus.div_ceil(per_node).max(1)
 }
@@ -208,9 +208,21 @@ impl FittedRanges {
             .map(|(k, [lo, hi])| format!("{k} = [{lo}, {hi}]: the smaller first"))
     }
 
+    /// Every input of a prediction of data-set row (or question) `run` on
+    /// `chip` in `dtype` that lies outside these ranges, in a fixed order
+    /// (the check `train` makes of its replica, [`FittedRanges::outside`]).
+    pub fn outside_run(
+        &self,
+        run: &crate::fidelity::data::Run,
+        chip: &Chip,
+        dtype: DType,
+    ) -> Vec<OutOfRange> {
+        self.outside(&run.spec, chip, dtype)
+    }
+
     /// Every input of a prediction of `spec` on `chip` in `dtype` that lies
     /// outside these ranges, in a fixed order.
-    pub fn outside(&self, spec: &RunSpec, chip: &Chip, dtype: DType) -> Vec<OutOfRange> {
+    pub(crate) fn outside(&self, spec: &RunSpec, chip: &Chip, dtype: DType) -> Vec<OutOfRange> {
         let mut out = Vec::new();
         let mut num = |input: &'static str, v: f64, [lo, hi]: Span<f64>| {
             if v < lo || v > hi {

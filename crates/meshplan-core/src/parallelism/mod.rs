@@ -25,4 +25,5 @@ pub use degrees::{Degrees, LogicalAxis, RankOrder};
 pub use offload::Offload;
 pub use overlap::{DpOverlap, Overlap, SpAllGather, TpOverlap};
 pub use precision::Fp8Recipe;
-pub use replica::{RunSpec, Unmapped};
+pub(crate) use replica::RunSpec;
+pub use replica::Unmapped;

@@ -12,7 +12,7 @@ use crate::model::Arch;
 
 /// One training configuration to predict (one run).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunSpec {
+pub(crate) struct RunSpec {
     /// The model.
     pub arch: Arch,
     /// Its exact parameter counts (computed once, see [`crate::model::params::count`]).

@@ -86,25 +86,13 @@ pub fn tp_across_nodes(topo: &Topology, deg: &Degrees) -> bool {
 }
 
 impl Regime {
-    /// The flags of a plan the search maps to replica `rs` (degrees `deg` on
-    /// `topo`), against `ranges` (`None`: the profile records none, so only
-    /// the TP placement can be judged). The comparisons of
-    /// [`FittedRanges::outside`], for the plan-level inputs only, without
-    /// its allocations (`tests/planner.rs` checks that the two agree).
-    pub fn of_plan(
-        rs: &RunSpec,
-        deg: &Degrees,
-        topo: &Topology,
-        ranges: Option<&FittedRanges>,
-        offloaded: bool,
-    ) -> Regime {
-        Regime::of_placed(rs, tp_across_nodes(topo, deg), ranges, offloaded)
-    }
-
-    /// [`Regime::of_plan`] with the TP placement already judged
-    /// ([`tp_across_nodes`]: the same for every plan of a degree tuple, so
-    /// the search works it out once per tuple).
-    pub fn of_placed(
+    /// The flags of a plan the search maps to replica `rs`, against `ranges`
+    /// (`None`: the profile records none, so only the TP placement can be
+    /// judged), with the TP placement already judged ([`tp_across_nodes`]:
+    /// the same for every plan of a degree tuple, so the search works it out
+    /// once per tuple). The comparisons of [`FittedRanges::outside`], for the
+    /// plan-level inputs only, without its allocations.
+    pub(crate) fn of_placed(
         rs: &RunSpec,
         tp_across: bool,
         ranges: Option<&FittedRanges>,

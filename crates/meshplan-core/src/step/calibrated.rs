@@ -793,13 +793,17 @@ fn roofline(g: &Geometry) -> f64 {
 
 /// Predict the step time of one run, by part, and whether the job is
 /// larger than the profile was fitted on (its job-size terms were held).
-pub fn predict_time(spec: &RunSpec, chip: &Chip, p: &EfficiencyProfile) -> (TimeBreakdown, bool) {
+pub(crate) fn predict_time(
+    spec: &RunSpec,
+    chip: &Chip,
+    p: &EfficiencyProfile,
+) -> (TimeBreakdown, bool) {
     predict_time_with(spec, chip, p, &Features::default())
 }
 
 /// [`predict_time`] with the compute dtype, attention mask and overlap
 /// settings of `f`.
-pub fn predict_time_with(
+pub(crate) fn predict_time_with(
     spec: &RunSpec,
     chip: &Chip,
     p: &EfficiencyProfile,
@@ -874,19 +878,9 @@ fn priced(g: &Geometry) -> Priced {
 }
 
 /// The step time by part alone (what the planner ranks by: nothing else is
-/// assembled).
-pub fn predict_time_parts(
-    spec: &RunSpec,
-    chip: &Chip,
-    p: &EfficiencyProfile,
-    f: &Features,
-) -> TimeBreakdown {
-    predict_time_parts_split(spec, chip, p, f, StepInventory::split_of(spec, chip, f))
-}
-
-/// [`predict_time_parts`] with the placement the planner worked out once
-/// for the degree tuple ([`StepInventory::split_of`]).
-pub fn predict_time_parts_split(
+/// assembled), with the placement the planner worked out once for the
+/// degree tuple ([`StepInventory::split_of`]).
+pub(crate) fn predict_time_parts_split(
     spec: &RunSpec,
     chip: &Chip,
     p: &EfficiencyProfile,
@@ -899,7 +893,7 @@ pub fn predict_time_parts_split(
 
 /// [`predict_time_with`], and what its communication hid and exposed, the
 /// step's schedule and its inventory.
-pub fn predict_time_detailed(
+pub(crate) fn predict_time_detailed(
     spec: &RunSpec,
     chip: &Chip,
     p: &EfficiencyProfile,

@@ -409,7 +409,7 @@ pub const OPTIMIZER_BYTES: (f64, f64) = (34.0, 4.0);
 
 /// (parameters a device updates, parameters of its stage): the optimizer
 /// step's HBM traffic is `34·first + 4·second` bytes ([`OPTIMIZER_BYTES`]).
-pub fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
+pub(crate) fn optimizer_params(spec: &RunSpec) -> (f64, f64) {
     let stage = spec.stage_params();
     let (shard, repl) = spec.shard_groups();
     let repl_params = stage / shard as f64;
@@ -456,7 +456,7 @@ impl StepInventory {
 
     /// The inventory of `spec` with `features` on `chip` (its NVLink domain
     /// or TPU slice is the placement's node).
-    pub fn build(spec: &RunSpec, chip: &Chip, features: &Features) -> StepInventory {
+    pub(crate) fn build(spec: &RunSpec, chip: &Chip, features: &Features) -> StepInventory {
         Self::build_split(spec, chip, features, Self::split_of(spec, chip, features))
     }
 
@@ -477,13 +477,13 @@ impl StepInventory {
     /// the chip and the TPU slices only, so the planner works it out once
     /// per degree tuple and builds each predicted plan's inventory with
     /// [`StepInventory::build_split`].
-    pub fn split_of(spec: &RunSpec, chip: &Chip, features: &Features) -> GpuSplit {
+    pub(crate) fn split_of(spec: &RunSpec, chip: &Chip, features: &Features) -> GpuSplit {
         GpuSplit::new(&spec.degrees(), Self::node_size(spec, chip, features))
     }
 
     /// [`StepInventory::build`] with `split` =
     /// [`StepInventory::split_of`] of the same degrees, chip and slices.
-    pub fn build_split(
+    pub(crate) fn build_split(
         spec: &RunSpec,
         chip: &Chip,
         features: &Features,

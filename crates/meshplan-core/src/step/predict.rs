@@ -283,7 +283,7 @@ impl RooflineFloor {
 pub struct Prepared {
     /// The replica ([`RunSpec::from_config`]) under the framework whose
     /// runtime is predicted.
-    pub rs: RunSpec,
+    pub(crate) rs: RunSpec,
     /// Compute dtype, mask, overlap settings, TPU slices.
     pub features: Features,
     /// The roofline floor.
@@ -317,7 +317,7 @@ pub fn prepare(
 /// [`prepare`]'s gate and replica alone: what the planner prices per plan
 /// (it keeps the configuration and the floor itself, so nothing else is
 /// built or moved).
-pub fn replica(
+pub(crate) fn replica(
     arch: &Arch,
     pc: ParamCounts,
     chip: &Chip,
@@ -372,7 +372,7 @@ pub fn price_step_s(p: &Prepared, chip: &Chip, prof: &EfficiencyProfile) -> f64 
 }
 
 /// [`price_step_s`] of a [`replica`] with its features and floor.
-pub fn price_replica_step_s(
+pub(crate) fn price_replica_step_s(
     rs: &RunSpec,
     features: &Features,
     floor: &RooflineFloor,
@@ -386,7 +386,7 @@ pub fn price_replica_step_s(
 /// [`price_replica_step_s`] with the replica's placement
 /// ([`StepInventory::split_of`]), which the planner works out once per
 /// degree tuple.
-pub fn price_replica_split_step_s(
+pub(crate) fn price_replica_split_step_s(
     rs: &RunSpec,
     features: &Features,
     floor: &RooflineFloor,
