@@ -210,7 +210,7 @@ impl FittedRanges {
 
     /// Every input of a prediction of data-set row (or question) `run` on
     /// `chip` in `dtype` that lies outside these ranges, in a fixed order
-    /// (the check `train` makes of its replica, [`FittedRanges::outside`]).
+    /// (the check `train` makes of its replica).
     pub fn outside_run(
         &self,
         run: &crate::fidelity::data::Run,

@@ -18,7 +18,7 @@ and the fidelity model's predicted peak all call [`per_device`].
 
 ZeRO shards over the data-parallel ranks, context-parallel ranks included:
 fully within a shard group (`fsdp`, or every rank with ZeRO-3), by stage
-across its replicas (see [`crate::parallelism::RunSpec::shard_groups`]).
+across its replicas (see `RunSpec::shard_groups`).
 */
 
 mod activations;

@@ -3,7 +3,8 @@ The choices a training plan makes, below everything that analyses, predicts
 or searches plans: degrees of each logical axis, ZeRO stage, remat policy,
 pipeline schedule, optimizer, dtypes, framework conventions and the FLOP
 convention ([`TrainConfig`]), the per-replica view the fidelity model
-predicts ([`RunSpec`]) and the pipeline geometry ([`pipeline`]).
+predicts (`RunSpec`, private to the crate: data-set rows and questions
+are [`TrainConfig`]s) and the pipeline geometry ([`pipeline`]).
 
 `training`, `inference`, `planner`, `memory` and `fidelity` import this
 module; it imports only `model` (for the stage split) and `units`.

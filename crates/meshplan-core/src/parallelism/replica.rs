@@ -70,7 +70,7 @@ pub(crate) struct RunSpec {
     pub fsdp: u64,
 }
 
-/// Why [`RunSpec::from_config`] cannot map a configuration; the message is
+/// Why a [`TrainConfig`] cannot be mapped onto one replica; the message is
 /// built only when displayed, so the planner's hot loop rejects without
 /// allocating.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

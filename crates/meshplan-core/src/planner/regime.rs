@@ -32,12 +32,12 @@ use crate::training::TrainReport;
 /// not a fitted figure; applied once per plan, whatever the number of flags.
 pub const UNVALIDATED_FACTOR: f64 = 1.4;
 
-/// The plan-level inputs, by the name [`FittedRanges::outside`] gives them;
+/// The plan-level inputs, by the name [`FittedRanges::outside_run`] gives them;
 /// bit `i + 1` of a [`Regime`] (bit 0: a TP group across nodes; "offload"
 /// last, [`OFFLOADED`]; after it the bit of a compute dtype outside the
 /// fitted ones when `plan train` searches the dtype, [`Regime::searched_dtype`]).
 /// "experts/rank" is E/ep of a MoE model
-/// ([`crate::fidelity::range::experts_per_rank`]): with no MoE run in the fit
+/// (`fidelity::range::experts_per_rank`): with no MoE run in the fit
 /// every MoE layout carries it, so that all 256 experts on every rank (ep 1)
 /// never ranks above an expert-parallel layout unflagged.
 pub const PLAN_INPUTS: [&str; 10] = [

@@ -71,7 +71,7 @@ impl TimeBreakdown {
     }
 }
 
-/// What a prediction reads besides the replica ([`RunSpec`]): the GEMMs'
+/// What a prediction reads besides the replica (`RunSpec`): the GEMMs'
 /// compute dtype, the attention mask and how communication overlaps compute.
 /// The data sets are bf16, causal and at the default overlap settings
 /// ([`Features::default`]).
@@ -816,7 +816,7 @@ pub(crate) fn predict_time_with(
 }
 
 /// A prediction by part, with what its communication hid and exposed and
-/// the shape of the step ([`predict_time_detailed`]).
+/// the shape of the step ([`crate::fidelity::data::Run::predict_time_detailed`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Detailed {
     /// Step time by part.

@@ -4,7 +4,7 @@
 //! collective (kind, bytes, calls, the mesh axes of its group and where the
 //! group sits: GPUs per node and nodes spanned), the pipeline schedule, the
 //! data-parallel phase and the optimizer's parameters. Built once from the
-//! replica ([`RunSpec`]), its [`Features`] and the chip's placement; the
+//! replica (`RunSpec`), its [`Features`] and the chip's placement; the
 //! calibrated pricer ([`super::calibrated`]) prices it, and `train --json`
 //! shows it (`predicted.inventory`).
 //!
