@@ -116,3 +116,23 @@ fn mlp_block_by_hand_from_its_gemm_shapes() {
     assert!(rel(got, want) < 1e-9, "{got} vs {want}");
     assert!(rel(got, 25.168e-3) < 1e-4);
 }
+
+#[test]
+fn explain_derives_the_step_from_the_blocks() {
+    // `--explain`: train.blocks.predicted binds each block's priced time and
+    // the non-block parts; its result is the predicted step by part
+    let sc = meshplan_core::scenario::Scenario::parse(
+        "[model]\nname = \"llama-3-8b\"\n[hardware]\nchip = \"h100\"\nchips = 8\n[training]\nbatch_tokens = 4096\nseq_len = 4096\nremat = \"none\"\n[parallelism]\ntp = 8\nsequence_parallel = true\n",
+        "t.toml",
+    )
+    .unwrap();
+    let mut rec = meshplan_core::trace::Recorder::default();
+    let r = meshplan_core::training::scenario::resolve(&sc, meshplan_core::Catalog::builtin())
+        .unwrap()
+        .analyze(&mut rec);
+    let s = rec
+        .find("train.blocks.predicted")
+        .expect("the step by block");
+    let total = r.predicted.as_ref().unwrap().time_breakdown_s.total;
+    assert!(rel(s.value, total) < 1e-9, "{} vs {total}", s.value);
+}
