@@ -34,7 +34,7 @@ pub const UNVALIDATED_FACTOR: f64 = 1.4;
 
 /// The plan-level inputs, by the name [`FittedRanges::outside_run`] gives them;
 /// bit `i + 1` of a [`Regime`] (bit 0: a TP group across nodes; "offload"
-/// last, [`OFFLOADED`]; after it the bit of a compute dtype outside the
+/// last, `OFFLOADED`; after it the bit of a compute dtype outside the
 /// fitted ones when `plan train` searches the dtype, [`Regime::searched_dtype`]).
 /// "experts/rank" is E/ep of a MoE model
 /// (`fidelity::range::experts_per_rank`): with no MoE run in the fit

@@ -605,7 +605,7 @@ pub fn plan_train(
 
 /// [`plan_train`] that also searches the batch and dtype `dims` asks for
 /// (`--max-global-batch`, `--dtypes`, `--allow-fp8`): one search per
-/// (batch, dtype), merged ([`super::search_dims`]); with `dims` off, the
+/// (batch, dtype), merged (`planner::search_dims`); with `dims` off, the
 /// one search of the workload's batch and dtype.
 pub fn plan_train_with(
     req: &PlanTrainRequest,

@@ -71,6 +71,48 @@ impl TimeBreakdown {
     }
 }
 
+/// The predicted step by block of the model (seconds per optimizer step on
+/// the critical pipeline stage, recompute included): each block's GEMMs at
+/// their inventory shape's priced time ([`Gemm::block`]), the attention
+/// kernels, the element-wise traffic and the optimizer update. They sum to
+/// `matmul + attention + memory_bound + optimizer` of [`TimeBreakdown`];
+/// the other parts (exposed communication, bubble, overheads, floor raise)
+/// belong to no block. `train --breakdown` and the JSON `blocks` read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct BlockTimes {
+    /// The attention projections' GEMMs (QKV, O; MLA's down/up projections).
+    pub attention_projections: f64,
+    /// The attention kernels, forward + backward (+ recompute).
+    pub attention_core: f64,
+    /// The dense MLP, shared and routed experts and router GEMMs.
+    pub mlp: f64,
+    /// Element-wise HBM traffic (norms, activations, RoPE) and fp8 casts.
+    pub elementwise: f64,
+    /// The LM head's GEMMs (forward + backward) and the loss, on the stage
+    /// that holds them when it is the critical one.
+    pub head: f64,
+    /// The optimizer update.
+    pub optimizer: f64,
+}
+
+impl BlockTimes {
+    /// The times in the order of `training::blocks::step_blocks`.
+    pub fn in_block_order(&self) -> [f64; 6] {
+        [
+            self.attention_projections,
+            self.attention_core,
+            self.mlp,
+            self.elementwise,
+            self.head,
+            self.optimizer,
+        ]
+    }
+    /// Their sum.
+    pub fn sum(&self) -> f64 {
+        self.in_block_order().iter().sum()
+    }
+}
+
 /// What a prediction reads besides the replica (`RunSpec`): the GEMMs'
 /// compute dtype, the attention mask and how communication overlaps compute.
 /// The data sets are bf16, causal and at the default overlap settings
@@ -366,6 +408,8 @@ impl<'a> Geometry<'a> {
 struct LayerCompute {
     /// Forward matmuls.
     mm_fwd: f64,
+    /// The attention projections' share of `mm_fwd`.
+    attn_mm_fwd: f64,
     /// Forward attention time; backward time.
     attn_fwd: f64,
     attn_bwd: f64,
@@ -429,6 +473,7 @@ fn layer_compute(g: &Geometry) -> LayerCompute {
     }
     LayerCompute {
         mm_fwd: attn_mm + ffn,
+        attn_mm_fwd: attn_mm,
         attn_fwd,
         attn_bwd,
         ew,
@@ -617,6 +662,8 @@ struct Microbatch {
     fwd_frac: f64,
     /// Weight-gradient share of the micro-batch's compute.
     wgrad_frac: f64,
+    /// The compute by block, per step (no optimizer, no weight casts).
+    blocks: BlockTimes,
 }
 
 /// A micro-batch runs on two paths at once: the GPU executes kernels and
@@ -682,6 +729,24 @@ fn microbatch(g: &Geometry) -> Microbatch {
             }
         },
         wgrad_frac: wgrad_fraction(&c, l_crit, head_f, layer_mm + layer_attn),
+        blocks: {
+            // the matmuls' passes (3, + a recomputed forward under full
+            // remat) split by block as `layer_with_recompute` counts them
+            let passes = if c.mm_fwd > 0.0 {
+                layer_mm / c.mm_fwd
+            } else {
+                0.0
+            };
+            let layers = m * l_crit;
+            BlockTimes {
+                attention_projections: layers * passes * c.attn_mm_fwd,
+                attention_core: layers * layer_attn,
+                mlp: layers * passes * (c.mm_fwd - c.attn_mm_fwd),
+                elementwise: layers * layer_ew,
+                head: m * head_f * (c.head_mm + c.loss),
+                optimizer: 0.0,
+            }
+        },
     }
 }
 
@@ -829,6 +894,8 @@ pub struct Detailed {
     pub schedule: StepSchedule,
     /// What the step contains (the priced inventory).
     pub inventory: StepInventory,
+    /// The step's compute by block of the model.
+    pub blocks: BlockTimes,
 }
 
 /// A step priced by part, with what the detailed view reads besides.
@@ -838,6 +905,7 @@ struct Priced {
     fsdp_raw: f64,
     dp_raw: f64,
     time: TimeBreakdown,
+    blocks: BlockTimes,
 }
 
 /// Price the inventory `g` holds: the step's parts.
@@ -849,7 +917,8 @@ fn priced(g: &Geometry) -> Priced {
     let (dp_exposed, t_opt, dp_raw) = data_parallel(g, mb.t_core + fsdp_mb);
     let t_dp = dp_exposed + g.m * fsdp_mb;
     let overhead = p.step_overhead_s + p.node_overhead_s * g.nodes_f + g.m * mb.stall_over;
-    let ew = mb.ew + weight_cast_time(g);
+    let weight_casts = weight_cast_time(g);
+    let ew = mb.ew + weight_casts;
     let total =
         mb.mm + mb.attn + ew + mb.tp + mb.cp + mb.ep + bubble + t_pp + t_dp + t_opt + overhead;
     let time = TimeBreakdown {
@@ -868,12 +937,18 @@ fn priced(g: &Geometry) -> Priced {
         total,
         roofline: roofline(g),
     };
+    let blocks = BlockTimes {
+        elementwise: mb.blocks.elementwise + weight_casts,
+        optimizer: t_opt,
+        ..mb.blocks
+    };
     Priced {
         mb,
         fsdp_mb,
         fsdp_raw,
         dp_raw,
         time,
+        blocks,
     }
 }
 
@@ -907,6 +982,7 @@ pub(crate) fn predict_time_detailed(
         fsdp_raw,
         dp_raw,
         time,
+        blocks,
     } = priced(&g);
     let t_dp = time.dp_comm;
     let extrapolated = p.calibrated_max_nodes > 0 && g.inv.nodes > p.calibrated_max_nodes;
@@ -942,6 +1018,7 @@ pub(crate) fn predict_time_detailed(
         exposure,
         schedule,
         inventory: inv,
+        blocks,
     }
 }
 

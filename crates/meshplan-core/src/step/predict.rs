@@ -530,6 +530,10 @@ pub struct Predicted {
     pub offload_exposed_s: Option<Seconds>,
     /// The overlap settings and what they hid and exposed.
     pub overlap: OverlapPrediction,
+    /// The step's compute by block, as priced (the JSON `blocks`'
+    /// `predicted_s` shows it).
+    #[serde(skip)]
+    pub block_times_s: crate::step::calibrated::BlockTimes,
 }
 
 /// The overlap settings of a prediction, the profile's fitted fractions
@@ -639,6 +643,7 @@ fn report_section(
         time_breakdown_s: d.time,
         schedule: d.schedule,
         inventory: d.inventory,
+        block_times_s: d.blocks,
         overlap: OverlapPrediction {
             settings: cfg.overlap,
             tp_fitted_fraction: prof.profile.tp_overlap,

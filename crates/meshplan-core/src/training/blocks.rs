@@ -14,6 +14,12 @@
 //! each operand read or written once per pass (forward, input gradient,
 //! weight gradient). Communication is not a block: the collectives table and
 //! `predicted.time_breakdown_s` carry it.
+//!
+//! The predicted time of each block (`predicted_s`) is not derived here:
+//! it is the calibrated pricer's, read from its priced inventory
+//! ([`BlockTimes`]), so the blocks plus the non-block parts (exposed
+//! communication, bubble, overheads, floor raise) add up to the predicted
+//! step time.
 
 use serde::Serialize;
 
@@ -24,7 +30,7 @@ use crate::model::params::ParamCounts;
 use crate::model::Arch;
 use crate::parallelism::{Remat, RunSpec, TrainConfig};
 use crate::step::calibrated::{
-    elementwise_elems, gemm_efficiency, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
+    elementwise_elems, gemm_efficiency, BlockTimes, FA_BACKWARD_TIME, MOE_LOAD_IMBALANCE,
 };
 use crate::step::inventory::{optimizer_params, OPTIMIZER_BYTES};
 use crate::trace::NoTrace;
@@ -52,6 +58,11 @@ pub struct StepBlock {
     pub time_s: f64,
     /// "compute" or "memory".
     pub bound: &'static str,
+    /// The calibrated prediction's seconds for this block on the critical
+    /// pipeline stage, whole step (its GEMMs at their inventory shapes,
+    /// [`BlockTimes`]); absent without a prediction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_s: Option<f64>,
 }
 
 /// What every block reads.
@@ -115,6 +126,7 @@ impl Ctx<'_> {
             t_mem_s: t_mem,
             time_s: t_math.max(t_mem),
             bound: if t_math >= t_mem { "compute" } else { "memory" },
+            predicted_s: None,
         }
     }
     /// HBM bytes over the step of a GEMM block whose layer moves `act`
@@ -210,9 +222,28 @@ fn mlp_math(x: &Ctx, fwd_factor: f64) -> f64 {
 }
 
 /// The blocks of one step of `cfg` on `chip` (`profile`: the efficiencies;
-/// none: the peak rates). Empty when the plan cannot be mapped onto a
-/// replica (more micro-batches than sequences).
+/// none: the peak rates), each with its `predicted` time when there is a
+/// prediction. Empty when the plan cannot be mapped onto a replica (more
+/// micro-batches than sequences).
 pub fn step_blocks(
+    a: &Arch,
+    pc: &ParamCounts,
+    chip: &Chip,
+    cfg: &TrainConfig,
+    profile: Option<&EfficiencyProfile>,
+    predicted: Option<&BlockTimes>,
+) -> Vec<StepBlock> {
+    let mut out = roofline_blocks(a, pc, chip, cfg, profile);
+    if let Some(t) = predicted {
+        for (b, s) in out.iter_mut().zip(t.in_block_order()) {
+            b.predicted_s = Some(s);
+        }
+    }
+    out
+}
+
+/// The blocks' FLOPs, bytes and roofline times.
+fn roofline_blocks(
     a: &Arch,
     pc: &ParamCounts,
     chip: &Chip,
@@ -384,6 +415,45 @@ fn head_block(x: &Ctx, logits_p: f64, flops: f64, rec: f64) -> StepBlock {
         t,
         bytes,
     )
+}
+
+/// Record the predicted step by block (`--explain`): the blocks' priced
+/// times plus the parts that belong to no block.
+pub fn record_predicted<T: crate::trace::Tracer>(
+    blocks: &[StepBlock],
+    t: &crate::step::calibrated::TimeBreakdown,
+    tr: &mut T,
+) {
+    if blocks.iter().any(|b| b.predicted_s.is_none()) || blocks.is_empty() {
+        return;
+    }
+    tr.record(|| {
+        let mut s = crate::trace::Step::new(
+            "train.blocks.predicted",
+            "Predicted step by block (the calibrated pricer's time per block of its inventory) plus the parts that belong to no block",
+            "T = Σ_block T_block + T_TP + T_CP + T_EP + T_PP + T_bubble + T_DP + T_overhead + T_floor",
+        );
+        for b in blocks {
+            s = s.bind(b.block, b.predicted_s.unwrap_or(0.0), "s");
+        }
+        let rest = [
+            ("T_TP", t.tp_comm),
+            ("T_CP", t.cp_comm),
+            ("T_EP", t.ep_comm),
+            ("T_PP", t.pp_comm),
+            ("T_bubble", t.bubble),
+            ("T_DP", t.dp_comm),
+            ("T_overhead", t.overhead),
+            ("T_floor", t.floor_raise),
+        ];
+        for (k, v) in rest {
+            s = s.bind(k, v, "s");
+        }
+        let sum = blocks.iter().filter_map(|b| b.predicted_s).sum::<f64>()
+            + rest.iter().map(|(_, v)| v).sum::<f64>();
+        s.result(sum, "s")
+            .source("docs/training.md (step by block); docs/fidelity.md (the step-time model)")
+    });
 }
 
 /// Record the blocks' roofline (`--explain`): their sum per device.

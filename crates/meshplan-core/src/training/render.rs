@@ -316,8 +316,9 @@ pub fn blocks_doc(r: &TrainReport) -> Doc {
         );
         return d;
     }
-    // every column but the first and the last is a number (right-aligned)
-    const COLUMNS: [&str; 9] = [
+    // every column but the first and "bound" is a number (right-aligned);
+    // "predicted" (the calibrated pricer's time per block) with a prediction
+    const COLUMNS: [&str; 10] = [
         "block",
         "FLOPs",
         "recompute",
@@ -327,10 +328,19 @@ pub fn blocks_doc(r: &TrainReport) -> Doc {
         "T_mem",
         "time",
         "bound",
+        "predicted",
     ];
-    let mut t = Table::new(&COLUMNS, &COLUMNS[1..8]);
+    let with_pred = r.blocks.iter().all(|b| b.predicted_s.is_some());
+    let cols = if with_pred {
+        &COLUMNS[..]
+    } else {
+        &COLUMNS[..9]
+    };
+    let mut numeric = COLUMNS[1..8].to_vec();
+    numeric.push(COLUMNS[9]);
+    let mut t = Table::new(cols, &numeric);
     for b in &r.blocks {
-        t.row(vec![
+        let mut row = vec![
             b.block.into(),
             fmt_si(b.flops, "FLOPs"),
             fmt_si(b.recompute_flops, "FLOPs"),
@@ -344,7 +354,11 @@ pub fn blocks_doc(r: &TrainReport) -> Doc {
             Seconds::new(b.t_mem_s).to_string(),
             Seconds::new(b.time_s).to_string(),
             b.bound.into(),
-        ]);
+        ];
+        if let (true, Some(p)) = (with_pred, b.predicted_s) {
+            row.push(Seconds::new(p).to_string());
+        }
+        t.row(row);
     }
     let sum: f64 = r.blocks.iter().map(|b| b.time_s).sum();
     d.line(format!(
@@ -360,6 +374,20 @@ pub fn blocks_doc(r: &TrainReport) -> Doc {
     .fields(vec![field("compute, sum of the blocks", Seconds::new(sum))]);
     if let Some(p) = &r.predicted {
         let tb = &p.time_breakdown_s;
+        if with_pred {
+            let blocks: f64 = r.blocks.iter().filter_map(|b| b.predicted_s).sum();
+            d.fields(vec![field(
+                "predicted, sum of the blocks",
+                format!(
+                    "{} + bubble {} + overhead {} + floor raise {} + exposed communication below = {} (predicted step time by part)",
+                    Seconds::new(blocks),
+                    Seconds::new(tb.bubble),
+                    Seconds::new(tb.overhead),
+                    Seconds::new(tb.floor_raise),
+                    Seconds::new(tb.total)
+                ),
+            )]);
+        }
         d.fields(vec![field(
             "communication (predicted, exposed)",
             format!(

@@ -190,9 +190,18 @@ pub fn analyze_with<T: Tracer>(
     );
     predict::attach(&mut r, spec, chip, cfg, topo, profile);
     if r.feasible {
-        r.blocks =
-            super::blocks::step_blocks(&spec.arch, &ctx.pc, chip, cfg, profile.map(|p| &p.profile));
+        r.blocks = super::blocks::step_blocks(
+            &spec.arch,
+            &ctx.pc,
+            chip,
+            cfg,
+            profile.map(|p| &p.profile),
+            r.predicted.as_ref().map(|p| &p.block_times_s),
+        );
         super::blocks::record(&r.blocks, mctx.chips, tr);
+        if let Some(p) = &r.predicted {
+            super::blocks::record_predicted(&r.blocks, &p.time_breakdown_s, tr);
+        }
     }
     if let Some(p) = &r.predicted {
         predict::record(p, tr);

@@ -30,7 +30,7 @@ const STAND_IN: &str = "vllm";
 pub struct ModuleCurve {
     /// The fitted curve.
     pub curve: &'static Curve,
-    /// Whether it was measured under another engine ([`STAND_IN`]).
+    /// Whether it was measured under another engine (`STAND_IN`).
     pub borrowed: bool,
 }
 
