@@ -995,16 +995,14 @@ impl StepModel<'_> {
     }
 }
 
-/// The MLA latent KV bytes one GPU reads in a decode step: all of its
-/// attention group's, `KV/(N/Y)`. MLA caches one latent "head" per token
-/// that every query head reads, so the Y tensor-parallel ranks of an
-/// attention group each hold and read the whole latent cache of the
-/// group's sequences (SGLang v0.4 release notes, lmsys.org/blog/2024-12-04:
-/// "MLA … TP would cause KV cache duplication", the reason for its DP
-/// attention; vLLM's MLA backends likewise keep the full latent per rank),
-/// not the `KV/N` share a head-sharded cache would give.
+/// The MLA latent KV bytes one GPU reads in a decode step under a serving
+/// engine: `R·KV/N` with `R` the copies [`crate::inference::memory::kv_copies`]
+/// says each sequence's latent has (one per TP rank of the attention group:
+/// the cache the largest batch and the engine's admission count), written
+/// `KV/(N/R)`. The one rule for what memory holds and what decode reads.
 fn mla_kv_per_gpu(kv_all: Bytes, (n, y): (f64, f64)) -> f64 {
-    kv_all.get() / (n / y.max(1.0)).max(1.0)
+    let r = crate::inference::memory::kv_copies(true, false, y as u64, &mut NoTrace) as f64;
+    kv_all.get() / (n / r).max(1.0)
 }
 
 /// GEMMs per layer in the decode step: fused QKV, output projection,
