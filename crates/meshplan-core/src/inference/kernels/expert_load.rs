@@ -8,7 +8,8 @@
 //! the step streams the expected maximum of Z such counts,
 //! `E[max_j X_j] = Σ_{m=0}^{n−1} (1 − F(m)^Z)` with `n = E/Z` and F the
 //! binomial CDF (the order-statistics identity `E[M] = Σ_m P(M > m)` for a
-//! count M). At one token and Z = 8 the busiest GPU streams ~2.3 experts
+//! count M). At one token with E = 256, k = 8 (DeepSeek-V3) and Z = 8 the
+//! busiest GPU streams 2.54 experts
 //! against a mean of 1; once the batch touches every expert (p → 1) the
 //! maximum equals the mean and nothing changes. Z = 1 (tensor-parallel
 //! experts, every GPU a slice of each) is the mean `n·p`.
@@ -75,6 +76,16 @@ pub fn record<T: Tracer>((e, k, z): (u64, u64, u64), tokens: f64, tr: &mut T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DeepSeek-V3 at one token on EP 8: n = 32 experts per rank, p = 8/256;
+    /// the exact sum Σ_{m<32} (1 − F(m)^8) over the Binomial(32, 1/32) CDF,
+    /// evaluated independently with exact binomial coefficients (Python
+    /// `math.comb`), is 2.5444873983613885 (the module doc's figure).
+    #[test]
+    fn deepseek_one_token_on_ep8() {
+        let got = busiest_gpu_experts(256, 8, 8, 1.0);
+        assert!((got - 2.544_487_398).abs() < 1e-9, "{got}");
+    }
 
     #[test]
     fn two_ranks_of_two_experts_by_hand() {
