@@ -36,8 +36,16 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 from fit_kernels import COMMIT, ROOT, latest, rows  # noqa: E402
 
-SYSTEM = "h100_sxm"
-PEAK = {"bfloat16": 989.5e12, "fp8": 1979e12, "fp8_block": 1979e12}
+SYSTEM = os.environ.get("SYSTEM", "h100_sxm")
+# the catalog's dense peaks per measured system (data/hardware/*.toml)
+PEAKS = {
+    "h100_sxm": {"bfloat16": 989.5e12, "fp8": 1979e12, "fp8_block": 1979e12},
+    "h200_sxm": {"bfloat16": 989.5e12, "fp8": 1979e12, "fp8_block": 1979e12},
+    "a100_sxm": {"bfloat16": 312e12},
+    "b200_sxm": {"bfloat16": 2.25e15, "fp8": 4.5e15, "fp8_block": 4.5e15},
+    "gb200": {"bfloat16": 2.5e15, "fp8": 5e15, "fp8_block": 5e15},
+}
+PEAK = PEAKS[SYSTEM]
 WIDTHS = {4096, 5120, 6144, 8192, 10240, 12288, 16384}
 M_MAX = 32768
 
@@ -55,37 +63,51 @@ def points(engine, version, dtype):
     return pts
 
 
-def fit(pts):
-    """Grid least squares of ln(η·M/(M+M½)) − ln(eff): η = 0.005k, M½ integer."""
+def fit(pts, knee=1.0):
+    """Grid least squares of ln(η·M/(M^p + M½^p)^(1/p)) − ln(eff) at knee p:
+    η = 0.005k ≤ 1, M½ integer."""
     lm = [math.log(m) for m, _ in pts]
     le = [math.log(e) for _, e in pts]
     best = (math.inf, 0.0, 0.0)
     for h in range(0, 1025):
         # for fixed M½ the best ln η is the mean residual; then snap to the grid
-        base = [a - math.log(m + h) for (m, _), a in zip(pts, lm)]
+        base = [a - math.log((m**knee + h**knee) ** (1.0 / knee)) for (m, _), a in zip(pts, lm)]
         mean = statistics.fmean(e - b for e, b in zip(le, base))
         k0 = round(math.exp(mean) / 0.005)
         for k in (k0 - 1, k0, k0 + 1):
-            if k < 1:
+            if k < 1 or k > 200:  # η ≤ 1: a fraction of the peak
                 continue
             le_eta = math.log(0.005 * k)
             err = sum((le_eta + b - e) ** 2 for b, e in zip(base, le))
             if err < best[0] - 1e-12:
                 best = (err, 0.005 * k, float(h))
-    return best[1], best[2]
+    return best[1], best[2], best[0]
+
+
+# the knee exponents tried for the 16-bit curves: p = 1 is the additive
+# curve η·M/(M + M½) (compute time + weight-read time); larger p sharpen
+# the knee toward max(compute, weight read)
+KNEES = [1.0, 1.5, 2.0, 2.5, 3.0, 4.0]
+
+
+def curve(eta, half, knee, m):
+    return eta * m / ((m**knee + half**knee) ** (1.0 / knee))
 
 
 def main():
     for engine in ["vllm", "sglang", "trtllm"]:
         version = latest(SYSTEM, "gemm", engine)
         for dtype in ["bfloat16", "fp8", "fp8_block"]:
+            if dtype not in PEAK:
+                continue
             pts = points(engine, version, dtype)
             if not pts:
                 continue
-            eta, half = fit(pts)
-            rel = sorted(abs(eta * m / (m + half) / e - 1.0) for m, e in pts)
-            at = {m: eta * m / (m + half) for m in (1, 16, 64, 128, 512, 4096)}
-            print(f"{engine:7} {dtype:9} eta = {eta:.3f}  M_half = {half:.0f}  "
+            knees = KNEES if dtype == "bfloat16" else [1.0]
+            (eta, half, _), knee = min(((fit(pts, p), p) for p in knees), key=lambda x: x[0][2])
+            rel = sorted(abs(curve(eta, half, knee, m) / e - 1.0) for m, e in pts)
+            at = {m: curve(eta, half, knee, m) for m in (1, 16, 64, 128, 512, 4096)}
+            print(f"{engine:7} {dtype:9} eta = {eta:.3f}  M_half = {half:.0f}  knee = {knee}  "
                   f"points {len(pts)}  median err {statistics.median(rel):.3f}  "
                   f"p90 {rel[int(0.9 * (len(rel) - 1))]:.3f}  "
                   + "  ".join(f"eff({m}) = {v:.4f}" for m, v in at.items()))

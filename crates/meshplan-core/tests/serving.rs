@@ -111,7 +111,21 @@ inference = { prompt_len = 128, gen_len = 8, context = 136 }
     let sampling = 128_256.0 * 12.0 / (0.84 * 3.35e12);
     let fixed = 32.0 * 5.0 * 3.4e-6 + 2.0e-3 + sampling;
     close(r.decode_overhead_time_s.get(), fixed, 1e-9, "fixed");
-    close(r.decode_step_time_s.get(), w + kv + 2.5445e-3, 1e-4, "step");
+    // at batch 1 the GEMM curve's weight read (η₁₆(1) = 0.805/(1 +
+    // 305^2.5)^(1/2.5) = 0.0026393, i.e. 2.61 TB/s) is slower than η_hbm's
+    // 2.81 TB/s: the matmul term 2·P_mm/(C·η₁₆(1)) sets the step
+    let eta = 0.805 / (1.0 + 305f64.powf(2.5)).powf(1.0 / 2.5);
+    // P_mm: every parameter but the input embedding (V·D = 128,256·4,096)
+    // and the norms ((2L + 1)·D = 65·4,096)
+    let p_mm = r.params_total as f64 - 128_256.0 * 4096.0 - 65.0 * 4096.0;
+    let mm = 2.0 * p_mm / (989.5e12 * eta);
+    close(r.decode_compute_time_s.get(), mm, 1e-9, "matmul term");
+    close(
+        r.decode_step_time_s.get(),
+        mm.max(w) + kv + 2.5445e-3,
+        1e-4,
+        "step",
+    );
 }
 
 /// fp8 weights on an H100 under vLLM run on the fp8 tensor cores (W8A8);
@@ -144,10 +158,11 @@ inference = { weights_dtype = "WDT", batch = 256, prompt_len = 128, gen_len = 12
     );
     // fp8 GEMMs at twice the peak but on the 8-bit efficiency curve:
     // η₈(256) = 0.545·256/(256 + 181) = 0.3193 against η₁₆(256) =
-    // 0.94·256/(256 + 306) = 0.4282, so the matmul takes
-    // 0.4282/(2·0.3193) = 0.6705 of the bf16 time
+    // 0.805·256/(256^2.5 + 305^2.5)^(1/2.5) = 0.5457 (vllm.toml's H100
+    // fit, p = 2.5), so the matmul takes 0.5457/(2·0.3193) = 0.8545 of the
+    // bf16 time
     let eta8 = 0.545 * 256.0 / (256.0 + 181.0);
-    let eta16 = 0.94 * 256.0 / (256.0 + 306.0);
+    let eta16 = 0.805 * 256.0 / (256f64.powf(2.5) + 305f64.powf(2.5)).powf(1.0 / 2.5);
     close(
         fp8.decode_compute_time_s.get(),
         bf16.decode_compute_time_s.get() * eta16 / (2.0 * eta8),

@@ -116,6 +116,18 @@ pub struct EngineProfile {
     /// M½ of the low-precision GEMMs.
     #[serde(default)]
     pub lowp_gemm_half_tokens: Option<f64>,
+    /// The ridge `C/W_hbm` (FLOP per byte: dense 16-bit peak over HBM
+    /// bandwidth) of the chip the 16-bit GEMM curve was fitted on. Below
+    /// M½ a decode GEMM is a weight read, so on a chip of another ridge
+    /// the 16-bit M½ scales by that chip's ridge over this one
+    /// ([`Self::gemm_efficiency_on`]; 0: no scaling).
+    #[serde(default)]
+    pub gemm_fit_ridge: f64,
+    /// p: sharpness of the 16-bit curve's knee, `η·M/(M^p + M½^p)^(1/p)`
+    /// (1: the additive `η·M/(M + M½)`, compute time plus weight-read
+    /// time; larger p tend to `max` of the two, as a kernel's are).
+    #[serde(default = "one")]
+    pub gemm_knee: f64,
     /// Whether the decode attention kernel reads a KV head once per query
     /// head (one thread block per query head, no grouped-query kernel):
     /// the KV reads of a GQA/MQA model multiply by G = N/K.
@@ -140,6 +152,11 @@ pub struct EngineProfile {
     /// in-flight batching).
     #[serde(default)]
     pub prefill_priority: bool,
+    /// Whether the scheduler launches the next step before it processes
+    /// the last one's results (SGLang's overlap scheduler): a new request
+    /// is received after the next decode step is queued and waits for it.
+    #[serde(default)]
+    pub overlap_schedule: bool,
     /// Time a request spends outside the GPU steps before its first token
     /// reaches the client (HTTP, chat template and tokenisation, IPC to the
     /// engine, streaming the token back), s.
@@ -160,6 +177,12 @@ pub struct EngineProfile {
     /// dense GEMM curve prices the routed experts).
     #[serde(default)]
     pub moe_prefill: Vec<MoePrefillFit>,
+    /// The 16-bit GEMM curve measured on other chips than the one
+    /// `gemm_efficiency`/`gemm_half_tokens` were fitted on (a chip listed
+    /// nowhere takes the profile's curve with M½ scaled by its ridge:
+    /// [`Self::gemm_curve_on`]).
+    #[serde(default)]
+    pub gemm_chip: Vec<GemmChipFit>,
     /// Where each number comes from (`all` covers every field).
     pub sources: BTreeMap<String, String>,
 }
@@ -177,6 +200,74 @@ pub struct MoePrefillFit {
     /// s_act: bytes per routed activation element (gather, partial
     /// outputs, their sum) at peak HBM bandwidth.
     pub act_bytes: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A GEMM efficiency curve: `η·M/(M^p + M½^p)^(1/p)` of the chip's peak
+/// at M tokens per step (p = 1: `η·M/(M + M½)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmCurve {
+    /// η: the large-M plateau.
+    pub eta: f64,
+    /// M½: where the weight read and the compute time meet.
+    pub half: f64,
+    /// p: the knee's sharpness.
+    pub knee: f64,
+}
+
+impl GemmCurve {
+    /// Efficiency at `m` tokens (at least 1).
+    pub fn at(&self, m: f64) -> f64 {
+        let m = m.max(1.0);
+        if self.knee == 1.0 {
+            return self.eta * m / (m + self.half);
+        }
+        // (M^p + M½^p)^(1/p) = M·(1 + (M½/M)^p)^(1/p): no overflow at large M
+        let r = (self.half / m).powf(self.knee);
+        self.eta / (1.0 + r).powf(1.0 / self.knee)
+    }
+}
+
+/// A 16-bit GEMM curve `η·M/(M^p + M½^p)^(1/p)` measured on some chips.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmChipFit {
+    /// Catalog names of the chips the curve was measured on.
+    pub chips: Vec<String>,
+    /// η: fraction of the chip's dense 16-bit peak a large GEMM reaches.
+    pub efficiency: f64,
+    /// M½, tokens.
+    pub half_tokens: f64,
+    /// p: the knee's sharpness (1: `η·M/(M + M½)`).
+    #[serde(default = "one")]
+    pub knee: f64,
+}
+
+impl GemmChipFit {
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.chips.is_empty() {
+            return Err("gemm_chip: a fit needs at least one chip".into());
+        }
+        if !(self.efficiency > 0.0 && self.efficiency <= 1.0) {
+            return Err(format!(
+                "gemm_chip efficiency = {} must be in (0, 1]",
+                self.efficiency
+            ));
+        }
+        if !(self.half_tokens.is_finite() && self.half_tokens >= 0.0) {
+            return Err(format!(
+                "gemm_chip half_tokens = {} must be finite and ≥ 0",
+                self.half_tokens
+            ));
+        }
+        if !(self.knee.is_finite() && self.knee >= 1.0) {
+            return Err(format!("gemm_chip knee = {} must be ≥ 1", self.knee));
+        }
+        Ok(())
+    }
 }
 
 impl MoePrefillFit {
@@ -232,6 +323,12 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     if p.lowp_gemm_half_tokens.is_some() {
         v.push("lowp_gemm_half_tokens");
     }
+    if p.gemm_fit_ridge > 0.0 {
+        v.push("gemm_fit_ridge");
+    }
+    if p.gemm_knee != 1.0 {
+        v.push("gemm_knee");
+    }
     if p.kv_reads_per_query_head {
         v.push("kv_reads_per_query_head");
     }
@@ -247,6 +344,9 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     if p.prefill_priority {
         v.push("prefill_priority");
     }
+    if p.overlap_schedule {
+        v.push("overlap_schedule");
+    }
     if p.frontend_s > 0.0 {
         v.push("frontend_s");
     }
@@ -256,6 +356,9 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     }
     if !p.moe_prefill.is_empty() {
         v.push("moe_prefill");
+    }
+    if !p.gemm_chip.is_empty() {
+        v.push("gemm_chip");
     }
     v
 }
@@ -306,6 +409,7 @@ impl EngineProfile {
             ("sampling_bytes_per_logit", self.sampling_bytes_per_logit),
             ("frontend_s", self.frontend_s),
             ("eager_launch_s", self.eager_launch_s),
+            ("gemm_fit_ridge", self.gemm_fit_ridge),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} = {v} must be finite and ≥ 0"));
@@ -313,6 +417,12 @@ impl EngineProfile {
         }
         for f in &self.moe_prefill {
             f.validate()?;
+        }
+        for f in &self.gemm_chip {
+            f.validate()?;
+        }
+        if !(self.gemm_knee.is_finite() && self.gemm_knee >= 1.0) {
+            return Err(format!("gemm_knee = {} must be ≥ 1", self.gemm_knee));
         }
         if self.kv_block_tokens == 0 {
             return Err("kv_block_tokens must be at least 1".into());
@@ -393,23 +503,80 @@ impl EngineProfile {
         self.name == "ideal"
     }
 
-    /// GEMM efficiency at `m` tokens per step: `η·M/(M + M½)`.
-    pub fn gemm_efficiency_at(&self, m: f64) -> f64 {
-        let m = m.max(1.0);
-        self.gemm_efficiency * m / (m + self.gemm_half_tokens)
+    /// The profile's own 16-bit GEMM curve (on the chip it was fitted on).
+    pub fn gemm_curve(&self) -> GemmCurve {
+        GemmCurve {
+            eta: self.gemm_efficiency,
+            half: self.gemm_half_tokens,
+            knee: self.gemm_knee,
+        }
     }
 
-    /// GEMM efficiency at `m` tokens in `compute` dtype: the low-precision
-    /// curve (when the profile has one) below 16 bits, else
-    /// [`Self::gemm_efficiency_at`].
+    /// 16-bit GEMM efficiency at `m` tokens per step on the fit chip.
+    pub fn gemm_efficiency_at(&self, m: f64) -> f64 {
+        self.gemm_curve().at(m)
+    }
+
+    /// GEMM efficiency at `m` tokens in `compute` dtype on the chip the
+    /// curves were fitted on: the low-precision curve (when the profile has
+    /// one) below 16 bits, else [`Self::gemm_efficiency_at`].
     pub fn gemm_efficiency_for(&self, compute: DType, m: f64) -> f64 {
+        self.gemm_efficiency_on(compute, m, self.gemm_curve())
+    }
+
+    /// GEMM efficiency at `m` tokens in `compute` dtype with `curve16` as
+    /// the 16-bit curve (the chip's: [`Self::gemm_curve_on`]); below 16
+    /// bits the low-precision curve `η·M/(M + M½)` when the profile has one.
+    pub fn gemm_efficiency_on(&self, compute: DType, m: f64, curve16: GemmCurve) -> f64 {
         match (compute.bits() < 16, self.lowp_gemm_efficiency) {
-            (true, Some(eta)) => {
-                let m = m.max(1.0);
-                let half = self.lowp_gemm_half_tokens.unwrap_or(self.gemm_half_tokens);
-                eta * m / (m + half)
+            (true, Some(eta)) => GemmCurve {
+                eta,
+                half: self.lowp_gemm_half_tokens.unwrap_or(self.gemm_half_tokens),
+                knee: 1.0,
             }
-            _ => self.gemm_efficiency_at(m),
+            .at(m),
+            _ => curve16.at(m),
+        }
+    }
+
+    /// The 16-bit GEMM curve on `chip`: the chip's own measured fit when
+    /// the profile lists it (`gemm_chip`), else the profile's curve with
+    /// M½ scaled by the chip's ridge `C/W_hbm` over the fit chip's
+    /// (`gemm_fit_ridge`).
+    ///
+    /// Why M½ follows the ridge: below M½ the curve is a weight read of
+    /// `2NK` bytes at `C·η/M½` bytes/s (H100 sglang: 989.5e12·0.755/292 =
+    /// 2.56 TB/s at p = 2.5), so on a chip whose kernels read at the same
+    /// fraction of its bandwidth M½ = M½_fit·ridge/ridge_fit. The measured
+    /// bf16 tables of the other chips agree (aiconfigurator systems data,
+    /// commit 095f58a; `SYSTEM=… scripts/fit_engine_gemm.py`): H200 M½
+    /// 201–223 vs 204–213 scaled, B200 290–304 vs 279–291. The
+    /// low-precision curve is not scaled: the fp8 tables' M½ falls only
+    /// 12–19 % from H100 to H200 (246→208, 240→211, 357→288), not the
+    /// ridge's 30 %: fp8 kernels at small M are not purely weight-read
+    /// bound.
+    pub fn gemm_curve_on(&self, chip: &Chip) -> GemmCurve {
+        let name = chip.name.split('@').next().unwrap_or(&chip.name);
+        if let Some(f) = self
+            .gemm_chip
+            .iter()
+            .find(|f| f.chips.iter().any(|c| c == name))
+        {
+            return GemmCurve {
+                eta: f.efficiency,
+                half: f.half_tokens,
+                knee: f.knee,
+            };
+        }
+        let ridge = chip.flops(DType::Bf16).get() / chip.hbm_bandwidth.get();
+        let half = if self.gemm_fit_ridge > 0.0 && ridge.is_finite() && ridge > 0.0 {
+            self.gemm_half_tokens * ridge / self.gemm_fit_ridge
+        } else {
+            self.gemm_half_tokens
+        };
+        GemmCurve {
+            half,
+            ..self.gemm_curve()
         }
     }
 
@@ -492,10 +659,24 @@ mod tests {
     }
 
     #[test]
-    fn gemm_efficiency_halves_at_m_half() {
+    fn gemm_efficiency_at_m_half_is_eta_over_the_knee_root_of_two() {
+        // η·M½/(2·M½^p)^(1/p) = η/2^(1/p); p = 1: η/2
         let p = EngineProfile::builtin("vllm").unwrap();
         let half = p.gemm_efficiency_at(p.gemm_half_tokens);
-        assert!((half - p.gemm_efficiency / 2.0).abs() < 1e-12);
+        let want = p.gemm_efficiency / 2f64.powf(1.0 / p.gemm_knee);
+        assert!((half - want).abs() < 1e-12, "{half} vs {want}");
+        let additive = GemmCurve {
+            eta: 0.8,
+            half: 300.0,
+            knee: 1.0,
+        };
+        assert!((additive.at(300.0) - 0.4).abs() < 1e-15);
+        // p = 2 at M = 3·M½/4: 0.8·225/(225² + 300²)^(1/2) = 0.8·225/375 = 0.48
+        let sharp = GemmCurve {
+            knee: 2.0,
+            ..additive
+        };
+        assert!((sharp.at(225.0) - 0.48).abs() < 1e-12);
     }
 
     #[test]

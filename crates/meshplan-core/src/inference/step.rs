@@ -41,6 +41,8 @@ pub(crate) struct Comms {
     pub(crate) kernels: Option<KernelSet>,
     /// Dense bf16 peak of the chip, FLOP/s (scales a transferred curve).
     pub(crate) c_bf16: f64,
+    /// The engine's 16-bit GEMM curve on this chip.
+    pub(crate) gemm16: crate::inference::engine::GemmCurve,
 }
 
 impl Comms {
@@ -79,6 +81,7 @@ impl Comms {
             ab,
             engine: engine.clone(),
             c_bf16: chip.flops(DType::Bf16).get(),
+            gemm16: engine.gemm_curve_on(chip),
             kernels: kernel_priced(m, q, engine)
                 .then(|| KernelSet::for_chip(&engine.name, chip))
                 .flatten(),
@@ -444,6 +447,13 @@ impl StepModel<'_> {
         }
     }
 
+    /// The engine's GEMM efficiency at `m` tokens per step in the compute
+    /// dtype on this chip (its 16-bit curve: [`EngineProfile::gemm_curve_on`]).
+    fn gemm_efficiency(&self, m: f64) -> f64 {
+        self.engine
+            .gemm_efficiency_on(self.q.compute_dtype, m, self.comms.gemm16)
+    }
+
     /// The engine's measured decode GEMM curve for the dense weights of a
     /// MoE model (fp8: block-scaled before per-tensor) and the GEMM calls
     /// of one step over `layers` layers, `moe_layers` of them MoE: per MoE
@@ -553,9 +563,7 @@ impl StepModel<'_> {
         let eff = StepEfficiency {
             hbm: kd.hbm,
             kv: kd.kv,
-            gemm: kd
-                .gemm
-                .unwrap_or_else(|| e.gemm_efficiency_for(self.q.compute_dtype, b)),
+            gemm: kd.gemm.unwrap_or_else(|| self.gemm_efficiency(b)),
             t_dequant: if kd.dequant_measured {
                 Seconds::ZERO
             } else {
@@ -590,9 +598,7 @@ impl StepModel<'_> {
         let eff = StepEfficiency {
             hbm: kd.hbm,
             kv: kd.kv,
-            gemm: kd
-                .gemm
-                .unwrap_or_else(|| e.gemm_efficiency_for(self.q.compute_dtype, b)),
+            gemm: kd.gemm.unwrap_or_else(|| self.gemm_efficiency(b)),
             t_dequant: if kd.dequant_measured {
                 Seconds::ZERO
             } else {
@@ -868,7 +874,7 @@ impl StepModel<'_> {
         let mfu = self.q.mfu;
         let w_dev_read = Bytes::new(w_bytes / n) * self.experts_read(per_chunk).max(0.0);
         let compute = Seconds::new(
-            f_mm / (n * cc * e.gemm_efficiency_for(self.q.compute_dtype, per_chunk) * mfu)
+            f_mm / (n * cc * self.gemm_efficiency(per_chunk) * mfu)
                 + f_att / (n * cc * e.attention_efficiency * mfu),
         ) + self.dequant(w_dev_read) * ch;
         let memory = Seconds::new(

@@ -171,6 +171,9 @@ struct Point {
     s_1: f64,
     /// Length of the step a new request may find in flight (0: none).
     t_res: f64,
+    /// The step an overlap scheduler launched before the request was
+    /// received, less the prefill's host launch it hides ([`overlap_wait`]).
+    t_ovl: f64,
     /// M/D/1 wait behind the others' prefills.
     w_mean: f64,
     tpot: f64,
@@ -245,12 +248,13 @@ fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
     let s_1 = prefill_latency(sm, others, t_d);
     let t_fe = sm.engine.frontend_s;
     let t_res = if others > 0.0 { t_d } else { 0.0 };
+    let t_ovl = overlap_wait(sm, t_res);
     let gaps = q.gen_len.saturating_sub(1) as f64;
     // the user cycle at R requests/s: frontend, prefill, step in flight,
     // M/D/1 wait behind the others' prefills, T_out − 1 stretched steps
     let cycle = |r: f64| {
         let rho_o = r * s_p * share;
-        t_fe + s_1 + t_res / 2.0 + md1_wait_mean(rho_o, s_p) + gaps * t_d / (1.0 - rho_o)
+        t_fe + s_1 + t_ovl + t_res / 2.0 + md1_wait_mean(rho_o, s_p) + gaps * t_d / (1.0 - rho_o)
     };
     // C = R·cycle(R) is increasing in R on [0, 1/(s_p·share)): bisection
     let r = if share <= 0.0 || s_p <= 0.0 {
@@ -268,7 +272,7 @@ fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
         lo
     };
     let rho_o = r * s_p * share;
-    let in_engine = |rho_o: f64| t_fe + s_1 + t_res / 2.0 + md1_wait_mean(rho_o, s_p);
+    let in_engine = |rho_o: f64| t_fe + s_1 + t_ovl + t_res / 2.0 + md1_wait_mean(rho_o, s_p);
     let mut pt = Point {
         c,
         r,
@@ -278,6 +282,7 @@ fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
         s_p,
         s_1,
         t_res,
+        t_ovl,
         w_mean: md1_wait_mean(rho_o, s_p),
         tpot: t_d / (1.0 - rho_o),
         tpot_capped: false,
@@ -350,6 +355,7 @@ fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
     let rho = r * s_p;
     let (_, t_res) = open_life(sm, r, c, (t_d, s_p));
     Point {
+        t_ovl: overlap_wait(sm, t_res),
         c,
         r,
         rho,
@@ -377,7 +383,23 @@ fn open_life(sm: &StepModel, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f6
     let s_1 = prefill_latency(sm, c - 1.0, t_d);
     let life = sm.engine.frontend_s + s_1 + md1_wait_mean(rho, s_p) + gaps * t_d / (1.0 - rho);
     let t_res = t_d * (r * life).min(1.0);
-    (life + t_res / 2.0, t_res)
+    (life + overlap_wait(sm, t_res) + t_res / 2.0, t_res)
+}
+
+/// The extra wait of an overlap scheduler: SGLang's default
+/// `event_loop_overlap` receives new requests only at the top of its loop,
+/// right after it has launched the next decode step behind the one the GPU
+/// is running, so a new prompt's prefill queues behind one more step than a
+/// synchronous loop's (`t_res`, the step in flight, when decodes run). The
+/// CPU launches an eager prefill's kernels while the GPU still runs that
+/// step, so the host launch time beyond the GPU's (`PrefillTime::host`)
+/// hides it: `max(0, t_res − T_host_excess)`; 0 for other engines.
+fn overlap_wait(sm: &StepModel, t_res: f64) -> f64 {
+    if !sm.engine.overlap_schedule || t_res <= 0.0 {
+        return 0.0;
+    }
+    let host = sm.prefill(1, sm.q.prompt_len, &mut NoTrace).host.get();
+    (t_res - host).max(0.0)
 }
 
 /// TTFT: `t_fe + W_q + s_1 + U·t_res + W`, U uniform on [0, 1], W the
@@ -514,7 +536,7 @@ pub(crate) fn steady_state<T: Tracer>(
         Workload::Static => closed_loop(sm, q.batch, slots),
     };
     let gaps = q.gen_len.saturating_sub(1) as f64;
-    let base = e.frontend_s + pt.queue_s + pt.s_1;
+    let base = e.frontend_s + pt.queue_s + pt.s_1 + pt.t_ovl;
     let ttft = ttft_percentiles(base, pt.t_res, pt.rho_o, pt.w_mean);
     let tpot = tpot_percentiles(&pt, gaps);
     let itl = itl_percentiles(sm, &pt, gaps);
@@ -568,7 +590,7 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         Workload::Rate(_) => (
             "serving.open_loop",
             "Open loop (Poisson arrivals at a rate), per replica",
-            "C = R·(t_fe + s_1 + t_res/2 + ρ·s_p/(2(1 − ρ)) + (T_out − 1)·t_d/(1 − ρ)), ρ = R·s_p, t_res = t_d·min(1, R·life)",
+            "C = R·(t_fe + s_1 + t_ovl + t_res/2 + ρ·s_p/(2(1 − ρ)) + (T_out − 1)·t_d/(1 − ρ)), ρ = R·s_p, t_res = t_d·min(1, R·life)",
         ),
         _ => (
             "serving.closed_loop",
@@ -614,15 +636,16 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         Step::new(
             "serving.ttft",
             "Time to first token (mean)",
-            "TTFT = t_fe + W_q + s_1 + t_res/2 + ρ_o·s_p/(2(1 − ρ_o))",
+            "TTFT = t_fe + W_q + s_1 + t_ovl + t_res/2 + ρ_o·s_p/(2(1 − ρ_o)), t_ovl = max(0, t_res − T_host_excess) under an overlap scheduler",
         )
         .bind("t_fe", c.frontend_s, "s")
         .bind("W_q", pt.queue_s, "s")
         .bind("s_1", pt.s_1, "s")
+        .bind("t_ovl", pt.t_ovl, "s")
         .bind("t_res", pt.t_res, "s")
         .bind("W̄", pt.w_mean, "s")
         .result(c.ttft_s.mean, "s")
-            .source("frontend (engine profile frontend_s), queue for a slot or the token budget, prefill, the step in flight, M/D/1 prefill queue")
+            .source("frontend (engine profile frontend_s), queue for a slot or the token budget, prefill, the step an overlap scheduler launched ahead (overlap_schedule), the step in flight, M/D/1 prefill queue")
     });
     tr.record(|| {
         let (x, q) = itl_mix(sm, pt);
