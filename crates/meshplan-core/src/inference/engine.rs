@@ -120,7 +120,7 @@ pub struct EngineProfile {
     /// bandwidth) of the chip the 16-bit GEMM curve was fitted on. Below
     /// M½ a decode GEMM is a weight read, so on a chip of another ridge
     /// the 16-bit M½ scales by that chip's ridge over this one
-    /// ([`Self::gemm_efficiency_on`]; 0: no scaling).
+    /// ([`Self::gemm_curve_on`]; 0: no scaling).
     #[serde(default)]
     pub gemm_fit_ridge: f64,
     /// p: sharpness of the 16-bit curve's knee, `η·M/(M^p + M½^p)^(1/p)`
@@ -717,6 +717,15 @@ mod tests {
         let unsourced = text.replace("kernel_latency_s = \"", "kernel_latency = \"");
         let e = EngineProfile::from_toml(&unsourced, "x").unwrap_err();
         assert!(e.to_string().contains("kernel_latency_s"), "{e}");
+        // a knee below 1 or a per-chip curve without chips: clear errors
+        let blunt = text.replace("gemm_knee = 2.5", "gemm_knee = 0.5");
+        let e = EngineProfile::from_toml(&blunt, "x").unwrap_err();
+        assert!(e.to_string().contains("gemm_knee = 0.5 must be ≥ 1"), "{e}");
+        let nameless = text.replacen("chips = [\"h200\"]", "chips = []", 1);
+        let e = EngineProfile::from_toml(&nameless, "x").unwrap_err();
+        assert!(e.to_string().contains("gemm_chip"), "{e}");
+        let nan = text.replacen("half_tokens = 223.0", "half_tokens = nan", 1);
+        assert!(EngineProfile::from_toml(&nan, "x").is_err());
         assert!("nope".parse::<EngineProfile>().is_err());
         assert_eq!(
             "TensorRT-LLM".parse::<EngineProfile>().unwrap().name,

@@ -199,17 +199,39 @@ fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
     (t_d, s_p)
 }
 
+/// One request's own prefill, priced once per steady state (it does not
+/// depend on the concurrency the loops solve for).
+#[derive(Clone, Copy, Debug)]
+struct OwnPrefill {
+    /// `T_prefill(T_in)`, s.
+    total: f64,
+    /// Chunks it is prefilled in.
+    chunks: f64,
+    /// Host launch time beyond the GPU's (eager prefill), s.
+    host: f64,
+}
+
+impl OwnPrefill {
+    fn of(sm: &StepModel) -> OwnPrefill {
+        let pf = sm.prefill(1, sm.q.prompt_len, &mut NoTrace);
+        OwnPrefill {
+            total: pf.total.get(),
+            chunks: pf.chunks as f64,
+            host: pf.host.get(),
+        }
+    }
+}
+
 /// A request's own prefill latency: `T_prefill(T_in)`, plus the decode rows
 /// of the `others` running requests in each of its chunks when the engine
 /// mixes them into the same steps (`chunks·(t_d − t_fixed)`).
-fn prefill_latency(sm: &StepModel, others: f64, t_d: f64) -> f64 {
-    let pf = sm.prefill(1, sm.q.prompt_len, &mut NoTrace);
+fn prefill_latency(sm: &StepModel, pf: OwnPrefill, others: f64, t_d: f64) -> f64 {
     let shared = if others >= 1.0 && sm.engine.mixes_prefill() {
-        pf.chunks as f64 * (t_d - sm.fixed().get()).max(0.0)
+        pf.chunks * (t_d - sm.fixed().get()).max(0.0)
     } else {
         0.0
     };
-    pf.total.get() + shared
+    pf.total + shared
 }
 
 /// The step of `c` decode rows that fills the token budget with a prompt
@@ -239,16 +261,16 @@ fn prefill_tokens(sm: &StepModel) -> f64 {
 }
 
 /// The closed loop of `n` users per replica on `slots` slots.
-fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
+fn closed_loop(sm: &StepModel, pf: OwnPrefill, n: u64, slots: u64) -> Point {
     let q = sm.q;
     let c = n.min(slots).max(1) as f64;
     let (t_d, s_p) = costs(sm, c);
     let others = c - 1.0;
     let share = others / c;
-    let s_1 = prefill_latency(sm, others, t_d);
+    let s_1 = prefill_latency(sm, pf, others, t_d);
     let t_fe = sm.engine.frontend_s;
     let t_res = if others > 0.0 { t_d } else { 0.0 };
-    let t_ovl = overlap_wait(sm, t_res);
+    let t_ovl = overlap_wait(sm, pf, t_res);
     let gaps = q.gen_len.saturating_sub(1) as f64;
     // the user cycle at R requests/s: frontend, prefill, step in flight,
     // M/D/1 wait behind the others' prefills, T_out − 1 stretched steps
@@ -323,11 +345,11 @@ fn closed_loop(sm: &StepModel, n: u64, slots: u64) -> Point {
 /// The open loop at `r` requests/s per replica: the concurrency Little's
 /// law gives; past the slots, the token budget or ρ = 0.95 the rate is more
 /// than the replica serves and the point is its capacity (every slot busy).
-fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
+fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
     let cap = slots.max(1) as f64;
     let capacity = || Point {
         saturated: true,
-        ..closed_loop(sm, slots, slots)
+        ..closed_loop(sm, pf, slots, slots)
     };
     let mut c = 1.0f64;
     for _ in 0..200 {
@@ -340,7 +362,7 @@ fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
         if full_step(sm, c, t_d).is_some_and(|t| tpot > t) {
             return capacity();
         }
-        let (life, _) = open_life(sm, r, c, (t_d, s_p));
+        let (life, _) = open_life(sm, pf, r, c, (t_d, s_p));
         let next = (r * life).max(1.0);
         if next > cap {
             return capacity();
@@ -353,16 +375,16 @@ fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
     }
     let (t_d, s_p) = costs(sm, c);
     let rho = r * s_p;
-    let (_, t_res) = open_life(sm, r, c, (t_d, s_p));
+    let (_, t_res) = open_life(sm, pf, r, c, (t_d, s_p));
     Point {
-        t_ovl: overlap_wait(sm, t_res),
+        t_ovl: overlap_wait(sm, pf, t_res),
         c,
         r,
         rho,
         rho_o: rho,
         t_d,
         s_p,
-        s_1: prefill_latency(sm, c - 1.0, t_d),
+        s_1: prefill_latency(sm, pf, c - 1.0, t_d),
         t_res,
         w_mean: md1_wait_mean(rho, s_p),
         tpot: t_d / (1.0 - rho),
@@ -377,13 +399,13 @@ fn open_loop(sm: &StepModel, r: f64, slots: u64) -> Point {
 /// step it may find in flight: a decode step with the probability the
 /// engine is busy, `min(1, R·(life without it))` (Poisson arrivals see time
 /// averages; an idle engine has no step in flight).
-fn open_life(sm: &StepModel, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f64) {
+fn open_life(sm: &StepModel, pf: OwnPrefill, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f64) {
     let gaps = sm.q.gen_len.saturating_sub(1) as f64;
     let rho = r * s_p;
-    let s_1 = prefill_latency(sm, c - 1.0, t_d);
+    let s_1 = prefill_latency(sm, pf, c - 1.0, t_d);
     let life = sm.engine.frontend_s + s_1 + md1_wait_mean(rho, s_p) + gaps * t_d / (1.0 - rho);
     let t_res = t_d * (r * life).min(1.0);
-    (life + overlap_wait(sm, t_res) + t_res / 2.0, t_res)
+    (life + overlap_wait(sm, pf, t_res) + t_res / 2.0, t_res)
 }
 
 /// The extra wait of an overlap scheduler: SGLang's default
@@ -394,12 +416,11 @@ fn open_life(sm: &StepModel, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f6
 /// CPU launches an eager prefill's kernels while the GPU still runs that
 /// step, so the host launch time beyond the GPU's (`PrefillTime::host`)
 /// hides it: `max(0, t_res − T_host_excess)`; 0 for other engines.
-fn overlap_wait(sm: &StepModel, t_res: f64) -> f64 {
+fn overlap_wait(sm: &StepModel, pf: OwnPrefill, t_res: f64) -> f64 {
     if !sm.engine.overlap_schedule || t_res <= 0.0 {
         return 0.0;
     }
-    let host = sm.prefill(1, sm.q.prompt_len, &mut NoTrace).host.get();
-    (t_res - host).max(0.0)
+    (t_res - pf.host).max(0.0)
 }
 
 /// TTFT: `t_fe + W_q + s_1 + U·t_res + W`, U uniform on [0, 1], W the
@@ -530,10 +551,11 @@ pub(crate) fn steady_state<T: Tracer>(
     let e = sm.engine;
     let slots = e.slots(max_batch);
     let reps = replicas.max(1) as f64;
+    let pf = OwnPrefill::of(sm);
     let pt = match w {
-        Workload::Concurrency(n) => closed_loop(sm, n, slots),
-        Workload::Rate(r) => open_loop(sm, r / reps, slots),
-        Workload::Static => closed_loop(sm, q.batch, slots),
+        Workload::Concurrency(n) => closed_loop(sm, pf, n, slots),
+        Workload::Rate(r) => open_loop(sm, pf, r / reps, slots),
+        Workload::Static => closed_loop(sm, pf, q.batch, slots),
     };
     let gaps = q.gen_len.saturating_sub(1) as f64;
     let base = e.frontend_s + pt.queue_s + pt.s_1 + pt.t_ovl;

@@ -335,6 +335,26 @@ mod tests {
             .unwrap_or_else(|| panic!("{what:?}: {v:?}"))
     }
 
+    /// 4M tokens of 4,096, dp 2 × fsdp 2, tp 4, pp 2, ZeRO-1, sequence
+    /// parallelism, 8 micro-batches (the two tests below).
+    fn dp2_fsdp2_tp4_pp2() -> TrainConfig {
+        TrainConfig {
+            batch_tokens: 4 << 20,
+            seq_len: 4096,
+            degrees: Degrees {
+                dp: 2,
+                fsdp: 2,
+                tp: 4,
+                pp: 2,
+                ..Default::default()
+            },
+            zero: 1,
+            sequence_parallel: true,
+            microbatches: 8,
+            ..Default::default()
+        }
+    }
+
     /// Llama-3-8B (L = 32, D = 4096), B = 4Mi tokens of T = 4096 over
     /// dp 2 × fsdp 2 (4 data ranks), tp 4 with SP, pp 2, 8 micro-batches,
     /// full recompute, bf16 activations. By hand: a data rank's share is
@@ -346,20 +366,8 @@ mod tests {
     #[test]
     fn a_dense_step_sends_what_the_book_counts() {
         let cfg = TrainConfig {
-            batch_tokens: 4 << 20,
-            seq_len: 4096,
-            degrees: Degrees {
-                dp: 2,
-                fsdp: 2,
-                tp: 4,
-                pp: 2,
-                ..Default::default()
-            },
-            zero: 1,
             remat: Remat::Full,
-            sequence_parallel: true,
-            microbatches: 8,
-            ..Default::default()
+            ..dp2_fsdp2_tp4_pp2()
         };
         assert_eq!(token_share(&cfg, &cfg.degrees), 1_048_576.0);
         let v = sends("llama-3-8b", &cfg, 32);
@@ -395,21 +403,7 @@ mod tests {
     /// Llama-3-8B, dp 2 × fsdp 2, tp 4, pp 2, 8 micro-batches, ZeRO-1.
     #[test]
     fn dualpipe_moves_two_copies_of_the_weights() {
-        let one = TrainConfig {
-            batch_tokens: 4 << 20,
-            seq_len: 4096,
-            degrees: Degrees {
-                dp: 2,
-                fsdp: 2,
-                tp: 4,
-                pp: 2,
-                ..Default::default()
-            },
-            zero: 1,
-            sequence_parallel: true,
-            microbatches: 8,
-            ..Default::default()
-        };
+        let one = dp2_fsdp2_tp4_pp2();
         let dual = TrainConfig {
             schedule: crate::parallelism::Schedule::DualPipe,
             ..one
