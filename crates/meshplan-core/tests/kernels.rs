@@ -211,8 +211,46 @@ fn no_curves_for_the_book() {
     assert!(KernelSet::for_chip("trtllm", &chip("h100@book")).is_none());
     assert!(KernelSet::for_chip("ideal", &chip("h100")).is_none());
     assert!(KernelSet::for_chip("vllm", &chip("h800")).is_none());
-    let k = KernelSet::for_chip("sglang", &chip("h200")).unwrap();
-    assert_eq!(k.moe(DType::Fp8).unwrap().key, "fp8_block");
+    let h200 = chip("h200");
+    let k = KernelSet::for_chip("sglang", &h200).unwrap();
+    let own = k.moe(DType::Fp8, h200.hbm_bandwidth.get()).unwrap();
+    assert_eq!(own.curve.key, "fp8_block");
+    assert!(!own.transferred);
+    assert_eq!(own.bandwidth, own.curve.bandwidth);
+}
+
+/// SGLang has no MoE table on the B200: its block-fp8 MoE comes from the
+/// measured chip nearest in HBM bandwidth, the GB200 (8 TB/s, |ln 1| = 0),
+/// with t0 as measured there and the fraction of peak it reached
+/// (BW/W_fit) applied to the B200's 8 TB/s; bf16 has no Blackwell SGLang
+/// table, so the H200's (4.8 TB/s: |ln(4.8/8)| = 0.51 < H100's
+/// |ln(3.35/8)| = 0.87). By hand from data/engines/kernels.toml:
+/// gb200 fp8_block t0 = 27.72 µs, 6.204 TB/s of 8 TB/s → 6.204 TB/s on
+/// the B200; h200 bf16 t0 = 34.33 µs, 3.323 TB/s of 4.8 TB/s → 0.6923·8 =
+/// 5.538 TB/s.
+#[test]
+fn a_missing_moe_table_is_transferred_from_the_nearest_measured_chip() {
+    let b200 = chip("b200");
+    let w = b200.hbm_bandwidth.get();
+    assert_eq!(w, 8e12);
+    let k = KernelSet::for_chip("sglang", &b200).unwrap();
+    let fp8 = k.moe(DType::Fp8, w).unwrap();
+    assert!(fp8.transferred);
+    assert_eq!(
+        (fp8.curve.system.as_str(), fp8.curve.key.as_str()),
+        ("gb200", "fp8_block")
+    );
+    assert!((fp8.curve.t0_s - 27.72e-6).abs() < 1e-9);
+    assert!((fp8.bandwidth / 6.204e12 - 1.0).abs() < 1e-3);
+    let bf16 = k.moe(DType::Bf16, w).unwrap();
+    assert_eq!(
+        (bf16.curve.system.as_str(), bf16.curve.key.as_str()),
+        ("h200_sxm", "bf16")
+    );
+    assert!((bf16.curve.t0_s - 34.33e-6).abs() < 1e-9);
+    assert!((bf16.bandwidth / (3.323e12 / 4.8e12 * 8e12) - 1.0).abs() < 1e-3);
+    // int8 experts: no MoE kernel anywhere
+    assert!(k.moe(DType::Int8, w).is_none());
 }
 
 /// DeepSeek-V3 (fp8, 61 layers of which 58 MoE, E = 256, k = 8) on 8 H200
@@ -248,6 +286,38 @@ inference = { engine = "trtllm", weights_dtype = "fp8", kv_dtype = "fp8", batch 
     // the MoE layers' fixed time alone, 58·28 µs = 1.63 ms, is what the
     // bandwidth roofline missed
     assert!(r.decode_weight_time_s.get() > (w_dev - routed_dev * (1.0 - frac)) / (0.84 * 4.8e12));
+}
+
+/// Qwen3-235B-A22B (bf16, 94 MoE layers, E = 128, k = 8) on 8 B200 under
+/// SGLang, TP 8, batch 1: SGLang has no MoE table on the B200, so the
+/// H200's bf16 MoE curve at the fraction of peak it reached there
+/// (t0 = 34.33 µs per layer, BW = 3.323e12/4.8e12·8e12 = 5.538e12 B/s)
+/// prices the k/E = 1/16 of the routed experts one token touches; the
+/// dense rest streams through the B200's own bf16 GEMM curve (t0 = 4.181
+/// µs, 6.549 TB/s) in 94·3 + 1 = 283 calls (router, fused QKV and output
+/// projection per layer, the LM head):
+/// T_w = (w_dev − routed_dev)/6.549e12 + 283·4.181e-6 + 94·34.33e-6
+///     + routed_dev/16/5.538e12.
+/// The MoE layers' fixed time alone (3.23 ms) is more than the 0.83 ms the
+/// bandwidth roofline gave the whole weight read before the transfer.
+#[test]
+fn qwen3_moe_decode_on_b200_from_the_transferred_moe_curve() {
+    let r = run(r#"
+model = { name = "qwen3-235b-a22b" }
+hardware = { chip = "b200", chips = 8 }
+inference = { engine = "sglang", batch = 1, prompt_len = 610, gen_len = 421 }
+"#);
+    let m = Catalog::builtin().model("qwen3-235b-a22b").unwrap();
+    let p = params::count(&m.arch, &mut NoTrace);
+    let routed_dev = 2.0 * p.experts_routed as f64 / 8.0;
+    let w_dev = r.weights_bytes_per_device.get();
+    let bw_moe = 3.323e12 / 4.8e12 * 8e12;
+    let want = (w_dev - routed_dev) / 6.549e12
+        + 283.0 * 4.181e-6
+        + 94.0 * 34.33e-6
+        + routed_dev / 16.0 / bw_moe;
+    close(r.decode_weight_time_s.get(), want, 1e-3, "T_w");
+    assert!(r.decode_weight_time_s.get() > 94.0 * 34.33e-6);
 }
 
 /// Llama-3.1-8B int4 weight-only on 1 H100 under vLLM, batch 1: no

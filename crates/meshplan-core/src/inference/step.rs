@@ -375,9 +375,11 @@ impl StepModel<'_> {
             (None, Some((c, calls))) => calls * c.t0_s + dense / c.bandwidth,
             (None, None) => dense / (w_hbm * e.hbm_efficiency),
         };
-        let moe = (routed_dev.get() > 0.0).then(|| k.moe(wdt)).flatten();
+        let moe = (routed_dev.get() > 0.0)
+            .then(|| k.moe(wdt, w_hbm))
+            .flatten();
         let t_routed = match moe {
-            Some(c) => moe_layers * c.t0_s + routed / c.bandwidth,
+            Some(c) => moe_layers * c.curve.t0_s + routed / c.bandwidth,
             None => routed / (w_hbm * e.hbm_efficiency),
         };
         let t_w = t_dense + t_routed;
@@ -1029,12 +1031,36 @@ struct KernelDecode {
 }
 
 type CurveRef = Option<&'static super::kernels::Curve>;
+type AppliedRef = Option<super::kernels::Applied>;
+
+/// A curve's source; one measured on another chip says so, with the
+/// fractions of peak it is applied at.
+fn applied_source(a: &super::kernels::Applied) -> String {
+    if !a.transferred {
+        return a.curve.source.clone();
+    }
+    let frac = |x: f64, peak: f64| if peak > 0.0 { x / peak } else { 0.0 };
+    // a memory-only curve (the MoE kernel) has no compute side to scale
+    let compute = if a.curve.flops > 0.0 {
+        format!(
+            ", F/C_bf16 = {:.3}",
+            frac(a.curve.flops, a.curve.peak_bf16_flops)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} — measured on another chip: a prediction outside what was measured, at the fractions of peak it reached there (BW/W_hbm = {:.3}{compute})",
+        a.curve.source,
+        frac(a.curve.bandwidth, a.curve.peak_bandwidth),
+    )
+}
 
 fn record_kernels<T: Tracer>(
     (wo, gemm, moe, mla): (
-        Option<super::kernels::Applied>,
+        AppliedRef,
         Option<(&'static super::kernels::Curve, f64)>,
-        CurveRef,
+        AppliedRef,
         CurveRef,
     ),
     (layers, moe_layers): (f64, f64),
@@ -1058,16 +1084,7 @@ fn record_kernels<T: Tracer>(
                 .bind("t0_wo", a.curve.t0_s, "s")
                 .bind("BW_wo", a.bandwidth, "B/s")
                 .bind("F_wo", a.flops, "FLOP/s");
-            src.push(if a.transferred {
-                format!(
-                    "{} — measured on another chip: a prediction outside what was measured, at the fractions of peak it reached there (BW/W_hbm = {:.3}, F/C_bf16 = {:.3})",
-                    a.curve.source,
-                    a.curve.bandwidth / a.curve.peak_bandwidth,
-                    a.curve.flops / a.curve.peak_bf16_flops
-                )
-            } else {
-                a.curve.source.clone()
-            });
+            src.push(applied_source(&a));
         }
         if let (None, Some((c, calls))) = (wo, gemm) {
             s = s
@@ -1076,13 +1093,15 @@ fn record_kernels<T: Tracer>(
                 .bind("BW_gemm", c.bandwidth, "B/s");
             src.push(c.source.clone());
         }
-        for (tag, c) in [("moe", moe), ("mla", mla)] {
-            if let Some(c) = c {
-                s = s
-                    .bind(&format!("t0_{tag}"), c.t0_s, "s")
-                    .bind(&format!("BW_{tag}"), c.bandwidth, "B/s");
-                src.push(c.source.clone());
-            }
+        if let Some(a) = moe {
+            s = s
+                .bind("t0_moe", a.curve.t0_s, "s")
+                .bind("BW_moe", a.bandwidth, "B/s");
+            src.push(applied_source(&a));
+        }
+        if let Some(c) = mla {
+            s = s.bind("t0_mla", c.t0_s, "s").bind("BW_mla", c.bandwidth, "B/s");
+            src.push(c.source.clone());
         }
         if let Some(t) = t_kv {
             s = s.bind("T_kv", t.get(), "s");

@@ -202,10 +202,18 @@ impl KernelSet {
         self.find(&self.engine, op, key)
     }
 
-    /// The MoE grouped GEMM for experts stored in `w`: block-scaled fp8
-    /// (DeepSeek-style) before per-tensor fp8; for 4 bits NVFP4, then the
-    /// MXFP4 kernels, then int4 weight-only.
-    pub fn moe(&self, w: DType) -> Option<&'static Curve> {
+    /// The MoE grouped GEMM for experts stored in `w` on a chip of `w_hbm`
+    /// HBM bandwidth: block-scaled fp8 (DeepSeek-style) before per-tensor
+    /// fp8; for 4 bits NVFP4, then the MXFP4 kernels, then int4
+    /// weight-only. This engine's table on this chip; else its table for
+    /// the same weights on the measured chip nearest in HBM bandwidth (B200
+    /// ← GB200, H100 ← H200), `t0` as measured and the bandwidth at the
+    /// fraction of peak it reached there (`transferred`). Why: the fused
+    /// MoE kernel's fixed time per layer (routing, token alignment, two
+    /// grouped GEMMs, the combine: 20–46 µs on every measured chip) is what
+    /// a small-batch MoE step mostly pays, and a bytes-over-bandwidth
+    /// roofline without it misses it whole where a chip has no table.
+    pub fn moe(&self, w: DType, w_hbm: f64) -> Option<Applied> {
         let keys: &[&str] = match w {
             DType::Bf16 | DType::Fp16 => &["bf16"],
             DType::Fp8 => &["fp8_block", "fp8"],
@@ -213,7 +221,29 @@ impl KernelSet {
             DType::Int4 => &["int4_wo", "mxfp4_w4a16"],
             _ => &[],
         };
-        keys.iter().find_map(|k| self.get("moe", k))
+        if let Some(c) = keys.iter().find_map(|k| self.get("moe", k)) {
+            return Some(Applied {
+                curve: c,
+                bandwidth: c.bandwidth,
+                flops: 0.0,
+                transferred: false,
+            });
+        }
+        let distance = |c: &Curve| (c.peak_bandwidth / w_hbm).ln().abs();
+        let c = keys.iter().find_map(|k| {
+            curves()
+                .iter()
+                .filter(|c| c.engine == self.engine && c.op == "moe" && c.key == *k)
+                .filter(|c| c.peak_bandwidth > 0.0)
+                .min_by(|a, b| distance(a).total_cmp(&distance(b)))
+        })?;
+        Some(Applied {
+            curve: c,
+            bandwidth: c.bandwidth / c.peak_bandwidth * w_hbm,
+            flops: 0.0,
+            transferred: true,
+        })
+        .filter(|a| a.bandwidth > 0.0 && a.bandwidth.is_finite())
     }
 
     /// The weight-only GEMM for `w` weights with 16-bit activations on a
