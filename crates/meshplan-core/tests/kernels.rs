@@ -8,38 +8,18 @@
 //!    by hand from the curves' parameters (data/engines/kernels.toml).
 //! 3. The ideal engine and `@book` chips never see a curve.
 
+mod common;
+
+use common::{close, curve, infer as run};
 use meshplan_core::hardware::Chip;
-use meshplan_core::inference::kernels::{curves, Curve, KernelSet};
-use meshplan_core::inference::{self, scenario::resolve, InferReport};
+use meshplan_core::inference::kernels::{curves, KernelSet};
 use meshplan_core::model::params;
-use meshplan_core::scenario::Scenario;
 use meshplan_core::trace::NoTrace;
 use meshplan_core::units::DType;
 use meshplan_core::Catalog;
 
-fn curve(system: &str, engine: &str, op: &str, key: &str) -> &'static Curve {
-    curves()
-        .iter()
-        .find(|c| c.system == system && c.engine == engine && c.op == op && c.key == key)
-        .unwrap_or_else(|| panic!("no curve {system}/{engine}/{op}/{key}"))
-}
-
-fn close(got: f64, want: f64, rel: f64, what: &str) {
-    assert!(
-        ((got - want) / want).abs() <= rel,
-        "{what}: got {got}, want {want} (rel {rel})"
-    );
-}
-
 fn chip(name: &str) -> Chip {
     Catalog::builtin().chip(name).unwrap().clone()
-}
-
-fn run(toml: &str) -> InferReport {
-    let cat = Catalog::builtin();
-    let sc = Scenario::parse(toml, "test.toml").unwrap();
-    let s = resolve(&sc, cat).unwrap();
-    inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap()
 }
 
 /// Decode GEMM, bf16 and block-scaled fp8, H200 under TensorRT-LLM:

@@ -8,33 +8,12 @@
 //! 2. A DeepSeek-V3 decode step's KV/attention term derived by hand from
 //!    the curve's parameters (data/engines/kernels.toml).
 
-use meshplan_core::inference::kernels::{curves, Curve, KernelSet};
-use meshplan_core::inference::{self, scenario::resolve, InferReport};
-use meshplan_core::scenario::Scenario;
-use meshplan_core::trace::NoTrace;
+mod common;
+
+use common::{close, curve, infer as run};
+use meshplan_core::inference::kernels::{Curve, KernelSet};
 use meshplan_core::units::DType;
 use meshplan_core::Catalog;
-
-fn curve(system: &str, engine: &str, op: &str, key: &str) -> &'static Curve {
-    curves()
-        .iter()
-        .find(|c| c.system == system && c.engine == engine && c.op == op && c.key == key)
-        .unwrap_or_else(|| panic!("no curve {system}/{engine}/{op}/{key}"))
-}
-
-fn close(got: f64, want: f64, rel: f64, what: &str) {
-    assert!(
-        ((got - want) / want).abs() <= rel,
-        "{what}: got {got}, want {want} (rel {rel})"
-    );
-}
-
-fn run(toml: &str) -> InferReport {
-    let cat = Catalog::builtin();
-    let sc = Scenario::parse(toml, "test.toml").unwrap();
-    let s = resolve(&sc, cat).unwrap();
-    inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).unwrap()
-}
 
 /// DeepSeek-V3's attention weights of one layer at h heads per GPU, by
 /// hand: latent projections 7168·(1536 + 512 + 64) = 15,138,816, q_b

@@ -8,6 +8,8 @@
 #![allow(dead_code)]
 
 use meshplan_core::hardware::Chip;
+use meshplan_core::inference::kernels::{curves, Curve};
+use meshplan_core::inference::{self, InferReport};
 use meshplan_core::mesh::Topology;
 use meshplan_core::model::ModelSpec;
 use meshplan_core::scenario::Scenario;
@@ -91,4 +93,28 @@ pub fn claims_file(path: &std::path::Path) -> meshplan_core::check::ClaimsFile {
     };
     meshplan_core::check::parse_claims(&src, &path.display().to_string(), &mut resolve)
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `meshplan infer` on a scenario TOML, as the CLI resolves it.
+pub fn infer(body: &str) -> InferReport {
+    let cat = Catalog::builtin();
+    let sc = Scenario::parse(body, "test.toml").expect("scenario");
+    let s = inference::scenario::resolve(&sc, cat).expect("resolves");
+    inference::evaluate(&s.model, &s.chip, &s.query, &mut NoTrace).expect("evaluates")
+}
+
+/// The fitted kernel curve `system/engine/op/key` (data/engines/kernels.toml).
+pub fn curve(system: &str, engine: &str, op: &str, key: &str) -> &'static Curve {
+    curves()
+        .iter()
+        .find(|c| c.system == system && c.engine == engine && c.op == op && c.key == key)
+        .unwrap_or_else(|| panic!("no curve {system}/{engine}/{op}/{key}"))
+}
+
+/// `got` within relative `rel` of `want`.
+pub fn close(got: f64, want: f64, rel: f64, what: &str) {
+    assert!(
+        ((got - want) / want).abs() <= rel,
+        "{what}: got {got}, want {want} (rel {rel})"
+    );
 }

@@ -159,6 +159,9 @@ pub struct KernelSet {
     engine: String,
     chip: String,
     mine: Vec<&'static Curve>,
+    /// This engine's MoE curves measured on other chips (a MoE table this
+    /// chip lacks is transferred from one of them: [`KernelSet::moe`]).
+    moe_elsewhere: Vec<&'static Curve>,
 }
 
 impl KernelSet {
@@ -178,10 +181,16 @@ impl KernelSet {
             .filter(on_chip)
             .filter(|c| c.engine == engine || c.engine == "nccl")
             .collect();
+        let moe_elsewhere = curves()
+            .iter()
+            .filter(|c| c.engine == engine && c.op == "moe" && c.peak_bandwidth > 0.0)
+            .filter(|c| !on_chip(c))
+            .collect();
         Some(KernelSet {
             engine: engine.to_string(),
             chip: name.to_string(),
             mine,
+            moe_elsewhere,
         })
     }
 
@@ -206,8 +215,9 @@ impl KernelSet {
     /// HBM bandwidth: block-scaled fp8 (DeepSeek-style) before per-tensor
     /// fp8; for 4 bits NVFP4, then the MXFP4 kernels, then int4
     /// weight-only. This engine's table on this chip; else its table for
-    /// the same weights on the measured chip nearest in HBM bandwidth (B200
-    /// ← GB200, H100 ← H200), `t0` as measured and the bandwidth at the
+    /// the same weights on the measured chip nearest in HBM bandwidth
+    /// (SGLang fp8 on B200 ← GB200, bf16 ← H200), `t0` as measured and the
+    /// bandwidth at the
     /// fraction of peak it reached there (`transferred`). Why: the fused
     /// MoE kernel's fixed time per layer (routing, token alignment, two
     /// grouped GEMMs, the combine: 20–46 µs on every measured chip) is what
@@ -231,10 +241,10 @@ impl KernelSet {
         }
         let distance = |c: &Curve| (c.peak_bandwidth / w_hbm).ln().abs();
         let c = keys.iter().find_map(|k| {
-            curves()
+            self.moe_elsewhere
                 .iter()
-                .filter(|c| c.engine == self.engine && c.op == "moe" && c.key == *k)
-                .filter(|c| c.peak_bandwidth > 0.0)
+                .copied()
+                .filter(|c| c.key == *k)
                 .min_by(|a, b| distance(a).total_cmp(&distance(b)))
         })?;
         Some(Applied {
