@@ -33,7 +33,7 @@ TRAIN = {
 INFER = {
     "model": {"name": "llama-2-13b"},
     "hardware": {"chip": "tpu-v5e@book", "mesh": "2x4"},
-    "inference": {"batch": 8, "context": 8192, "kv_dtype": "int8"},
+    "inference": {"batch": 8, "context": 8192, "kv_dtype": "int8", "workload": "lockstep=8"},
 }
 
 

@@ -97,6 +97,59 @@ fn bad_benchmark_flags_are_refused() {
     );
 }
 
+/// `--workload lockstep=N` (fixed lengths): under SGLang, which prefills a
+/// waiting wave before any decode, the 64 users run in waves and the
+/// report and `--explain` say so; under vLLM the wave's 64,000 prompt
+/// tokens span several mixed steps, the waves do not persist and the
+/// numbers are the staggered loop's. A lockstep of no users is refused.
+#[test]
+fn lockstep_waves_are_reported_and_explained() {
+    let (code, out, err) = run(&[
+        "infer",
+        C64,
+        "--engine",
+        "sglang",
+        "--workload",
+        "lockstep=64",
+        "--explain",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for s in [
+        "lockstep=64 (in lockstep waves)",
+        "Closed loop at fixed lengths: N users in lockstep waves",
+        "TTFT_j = t_fe + T_wave·⌈j·n_b/N⌉/n_b",
+        "TPOT_j = t_d + (T_wave − t_j)/(T_out − 1)",
+    ] {
+        assert!(out.contains(s), "missing {s:?}");
+    }
+    let v = json(&[
+        "infer",
+        C64,
+        "--engine",
+        "sglang",
+        "--workload",
+        "lockstep=64",
+        "--json",
+    ]);
+    assert_eq!(v["serving"]["continuous"]["lockstep"], true);
+    let waves = json(&["infer", C64, "--workload", "lockstep=64", "--json"]);
+    let stag = json(&["infer", C64, "--json"]);
+    let (w, s) = (
+        &waves["serving"]["continuous"],
+        &stag["serving"]["continuous"],
+    );
+    assert!(w.get("lockstep").is_none(), "{w}");
+    assert_eq!(w["ttft_s"], s["ttft_s"]);
+    assert_eq!(w["requests_per_s"], s["requests_per_s"]);
+    let (code, out, _) = run(&["infer", C64, "--workload", "lockstep=64"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("(waves do not persist: staggered)"), "{out}");
+    rejects(
+        &["infer", C64, "--workload", "lockstep=0"],
+        &["lockstep=0", "lockstep=N"],
+    );
+}
+
 /// A bf16 model is searched in bf16 (the report says so); with
 /// `--allow-quantization` int8/fp8 plans appear.
 #[test]

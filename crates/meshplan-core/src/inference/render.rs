@@ -221,8 +221,9 @@ impl InferReport {
             rows.push(field(
                 "continuous",
                 format!(
-                    "{}: {:.1} in flight per replica, {:.3} requests/s, {:.1} output tokens/s ({:.2} per chip), prefill {:.0}% of the time{}",
+                    "{}{}: {:.1} in flight per replica, {:.3} requests/s, {:.1} output tokens/s ({:.2} per chip), prefill {:.0}% of the time{}",
                     c.workload,
+                    waves(c),
                     c.concurrency,
                     c.requests_per_s,
                     c.output_tokens_per_s,
@@ -314,5 +315,15 @@ impl InferReport {
             rows.push(field("FLOPs per dollar", fmt_si(f, "FLOPs/$")));
         }
         rows
+    }
+}
+
+/// How a `lockstep=N` loop runs: in waves, or staggered (the waves do not
+/// persist under this engine); nothing for other workloads.
+fn waves(c: &crate::inference::serving::Continuous) -> &'static str {
+    match (c.lockstep, c.workload.starts_with("lockstep")) {
+        (true, _) => " (in lockstep waves)",
+        (false, true) => " (waves do not persist: staggered)",
+        _ => "",
     }
 }

@@ -73,6 +73,10 @@ pub struct Continuous {
     /// What bounds the operating point: "none", "slots" (requests beyond B
     /// wait) or "token-budget" (prompts wait for room in the steps).
     pub limited_by: String,
+    /// Whether the users run in lockstep waves (`lockstep=N` whose waves
+    /// persist, [`super::lockstep`]); omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lockstep: bool,
     /// Finished requests per second, slice.
     pub requests_per_s: f64,
     /// Output tokens per second, slice.
@@ -190,7 +194,7 @@ struct Point {
 const RHO_MAX: f64 = 0.95;
 
 /// Decode step and per-request prefill cost at concurrency `c`.
-fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
+pub(super) fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
     let q = sm.q;
     let b = c.ceil().max(1.0) as u64;
     // per output token: the decode step, or its speculative equivalent
@@ -518,7 +522,7 @@ fn itl_percentiles(sm: &StepModel, pt: &Point, gaps: f64) -> Percentiles {
 }
 
 /// Percentiles of `t` with probability `1 − q`, `t + x` with probability `q`.
-fn two_point(t: f64, x: f64, q: f64) -> Percentiles {
+pub(super) fn two_point(t: f64, x: f64, q: f64) -> Percentiles {
     let at = |p: f64| if p <= 1.0 - q { t } else { t + x };
     Percentiles {
         mean: t + q * x,
@@ -554,6 +558,11 @@ pub(crate) fn steady_state<T: Tracer>(
     let pf = OwnPrefill::of(sm);
     let pt = match w {
         Workload::Concurrency(n) => closed_loop(sm, pf, n, slots),
+        Workload::Lockstep(n) => match super::lockstep::steady_state(sm, n, slots, replicas, tr) {
+            Ok(waves) => return Ok(waves),
+            // the waves do not persist: the staggered loop of n users
+            Err(_) => closed_loop(sm, pf, n, slots),
+        },
         Workload::Rate(r) => open_loop(sm, pf, r / reps, slots),
         Workload::Static => closed_loop(sm, pf, q.batch, slots),
     };
@@ -568,6 +577,7 @@ pub(crate) fn steady_state<T: Tracer>(
         slots,
         token_budget: e.max_prefill_tokens,
         limited_by: pt.limit.name().into(),
+        lockstep: false,
         requests_per_s: pt.r * reps,
         output_tokens_per_s: pt.r * reps * q.gen_len as f64,
         output_tokens_per_s_per_chip: pt.r * q.gen_len as f64 / sm.replica_chips() as f64,
@@ -621,7 +631,7 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         ),
     };
     let users = match w {
-        Workload::Concurrency(n) => Some(n as f64),
+        Workload::Concurrency(n) | Workload::Lockstep(n) => Some(n as f64),
         Workload::Static => Some(q.batch as f64),
         Workload::Rate(_) => None,
     };
@@ -708,7 +718,7 @@ fn split(
     let gaps = q.gen_len.saturating_sub(1).max(1) as f64;
     let cap = max_batch.max(1) as f64;
     let (c, sat_c) = match w {
-        Workload::Concurrency(c) => ((c as f64).min(cap), c as f64 > cap),
+        Workload::Concurrency(c) | Workload::Lockstep(c) => ((c as f64).min(cap), c as f64 > cap),
         Workload::Rate(r) => {
             let mut c = 1.0f64;
             for _ in 0..100 {

@@ -3,8 +3,9 @@ Serving as engines run it and benchmarks measure it.
 
 * [`crate::inference::engine`]: engine profiles (`ideal` = the book's roofline, `vllm`,
   `sglang`, `trtllm`), each number with its source (`data/engines/`).
-* [`workload`]: static batch, continuous batching at a concurrency or a
-  request rate.
+* [`workload`]: static batch, continuous batching at a concurrency (random
+  or fixed lengths) or a request rate.
+* [`lockstep`]: a closed loop at fixed lengths whose users run in waves.
 * [`queue`]: the distributions behind the TTFT/TPOT percentiles.
 * [`validation`](crate::inference::validation): predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
@@ -23,6 +24,7 @@ module composes them into what a benchmark reports.
 pub mod continuous;
 pub mod disagg;
 pub mod eager_prefill;
+pub mod lockstep;
 pub mod moe_prefill;
 pub mod queue;
 // Kept here too: the speculative-decoding options were first published under `serving`.
