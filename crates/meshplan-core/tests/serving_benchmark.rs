@@ -175,6 +175,46 @@ fn prefill_priority_stretches_tpot_instead() {
     );
 }
 
+/// SGLang batches the prompts waiting when it forms a prefill batch: under
+/// a staggered load a batch holds b prompts, the fixed point of
+/// `b = R·(T(b) + t_d·e^(−R·T(b))/(1 − e^(−R·t_d)))` (decode steps and
+/// batches counted over a long run), not the C running. Checked from
+/// outside: `T(b)` interpolated between the static batches of 1 and 2
+/// prompts (their TTFT), b read back from the reported prefill latency
+/// `s_1 = T(b)`, the equation at the reported R and t_d, and the prefill
+/// share of the GPU `ρ = R·T(b)/b`.
+#[test]
+fn prefill_first_batches_the_prompts_waiting() {
+    let e = EngineProfile::builtin("sglang").unwrap();
+    let w = Workload::Concurrency(64);
+    let (t_in, t_out) = (600, 400);
+    let r = eval(&query(e.clone(), 8, (t_in, t_out), w));
+    let c = cont(&r);
+    let batch = |b| {
+        let q = InferQuery {
+            batch: b,
+            ..query(e.clone(), 8, (t_in, t_out), Workload::Static)
+        };
+        eval(&q).serving.static_batch.ttft_s
+    };
+    let (t1, t2) = (batch(1), batch(2));
+    let b = 1.0 + (c.prefill_s - t1) / (t2 - t1);
+    assert!(b > 1.0 && b < 2.0, "b = {b}");
+    let (rate, t_d, t_b) = (c.requests_per_s, c.decode_step_s, c.prefill_s);
+    let idle = t_d / (1.0 - (-rate * t_d).exp());
+    close(b, rate * (t_b + idle * (-rate * t_b).exp()), 1e-6, "b");
+    close(c.prefill_utilisation, rate * t_b / b, 1e-6, "ρ");
+    // the share of one batch of all 64 prompts is less than half: the
+    // batch's eager launch floor (80 layers × 12 kernels × 48.7 µs) is
+    // shared by b ≈ 1 prompts, not 64
+    assert!(
+        t_b / b > 2.0 * batch(64) / 64.0,
+        "{} vs {}",
+        t_b / b,
+        batch(64) / 64.0
+    );
+}
+
 /// The open loop at a trickle (one request every 1000 s) sees an idle
 /// engine: C → 1, TTFT → t_fe + T_prefill, TPOT → the batch-1 step; past
 /// the capacity it is flagged and reported at capacity (every slot busy:

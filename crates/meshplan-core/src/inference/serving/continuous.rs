@@ -12,9 +12,13 @@
 //! With `C = min(N, B)` requests running:
 //! * decode step `t_d = T_step(C, T_in + T_out/2)` (the engine's
 //!   `StepModel`, the one step model);
-//! * a request's share of the batched prefill `s_p = T_prefill(C·T_in)/C`,
-//!   its own prefill latency `s_1 = T_prefill(T_in)` plus, when its chunks
-//!   share steps with the others' decodes, `chunks·(t_d − t_fixed)`;
+//! * a request's prefill: an engine that mixes prompt chunks into its
+//!   decode steps takes `s_p = T_prefill(C·T_in)/C` of GPU time per request
+//!   (the batched prefill's share) and its own latency is `s_1 =
+//!   T_prefill(T_in)` plus `chunks·(t_d − t_fixed)` for the decode rows its
+//!   chunks carry; a prefill-first engine batches the b prompts waiting
+//!   ([`super::prefill_batches`]): `s_p = T(b)/b`, `s_1 = T(b)`, and each
+//!   batch stalls the decodes for `t_ev = T(b)` (`t_ev = s_p` when mixed);
 //! * the others' prefill load a request sees, `ρ_o = R·s_p·(C − 1)/C` (a
 //!   user's own prefill never delays its own tokens; an open loop sees
 //!   `ρ = R·s_p`, Poisson arrivals see time averages);
@@ -24,7 +28,7 @@
 //!   `t_full = t_d + T_prefill(K − C) − t_fixed`;
 //! * `TTFT = t_fe + W_q + s_1 + t_d/2 + W̄`: the frontend, the wait for a
 //!   slot or for the token budget `W_q`, the prefill, the step in flight and
-//!   the M/D/1 prefill queue of the others ([`super::queue`]);
+//!   the M/D/1 queue of the others' prefill events of `t_ev` ([`super::queue`]);
 //! * the closed loop closes with Little's law on the user cycle,
 //!   `N = R·(TTFT + (T_out − 1)·TPOT)`: the requests beyond `B` (or the
 //!   prefills beyond the budget) wait in `W_q` — TPOT holds, TTFT grows.
@@ -38,6 +42,7 @@
 
 use serde::Serialize;
 
+use super::prefill_batches::{Batches, Share};
 use super::queue::{md1_wait_mean, poisson_quantile, wait_quantile};
 use super::{prompt_kv_bytes, Workload};
 use crate::error::Result;
@@ -173,6 +178,10 @@ struct Point {
     t_d: f64,
     s_p: f64,
     s_1: f64,
+    /// The stall one prefill event puts on the decodes ([`Share::t_ev`]).
+    t_ev: f64,
+    /// Prompts per prefill batch ([`Share::b`]).
+    b: f64,
     /// Length of the step a new request may find in flight (0: none).
     t_res: f64,
     /// The step an overlap scheduler launched before the request was
@@ -238,6 +247,29 @@ fn prefill_latency(sm: &StepModel, pf: OwnPrefill, others: f64, t_d: f64) -> f64
     pf.total + shared
 }
 
+/// A request's prefill at `r` requests/s with `c` running and decode steps
+/// of `t_d`: a prefill-first engine's batches of the prompts waiting
+/// ([`super::prefill_batches`]); a mixing engine's share of the batched
+/// prefill `s_p = T_prefill(C·T_in)/C` and its own latency with the decode
+/// rows its chunks carry.
+fn share_at(
+    sm: &StepModel,
+    pf: OwnPrefill,
+    batches: Option<&Batches>,
+    (c, t_d, s_p): (f64, f64, f64),
+    r: f64,
+) -> Share {
+    match batches {
+        Some(b) => b.share(r, t_d, c),
+        None => Share {
+            s_p,
+            s_1: prefill_latency(sm, pf, c - 1.0, t_d),
+            t_ev: s_p,
+            b: 1.0,
+        },
+    }
+}
+
 /// The step of `c` decode rows that fills the token budget with a prompt
 /// chunk of `K − c` tokens: `t_full = t_d + T_prefill(K − c) − t_fixed`;
 /// None when the engine does not mix prefill into decode steps or the
@@ -259,7 +291,7 @@ fn full_step(sm: &StepModel, c: f64, t_d: f64) -> Option<f64> {
 }
 
 /// Prompt tokens a request prefills (the uncached share).
-fn prefill_tokens(sm: &StepModel) -> f64 {
+pub(super) fn prefill_tokens(sm: &StepModel) -> f64 {
     let h = sm.q.prefix_cache_hit.clamp(0.0, 0.999);
     (sm.q.prompt_len.max(1) as f64 * (1.0 - h)).max(1.0)
 }
@@ -269,9 +301,10 @@ fn closed_loop(sm: &StepModel, pf: OwnPrefill, n: u64, slots: u64) -> Point {
     let q = sm.q;
     let c = n.min(slots).max(1) as f64;
     let (t_d, s_p) = costs(sm, c);
+    let batches = Batches::of(sm);
+    let at = |r: f64| share_at(sm, pf, batches.as_ref(), (c, t_d, s_p), r);
     let others = c - 1.0;
     let share = others / c;
-    let s_1 = prefill_latency(sm, pf, others, t_d);
     let t_fe = sm.engine.frontend_s;
     let t_res = if others > 0.0 { t_d } else { 0.0 };
     let t_ovl = overlap_wait(sm, pf, t_res);
@@ -279,14 +312,24 @@ fn closed_loop(sm: &StepModel, pf: OwnPrefill, n: u64, slots: u64) -> Point {
     // the user cycle at R requests/s: frontend, prefill, step in flight,
     // M/D/1 wait behind the others' prefills, T_out − 1 stretched steps
     let cycle = |r: f64| {
-        let rho_o = r * s_p * share;
-        t_fe + s_1 + t_ovl + t_res / 2.0 + md1_wait_mean(rho_o, s_p) + gaps * t_d / (1.0 - rho_o)
+        let sh = at(r);
+        let rho_o = r * sh.s_p * share;
+        if rho_o >= 1.0 {
+            return f64::INFINITY;
+        }
+        t_fe + sh.s_1
+            + t_ovl
+            + t_res / 2.0
+            + md1_wait_mean(rho_o, sh.t_ev)
+            + gaps * t_d / (1.0 - rho_o)
     };
-    // C = R·cycle(R) is increasing in R on [0, 1/(s_p·share)): bisection
-    let r = if share <= 0.0 || s_p <= 0.0 {
+    // C = R·cycle(R) is increasing in R below ρ_o = 1: bisection (s_p is
+    // least for the largest batch)
+    let least = batches.as_ref().map_or(s_p, |b| b.least_share(c));
+    let r = if share <= 0.0 || least <= 0.0 {
         c / cycle(0.0)
     } else {
-        let (mut lo, mut hi) = (0.0, 1.0 / (s_p * share));
+        let (mut lo, mut hi) = (0.0, 1.0 / (least * share));
         for _ in 0..200 {
             let mid = 0.5 * (lo + hi);
             if mid * cycle(mid) < c {
@@ -297,19 +340,23 @@ fn closed_loop(sm: &StepModel, pf: OwnPrefill, n: u64, slots: u64) -> Point {
         }
         lo
     };
-    let rho_o = r * s_p * share;
-    let in_engine = |rho_o: f64| t_fe + s_1 + t_ovl + t_res / 2.0 + md1_wait_mean(rho_o, s_p);
+    let sh = at(r);
+    let rho_o = r * sh.s_p * share;
+    let in_engine =
+        |rho_o: f64, sh: Share| t_fe + sh.s_1 + t_ovl + t_res / 2.0 + md1_wait_mean(rho_o, sh.t_ev);
     let mut pt = Point {
         c,
         r,
-        rho: r * s_p,
+        rho: r * sh.s_p,
         rho_o,
         t_d,
-        s_p,
-        s_1,
+        s_p: sh.s_p,
+        s_1: sh.s_1,
+        t_ev: sh.t_ev,
+        b: sh.b,
         t_res,
         t_ovl,
-        w_mean: md1_wait_mean(rho_o, s_p),
+        w_mean: md1_wait_mean(rho_o, sh.t_ev),
         tpot: t_d / (1.0 - rho_o),
         tpot_capped: false,
         queue_s: 0.0,
@@ -329,7 +376,7 @@ fn closed_loop(sm: &StepModel, pf: OwnPrefill, n: u64, slots: u64) -> Point {
         pt.limit = Limit::TokenBudget;
     }
     // Little's law on the user cycle: N = R·(TTFT + (T_out − 1)·TPOT)
-    let base = in_engine(if pt.tpot_capped { 0.0 } else { pt.rho_o });
+    let base = in_engine(if pt.tpot_capped { 0.0 } else { pt.rho_o }, sh);
     let little = n as f64 / pt.r - gaps * pt.tpot;
     if n as f64 > c && pt.limit == Limit::None {
         pt.limit = Limit::Slots;
@@ -355,10 +402,15 @@ fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
         saturated: true,
         ..closed_loop(sm, pf, slots, slots)
     };
+    let batches = Batches::of(sm);
+    let at = |c: f64| {
+        let (t_d, s_p) = costs(sm, c);
+        (t_d, share_at(sm, pf, batches.as_ref(), (c, t_d, s_p), r))
+    };
     let mut c = 1.0f64;
     for _ in 0..200 {
-        let (t_d, s_p) = costs(sm, c);
-        let rho = r * s_p;
+        let (t_d, sh) = at(c);
+        let rho = r * sh.s_p;
         if rho >= RHO_MAX {
             return capacity();
         }
@@ -366,7 +418,7 @@ fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
         if full_step(sm, c, t_d).is_some_and(|t| tpot > t) {
             return capacity();
         }
-        let (life, _) = open_life(sm, pf, r, c, (t_d, s_p));
+        let (life, _) = open_life(sm, pf, r, t_d, sh);
         let next = (r * life).max(1.0);
         if next > cap {
             return capacity();
@@ -377,9 +429,9 @@ fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
             break;
         }
     }
-    let (t_d, s_p) = costs(sm, c);
-    let rho = r * s_p;
-    let (_, t_res) = open_life(sm, pf, r, c, (t_d, s_p));
+    let (t_d, sh) = at(c);
+    let rho = r * sh.s_p;
+    let (_, t_res) = open_life(sm, pf, r, t_d, sh);
     Point {
         t_ovl: overlap_wait(sm, pf, t_res),
         c,
@@ -387,10 +439,12 @@ fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
         rho,
         rho_o: rho,
         t_d,
-        s_p,
-        s_1: prefill_latency(sm, pf, c - 1.0, t_d),
+        s_p: sh.s_p,
+        s_1: sh.s_1,
+        t_ev: sh.t_ev,
+        b: sh.b,
         t_res,
-        w_mean: md1_wait_mean(rho, s_p),
+        w_mean: md1_wait_mean(rho, sh.t_ev),
         tpot: t_d / (1.0 - rho),
         tpot_capped: false,
         queue_s: 0.0,
@@ -399,15 +453,15 @@ fn open_loop(sm: &StepModel, pf: OwnPrefill, r: f64, slots: u64) -> Point {
     }
 }
 
-/// A request's time in the system at rate `r` with `c` in flight, and the
-/// step it may find in flight: a decode step with the probability the
-/// engine is busy, `min(1, R·(life without it))` (Poisson arrivals see time
-/// averages; an idle engine has no step in flight).
-fn open_life(sm: &StepModel, pf: OwnPrefill, r: f64, c: f64, (t_d, s_p): (f64, f64)) -> (f64, f64) {
+/// A request's time in the system at rate `r`, and the step it may find in
+/// flight: a decode step with the probability the engine is busy,
+/// `min(1, R·(life without it))` (Poisson arrivals see time averages; an
+/// idle engine has no step in flight).
+fn open_life(sm: &StepModel, pf: OwnPrefill, r: f64, t_d: f64, sh: Share) -> (f64, f64) {
     let gaps = sm.q.gen_len.saturating_sub(1) as f64;
-    let rho = r * s_p;
-    let s_1 = prefill_latency(sm, pf, c - 1.0, t_d);
-    let life = sm.engine.frontend_s + s_1 + md1_wait_mean(rho, s_p) + gaps * t_d / (1.0 - rho);
+    let rho = r * sh.s_p;
+    let life =
+        sm.engine.frontend_s + sh.s_1 + md1_wait_mean(rho, sh.t_ev) + gaps * t_d / (1.0 - rho);
     let t_res = t_d * (r * life).min(1.0);
     (life + overlap_wait(sm, pf, t_res) + t_res / 2.0, t_res)
 }
@@ -439,9 +493,10 @@ fn ttft_percentiles(base: f64, t_res: f64, rho: f64, w_mean: f64) -> Percentiles
     }
 }
 
-/// TPOT percentiles: `t_d + K·s_p/(T_out − 1)`, K ~ Poisson(R_o·(T_out −
-/// 1)·TPOT) the others' prefills in a request's decode window; every step
-/// full (the token budget binds): TPOT = t_full for every request.
+/// TPOT percentiles: `t_d + K·t_ev/(T_out − 1)`, K ~ Poisson((ρ_o/t_ev)·(T_out
+/// − 1)·TPOT) the others' prefill events (a prefill-first engine's batches,
+/// a mixing engine's prompts) in a request's decode window; every step full
+/// (the token budget binds): TPOT = t_full for every request.
 fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
     if gaps <= 0.0 {
         return Percentiles::default();
@@ -454,9 +509,14 @@ fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
             p99: pt.tpot,
         };
     }
-    let r_o = if pt.s_p > 0.0 { pt.rho_o / pt.s_p } else { 0.0 };
+    // prefill events (batches) of the others per second, each a stall t_ev
+    let r_o = if pt.t_ev > 0.0 {
+        pt.rho_o / pt.t_ev
+    } else {
+        0.0
+    };
     let mean_k = r_o * gaps * pt.tpot;
-    let q = |p| pt.t_d + poisson_quantile(p, mean_k) as f64 * pt.s_p / gaps;
+    let q = |p| pt.t_d + poisson_quantile(p, mean_k) as f64 * pt.t_ev / gaps;
     Percentiles {
         mean: pt.tpot,
         p50: q(0.5),
@@ -471,16 +531,16 @@ fn tpot_percentiles(pt: &Point, gaps: f64) -> Percentiles {
 ///
 /// * Prefill-priority engines (SGLang: the waiting prefill runs in its own
 ///   step, the decodes wait for it): one gap of a running request holds a
-///   whole prefill of another, `x = s_p`.
+///   whole prefill batch of others, `x = T(b)` ([`super::prefill_batches`]).
 /// * Mixing engines (vLLM chunked prefill: decodes first, prompt chunks of
 ///   `K − C` tokens fill the step): a prompt spreads over `n_c =
 ///   ⌈T_in/(K − C)⌉` steps, each gap holding a chunk, `x = s_p/n_c`.
 ///
-/// A request's decode window `(T_out − 1)·TPOT` sees `R_o·(T_out − 1)·TPOT`
-/// prefills of the others, each spanning `s_p/x` gaps, so the fraction of
-/// gaps with prefill work is `q = R_o·TPOT·s_p/x = ρ_o·TPOT/x` (capped at
-/// 1); the mean gap `t_d + q·x = t_d + ρ_o·TPOT = t_d/(1 − ρ_o)` is the
-/// mean TPOT, as it must be.
+/// A request's decode window `(T_out − 1)·TPOT` sees `(ρ_o/t_ev)·(T_out −
+/// 1)·TPOT` prefill events of the others, each spanning `t_ev/x` gaps, so the
+/// fraction of gaps with prefill work is `q = ρ_o·TPOT/x` (capped at 1); the
+/// mean gap `t_d + q·x = t_d + ρ_o·TPOT = t_d/(1 − ρ_o)` is the mean TPOT, as
+/// it must be.
 fn itl_mix(sm: &StepModel, pt: &Point) -> (f64, f64) {
     let e = sm.engine;
     let chunks = if e.mixes_prefill() {
@@ -493,7 +553,7 @@ fn itl_mix(sm: &StepModel, pt: &Point) -> (f64, f64) {
     } else {
         1.0
     };
-    let x = pt.s_p / chunks;
+    let x = pt.t_ev / chunks;
     let q = if x > 0.0 {
         (pt.rho_o * pt.tpot / x).clamp(0.0, 1.0)
     } else {
@@ -649,6 +709,21 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
             .result(pt.r, "requests/s")
             .source("Little's law; M/D/1 prefill queue (Pollaczek–Khinchine); the engine's scheduler (docs/inference.md)")
     });
+    if !sm.engine.mixes_prefill() {
+        tr.record(|| {
+            Step::new(
+                "serving.prefill_batches",
+                "Prompts per prefill batch (prefill first, staggered arrivals)",
+                "b = R·(T(b) + t_d·e^(−R·T(b))/(1 − e^(−R·t_d))), b ≤ min(C, ⌊K/T_in⌋); s_p = T(b)/b, s_1 = T(b)",
+            )
+            .bind("R", pt.r, "requests/s")
+            .bind("t_d", pt.t_d, "s")
+            .bind("T(b)", pt.t_ev, "s")
+            .bind("s_p", pt.s_p, "s")
+            .result(pt.b, "prompts")
+            .source("the scheduler batches the prompts waiting when it forms a prefill batch (SGLang Scheduler.get_new_batch_prefill); decode steps and batches counted over a long run (inference/serving/prefill_batches.rs)")
+        });
+    }
     tr.record(|| {
         let mut s = Step::new(
             "serving.tpot",
@@ -684,7 +759,7 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         Step::new(
             "serving.itl",
             "Inter-token latency (median)",
-            "ITL = t_d with probability 1 − q, t_d + x with probability q; q = min(1, ρ_o·TPOT/x); x = s_p (prefill priority) or s_p/⌈T_in/(K − C)⌉ (chunked, mixed steps); every step full: t_full",
+            "ITL = t_d with probability 1 − q, t_d + x with probability q; q = min(1, ρ_o·TPOT/x); x = T(b) (prefill priority: a batch of b prompts) or s_p/⌈T_in/(K − C)⌉ (chunked, mixed steps); every step full: t_full",
         )
         .bind("t_d", pt.t_d, "s")
         .bind("x", x, "s")

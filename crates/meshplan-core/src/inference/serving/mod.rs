@@ -6,6 +6,8 @@ Serving as engines run it and benchmarks measure it.
 * [`workload`]: static batch, continuous batching at a concurrency (random
   or fixed lengths) or a request rate.
 * [`lockstep`]: a closed loop at fixed lengths whose users run in waves.
+* [`prefill_batches`]: how many prompts a prefill-first scheduler batches
+  under a staggered load.
 * [`queue`]: the distributions behind the TTFT/TPOT percentiles.
 * [`validation`](crate::inference::validation): predicted vs published serving measurements (`data/serving/`).
 * [`continuous`]: steady-state continuous batching and disaggregated
@@ -26,6 +28,7 @@ pub mod disagg;
 pub mod eager_prefill;
 pub mod lockstep;
 pub mod moe_prefill;
+pub mod prefill_batches;
 pub mod queue;
 // Kept here too: the speculative-decoding options were first published under `serving`.
 pub use super::speculative;
