@@ -1,6 +1,7 @@
 //! Serving as benchmarks measure it (issue 26): the closed loop at a fixed
-//! concurrency and the open loop at a request rate under the engine's
-//! scheduler (slots, token budget, frontend), and `plan infer` listing each
+//! concurrency (staggered, or in lockstep waves at fixed lengths) and the
+//! open loop at a request rate under the engine's scheduler (slots, token
+//! budget, prefill batches, frontend), and `plan infer` listing each
 //! plan once without quantising a bf16 model silently. Expected values are
 //! derived by hand in the comments, from quantities the report computes
 //! elsewhere (the static batch's prefill and decode step) and from
@@ -8,7 +9,7 @@
 
 #![allow(clippy::print_stdout)] // the plan-search timing is part of the report
 
-use meshplan_core::inference::serving::{Continuous, EngineProfile, Workload};
+use meshplan_core::inference::serving::{Continuous, EngineProfile, Percentiles, Workload};
 use meshplan_core::inference::{self, scenario::resolve, InferQuery, InferReport};
 use meshplan_core::planner::{ChipBudget, InferSearch};
 use meshplan_core::scenario::Scenario;
@@ -418,4 +419,137 @@ fn overlap_scheduler_waits_one_step_less_the_host_excess() {
     let r_off = inference::evaluate(m, chip, &q(off), &mut rec).unwrap();
     assert_eq!(bound(rec.find("serving.ttft").unwrap(), "t_ovl"), 0.0);
     assert!(r_off.serving.continuous.unwrap().ttft_s.mean < c.ttft_s.mean);
+}
+
+// ---- lockstep=N: the closed loop at fixed lengths (inference/serving/lockstep.rs)
+
+/// [`query`] on 8 H100 (TP 8) under the named engine with `n` sequences:
+/// the static batch of n prompts is the wave's prefill and decode step.
+fn lock(engine: &str, n: u64, lens: (u64, u64), w: Workload) -> InferQuery {
+    InferQuery {
+        batch: n,
+        ..query(EngineProfile::builtin(engine).unwrap(), 8, lens, w)
+    }
+}
+
+fn same(a: &Percentiles, b: &Percentiles, what: &str) {
+    for (x, y, p) in [
+        (a.mean, b.mean, "mean"),
+        (a.p50, b.p50, "p50"),
+        (a.p90, b.p90, "p90"),
+        (a.p99, b.p99, "p99"),
+    ] {
+        close(x, y, 1e-9, &format!("{what} {p}"));
+    }
+}
+
+/// SGLang runs a waiting prefill first: 4 users of 3,200-token prompts are
+/// 12,800 tokens, two batches of its 8,192-token budget (6,400 each).
+/// Requests 1–2 get their first token after the first batch (T_wave/2),
+/// 3–4 after the second (T_wave): TTFT p50 = t_fe + T_wave/2, p90 = p99 =
+/// t_fe + T_wave, mean t_fe + 0.75·T_wave. Requests 1–2 then wait T_wave/2
+/// for the second batch before decoding: mean TPOT = t_d + 0.25·T_wave/
+/// (T_out − 1), p99 = t_d + 0.5·T_wave/(T_out − 1), p50 (request 3) = t_d.
+/// Every user's cycle is t_fe + T_wave + (T_out − 1)·t_d.
+#[test]
+fn prefill_first_waves_by_hand() {
+    let (n, t_in, t_out) = (4, 3200, 800);
+    let r = eval(&lock("sglang", n, (t_in, t_out), Workload::Lockstep(n)));
+    let c = cont(&r);
+    assert!(c.lockstep, "{c:?}");
+    let t_wave = r.serving.static_batch.ttft_s;
+    let t_d = r.serving.static_batch.tpot_s;
+    let t_fe = EngineProfile::builtin("sglang").unwrap().frontend_s;
+    assert_eq!(r.serving.static_batch.prefill_chunks, 2);
+    let gaps = (t_out - 1) as f64;
+    close(c.ttft_s.p50, t_fe + t_wave / 2.0, 1e-9, "TTFT p50");
+    close(c.ttft_s.p90, t_fe + t_wave, 1e-9, "TTFT p90");
+    close(c.ttft_s.p99, t_fe + t_wave, 1e-9, "TTFT p99");
+    close(c.ttft_s.mean, t_fe + 0.75 * t_wave, 1e-9, "TTFT mean");
+    close(c.tpot_s.mean, t_d + 0.25 * t_wave / gaps, 1e-9, "TPOT mean");
+    close(c.tpot_s.p99, t_d + 0.5 * t_wave / gaps, 1e-9, "TPOT p99");
+    close(c.tpot_s.p50, t_d, 1e-9, "TPOT p50");
+    let cycle = t_fe + t_wave + gaps * t_d;
+    close(c.e2e_s.p50, cycle, 1e-9, "E2E");
+    close(c.requests_per_s, n as f64 / cycle, 1e-9, "requests/s");
+    close(
+        c.output_tokens_per_s_per_chip,
+        n as f64 * t_out as f64 / cycle / 8.0,
+        1e-9,
+        "tokens/s per chip",
+    );
+    // the waves wait for each other: TTFT well above the staggered loop's
+    let staggered = eval(&lock("sglang", n, (t_in, t_out), Workload::Concurrency(n)));
+    assert!(c.ttft_s.p99 > 2.0 * cont(&staggered).ttft_s.p99);
+}
+
+/// vLLM mixes prompt chunks into the decode steps: 8 prompts of 1,000
+/// tokens fit its 8,192-token budget, one step prefills the wave and every
+/// request gets its first token at t_fe + T_wave and decodes at t_d. 16
+/// prompts need two steps: the waves do not persist and the loop is the
+/// staggered `concurrency=16`, number for number.
+#[test]
+fn chunked_prefill_keeps_one_step_waves_only() {
+    let r = eval(&lock("vllm", 8, (1000, 500), Workload::Lockstep(8)));
+    let c = cont(&r);
+    assert!(c.lockstep);
+    let t_fe = EngineProfile::builtin("vllm").unwrap().frontend_s;
+    let one = Percentiles {
+        mean: t_fe + r.serving.static_batch.ttft_s,
+        p50: t_fe + r.serving.static_batch.ttft_s,
+        p90: t_fe + r.serving.static_batch.ttft_s,
+        p99: t_fe + r.serving.static_batch.ttft_s,
+    };
+    same(&c.ttft_s, &one, "TTFT");
+    close(c.tpot_s.p99, r.serving.static_batch.tpot_s, 1e-9, "TPOT");
+
+    let waves = eval(&lock("vllm", 16, (1000, 500), Workload::Lockstep(16)));
+    let loop_ = eval(&lock("vllm", 16, (1000, 500), Workload::Concurrency(16)));
+    let (w, l) = (cont(&waves), cont(&loop_));
+    assert!(!w.lockstep);
+    same(&w.ttft_s, &l.ttft_s, "TTFT");
+    same(&w.tpot_s, &l.tpot_s, "TPOT");
+    close(w.requests_per_s, l.requests_per_s, 1e-9, "requests/s");
+}
+
+/// One user is the same benchmark either way: lockstep=1 is concurrency=1.
+#[test]
+fn one_user_is_the_closed_loop_of_one() {
+    for engine in ["sglang", "vllm", "trtllm"] {
+        let a = eval(&lock(engine, 1, (2000, 300), Workload::Lockstep(1)));
+        let b = eval(&lock(engine, 1, (2000, 300), Workload::Concurrency(1)));
+        let (a, b) = (cont(&a), cont(&b));
+        same(&a.ttft_s, &b.ttft_s, engine);
+        same(&a.tpot_s, &b.tpot_s, engine);
+        close(a.requests_per_s, b.requests_per_s, 1e-9, engine);
+    }
+}
+
+/// The ideal engine (no frontend, no token budget) prefills the whole wave
+/// in one step and decodes it to the end: a lockstep loop of B users is the
+/// static batch of B, repeated.
+#[test]
+fn ideal_waves_are_the_static_batch() {
+    let r = eval(&lock("ideal", 16, (2048, 512), Workload::Lockstep(16)));
+    let (c, s) = (cont(&r), &r.serving.static_batch);
+    assert!(c.lockstep);
+    close(c.ttft_s.p50, s.ttft_s, 1e-9, "TTFT");
+    close(c.tpot_s.mean, s.tpot_s, 1e-9, "TPOT");
+    close(
+        c.output_tokens_per_s,
+        s.output_tokens_per_s,
+        1e-9,
+        "tokens/s",
+    );
+}
+
+/// More users than slots: the requests beyond B start as the first finish,
+/// so the loop is staggered (vLLM's max_num_seqs is 1,024 on the H100).
+#[test]
+fn more_users_than_slots_are_staggered() {
+    let w = eval(&lock("vllm", 1, (100, 100), Workload::Lockstep(5000)));
+    let l = eval(&lock("vllm", 1, (100, 100), Workload::Concurrency(5000)));
+    assert!(!cont(&w).lockstep);
+    assert!(cont(&w).slots < 5000);
+    same(&cont(&w).ttft_s, &cont(&l).ttft_s, "TTFT");
 }

@@ -104,15 +104,15 @@ fn bad_benchmark_flags_are_refused() {
 /// numbers are the staggered loop's. A lockstep of no users is refused.
 #[test]
 fn lockstep_waves_are_reported_and_explained() {
-    let (code, out, err) = run(&[
+    let sglang = [
         "infer",
         C64,
         "--engine",
         "sglang",
         "--workload",
         "lockstep=64",
-        "--explain",
-    ]);
+    ];
+    let (code, out, err) = run(&[&sglang[..], &["--explain"]].concat());
     assert_eq!(code, 0, "{err}");
     for s in [
         "lockstep=64 (in lockstep waves)",
@@ -122,15 +122,7 @@ fn lockstep_waves_are_reported_and_explained() {
     ] {
         assert!(out.contains(s), "missing {s:?}");
     }
-    let v = json(&[
-        "infer",
-        C64,
-        "--engine",
-        "sglang",
-        "--workload",
-        "lockstep=64",
-        "--json",
-    ]);
+    let v = json(&[&sglang[..], &["--json"]].concat());
     assert_eq!(v["serving"]["continuous"]["lockstep"], true);
     let waves = json(&["infer", C64, "--workload", "lockstep=64", "--json"]);
     let stag = json(&["infer", C64, "--json"]);

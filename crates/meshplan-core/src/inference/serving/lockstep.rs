@@ -173,6 +173,8 @@ pub(crate) fn steady_state<T: Tracer>(
     replicas: u64,
     tr: &mut T,
 ) -> Result<Continuous, Staggered> {
+    // (the parser refuses no users; a query built in code gets one)
+    let n = n.max(1);
     let wave =
         Wave::of(sm, n, slots).inspect_err(|why| record_staggered(sm, n, slots, *why, tr))?;
     let q = sm.q;
