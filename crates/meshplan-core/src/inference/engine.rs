@@ -152,6 +152,10 @@ pub struct EngineProfile {
     /// in-flight batching).
     #[serde(default)]
     pub prefill_priority: bool,
+    /// Most prompts one prefill forward takes (0: as many as wait, within
+    /// the token budget). JetStream prefills one request per step.
+    #[serde(default)]
+    pub prefill_batch_max: u64,
     /// Whether the scheduler launches the next step before it processes
     /// the last one's results (SGLang's overlap scheduler): a new request
     /// is received after the next decode step is queued and waits for it.
@@ -343,6 +347,9 @@ fn optional_sourced(p: &EngineProfile) -> Vec<&'static str> {
     }
     if p.prefill_priority {
         v.push("prefill_priority");
+    }
+    if p.prefill_batch_max > 0 {
+        v.push("prefill_batch_max");
     }
     if p.overlap_schedule {
         v.push("overlap_schedule");

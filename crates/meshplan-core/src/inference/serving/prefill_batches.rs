@@ -23,7 +23,8 @@
 //! back to back. It is solved by fixed-point iteration (a contraction while a
 //! prompt's own prefill time times R stays below 1; beyond, b is at its cap).
 //! A batch holds at most the `⌊K/T_in⌋` prompts of the token budget (at least
-//! one) and no more than the C requests running.
+//! one), no more than the C requests running, and no more than the engine's
+//! `prefill_batch_max` (JetStream: one).
 //!
 //! A request's prefill then takes `s_p = T(b)/b` of GPU time, its own latency
 //! is its batch `T(b)`, and each batch stalls the running decodes for `T(b)`.
@@ -54,7 +55,8 @@ pub(super) struct Share {
 /// The prefill batches of a prefill-first engine: `T(b)` memoised.
 pub(super) struct Batches<'s, 'a> {
     sm: &'s StepModel<'a>,
-    /// ⌊K/T_in⌋ ≥ 1 prompts by the token budget (unbounded without one).
+    /// ⌊K/T_in⌋ ≥ 1 prompts by the token budget (unbounded without one),
+    /// at most the engine's `prefill_batch_max`.
     by_budget: f64,
     memo: RefCell<HashMap<u64, f64>>,
 }
@@ -71,6 +73,10 @@ impl<'s, 'a> Batches<'s, 'a> {
         let by_budget = match e.max_prefill_tokens {
             0 => f64::INFINITY,
             k => (k as f64 / tokens).floor().max(1.0),
+        };
+        let by_budget = match e.prefill_batch_max {
+            0 => by_budget,
+            m => by_budget.min(m as f64),
         };
         Some(Batches {
             sm,
