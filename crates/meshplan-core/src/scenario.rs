@@ -239,7 +239,7 @@ pub struct InferenceSection {
     /// Serving engine: ideal | vllm | sglang | trtllm (default: ideal on
     /// `@book` chips and TPUs, vllm on GPUs).
     pub engine: Option<String>,
-    /// static | concurrency=N | rate=R (requests/s).
+    /// static | concurrency=N | lockstep=N (fixed lengths) | rate=R (requests/s).
     pub workload: Option<String>,
     /// Speculative decoding: ngram | mtp | draft:MODEL (default: none).
     pub speculative: Option<String>,

@@ -49,6 +49,10 @@ pub struct PlanInferReport {
     pub dtypes: String,
     /// Aggregated, disaggregated or both (`--disagg`).
     pub disagg: DisaggMode,
+    /// The scenario's `[inference]` keys the search does not use
+    /// ("workload = concurrency=64"): said, not dropped silently.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_searched: Vec<String>,
     /// Slice shapes tried.
     pub slices: Vec<String>,
     /// Points of the space.
@@ -166,6 +170,7 @@ pub fn plan_infer_search(
         tpot_slo_s: s.tpot_slo,
         dtypes: s.dtypes_note(),
         disagg: s.disagg,
+        not_searched: Vec::new(),
         slices: r.slices.iter().map(|x| fmt_shape(x)).collect(),
         candidates: r.candidates,
         fitting: r.fitting,
@@ -301,6 +306,12 @@ impl Render for PlanInferReport {
             fmt_int(self.fitting)
         ));
         d.line(format!("dtypes: {}", self.dtypes));
+        if !self.not_searched.is_empty() {
+            d.line(format!(
+                "not searched: {} (scenario keys for `infer`: the search chooses each plan's batch and layout and prices it with its own prefill on its chips)",
+                self.not_searched.join(", ")
+            ));
+        }
         if self.disagg != DisaggMode::Off {
             d.line(format!(
                 "serving: {} (--disagg {}); aggregated plans priced with their prefill on the same chips (R = 1/(s_1 + (T_out − 1)·t_d/B), TPOT = t_d/(1 − R·s_1)); P/D = prefill/decode pools, tp×workers; KV handed off after the prefill",

@@ -20,7 +20,7 @@ use crate::hardware::Chip;
 use crate::inference::defaults;
 use crate::inference::slo::{slo_seconds, SloValue};
 use crate::model::ModelSpec;
-use crate::scenario::{Count, Scenario};
+use crate::scenario::{Count, InferenceSection, Scenario};
 use crate::training::scenario::check_mfu;
 use crate::units::DType;
 
@@ -175,7 +175,40 @@ pub fn plan_infer(req: &PlanInferRequest, cat: &Catalog) -> Result<PlanInferRepo
     let spec = sc.model.resolve(cat)?;
     let chip = sc.hardware.resolve_chip(cat)?;
     let s = req.search(&spec, &chip)?;
-    plan_infer_search(&s, req.top(), req.explain_rank)
+    let mut report = plan_infer_search(&s, req.top(), req.explain_rank)?;
+    report.not_searched = not_searched(&sc.inference);
+    Ok(report)
+}
+
+/// The scenario's `[inference]` keys the search does not use, as "key =
+/// value": it chooses each plan's batch (and context from the lengths) and
+/// prices aggregated plans with their own prefill on their chips, so a
+/// benchmark workload, a batch, speculative decoding, a prefix-cache hit,
+/// fixed pools and a compute dtype belong to `infer` of one plan.
+fn not_searched(inf: &InferenceSection) -> Vec<String> {
+    let show = |k: &str, v: Option<String>| v.map(|v| format!("{k} = {v}"));
+    [
+        show("compute_dtype", inf.compute_dtype.clone()),
+        show("batch", inf.batch.map(|c| c.0.to_string())),
+        show("context", inf.context.map(|c| c.0.to_string())),
+        show("workload", inf.workload.clone()),
+        show("speculative", inf.speculative.clone()),
+        show("spec_gamma", inf.spec_gamma.map(|g| g.to_string())),
+        show(
+            "spec_acceptance",
+            inf.spec_acceptance.map(|a| a.to_string()),
+        ),
+        show(
+            "prefix_cache_hit",
+            inf.prefix_cache_hit.map(|h| h.to_string()),
+        ),
+        show("prefill", inf.prefill.clone()),
+        show("decode", inf.decode.clone()),
+        show("kv_overlap", inf.kv_overlap.map(|o| o.to_string())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 #[cfg(test)]
@@ -207,6 +240,24 @@ mod tests {
         // prompt + generated, as `infer` would default it
         let p = &r.plans[0].report;
         assert_eq!(p.context, defaults::PROMPT_LEN + defaults::GEN_LEN);
+    }
+
+    /// The scenario's keys for `infer` that the search does not use are
+    /// listed, not dropped silently; a scenario without them lists none.
+    #[test]
+    fn keys_the_search_does_not_use_are_said() {
+        let mut sc = llama_8b_on_8_h100();
+        sc["inference"] =
+            serde_json::json!({ "batch": 8, "workload": "lockstep=64", "prompt_len": 512 });
+        let req = request(serde_json::json!({ "scenario": sc })).unwrap();
+        let r = plan_infer(&req, Catalog::builtin()).unwrap();
+        assert_eq!(r.not_searched, ["batch = 8", "workload = lockstep=64"]);
+        assert_eq!(r.prompt_len, 512);
+        let req = request(serde_json::json!({ "scenario": llama_8b_on_8_h100() })).unwrap();
+        assert!(plan_infer(&req, Catalog::builtin())
+            .unwrap()
+            .not_searched
+            .is_empty());
     }
 
     #[test]
