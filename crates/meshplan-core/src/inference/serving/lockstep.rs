@@ -34,15 +34,12 @@
 //! prompts) shows it: the TTFT grows in proportion to N, a constant 13–15 k
 //! prompt tokens/s from N = 4 to 64 (docs/inference.md).
 
-use serde::Serialize;
-
 use super::continuous::{costs, two_point, Continuous, Percentiles};
 use crate::inference::step::StepModel;
 use crate::trace::{NoTrace, Step, Tracer};
 
 /// Why a lockstep loop runs staggered instead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Staggered {
     /// More users than the engine's slots.
     Slots,
