@@ -9,6 +9,8 @@
 
 #![allow(clippy::print_stdout)] // the plan-search timing is part of the report
 
+mod common;
+
 use meshplan_core::inference::serving::{Continuous, EngineProfile, Percentiles, Workload};
 use meshplan_core::inference::{self, scenario::resolve, InferQuery, InferReport};
 use meshplan_core::planner::{ChipBudget, InferSearch};
@@ -471,6 +473,14 @@ fn prefill_first_waves_by_hand() {
     close(c.tpot_s.p50, t_d, 1e-9, "TPOT p50");
     let cycle = t_fe + t_wave + gaps * t_d;
     close(c.e2e_s.p50, cycle, 1e-9, "E2E");
+    // the first batch's own latency, the mean wait for earlier batches
+    // (0.75 − 0.5)·T_wave, the wave's share of the cycle, and the ITL
+    // whose mean is the TPOT's
+    close(c.prefill_s, t_wave / 2.0, 1e-9, "s_1");
+    close(c.queue_wait_s, 0.25 * t_wave, 1e-9, "W_q");
+    close(c.prefill_utilisation, t_wave / cycle, 1e-9, "ρ");
+    close(c.itl_s.mean, c.tpot_s.mean, 1e-9, "ITL mean");
+    close(c.itl_s.p50, t_d, 1e-9, "ITL p50");
     close(c.requests_per_s, n as f64 / cycle, 1e-9, "requests/s");
     close(
         c.output_tokens_per_s_per_chip,
@@ -552,4 +562,35 @@ fn more_users_than_slots_are_staggered() {
     assert!(!cont(&w).lockstep);
     assert!(cont(&w).slots < 5000);
     same(&cont(&w).ttft_s, &cont(&l).ttft_s, "TTFT");
+}
+
+/// JetStream's orchestrator prefills one request per forward
+/// (`prefill_batch_max = 1`): with 200-token prompts its 1,024-token budget
+/// would hold five, yet each request's prefill is a batch of one, T(1), the
+/// static batch of one's TTFT. SGLang on the same prompts batches more
+/// than one at 64 users (its s_1 = T(b) lies above T(1)).
+#[test]
+fn jetstream_prefills_one_request_per_forward() {
+    let run = |engine: &str, chip: &str, mesh: &str, w: &str| {
+        let sc = format!(
+            "[model]\nname = \"llama-3.1-8b\"\n[hardware]\nchip = \"{chip}\"\nmesh = \"{mesh}\"\n\
+             [inference]\nengine = \"{engine}\"\nbatch = 1\nprompt_len = 200\ngen_len = 100\nworkload = \"{w}\"\n"
+        );
+        common::infer(&sc)
+    };
+    let j = run("jetstream", "tpu-v5e", "2x2", "concurrency=64");
+    assert_eq!(
+        EngineProfile::builtin("jetstream")
+            .unwrap()
+            .prefill_batch_max,
+        1
+    );
+    close(
+        cont(&j).prefill_s,
+        j.serving.static_batch.ttft_s,
+        1e-12,
+        "T(1)",
+    );
+    let s = run("sglang", "h100", "1", "concurrency=64");
+    assert!(cont(&s).prefill_s > s.serving.static_batch.ttft_s);
 }

@@ -202,14 +202,20 @@ struct Point {
 /// without bound; a rate that needs more is reported at capacity.
 const RHO_MAX: f64 = 0.95;
 
-/// Decode step and per-request prefill cost at concurrency `c`.
-pub(super) fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
+/// The decode step of `c` requests at the mean length `T_in + T_out/2`
+/// (per output token: the step, or its speculative equivalent), s.
+pub(super) fn decode_step(sm: &StepModel, c: f64) -> f64 {
     let q = sm.q;
     let b = c.ceil().max(1.0) as u64;
-    // per output token: the decode step, or its speculative equivalent
-    let t_d = sm.token_time(b, q.prompt_len + q.gen_len / 2).0.get();
-    let s_p = sm.prefill(b, q.prompt_len, &mut NoTrace).total.get() / b as f64;
-    (t_d, s_p)
+    sm.token_time(b, q.prompt_len + q.gen_len / 2).0.get()
+}
+
+/// Decode step and per-request share of the batched prefill at
+/// concurrency `c`.
+fn costs(sm: &StepModel, c: f64) -> (f64, f64) {
+    let b = c.ceil().max(1.0) as u64;
+    let s_p = sm.prefill(b, sm.q.prompt_len, &mut NoTrace).total.get() / b as f64;
+    (decode_step(sm, c), s_p)
 }
 
 /// One request's own prefill, priced once per steady state (it does not
@@ -714,7 +720,7 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
             Step::new(
                 "serving.prefill_batches",
                 "Prompts per prefill batch (prefill first, staggered arrivals)",
-                "b = R·(T(b) + t_d·e^(−R·T(b))/(1 − e^(−R·t_d))), b ≤ min(C, ⌊K/T_in⌋); s_p = T(b)/b, s_1 = T(b)",
+                "b = R·(T(b) + t_d·e^(−R·T(b))/(1 − e^(−R·t_d))), b ≤ min(C, ⌊K/T_in⌋, prefill_batch_max); s_p = T(b)/b, s_1 = T(b)",
             )
             .bind("R", pt.r, "requests/s")
             .bind("t_d", pt.t_d, "s")
@@ -743,7 +749,7 @@ fn record<T: Tracer>(sm: &StepModel, w: Workload, pt: &Point, c: &Continuous, tr
         Step::new(
             "serving.ttft",
             "Time to first token (mean)",
-            "TTFT = t_fe + W_q + s_1 + t_ovl + t_res/2 + ρ_o·s_p/(2(1 − ρ_o)), t_ovl = max(0, t_res − T_host_excess) under an overlap scheduler",
+            "TTFT = t_fe + W_q + s_1 + t_ovl + t_res/2 + ρ_o·t_ev/(2(1 − ρ_o)), t_ovl = max(0, t_res − T_host_excess) under an overlap scheduler; t_ev = T(b) prefill first, s_p mixed",
         )
         .bind("t_fe", c.frontend_s, "s")
         .bind("W_q", pt.queue_s, "s")

@@ -34,7 +34,7 @@
 //! prompts) shows it: the TTFT grows in proportion to N, a constant 13–15 k
 //! prompt tokens/s from N = 4 to 64 (docs/inference.md).
 
-use super::continuous::{costs, two_point, Continuous, Percentiles};
+use super::continuous::{decode_step, two_point, Continuous, Percentiles};
 use crate::inference::step::StepModel;
 use crate::trace::{NoTrace, Step, Tracer};
 
@@ -74,7 +74,7 @@ impl Wave {
         if pf.chunks > 1 && sm.engine.mixes_prefill() {
             return Err(Staggered::MixedChunks);
         }
-        let (t_d, _) = costs(sm, n as f64);
+        let t_d = decode_step(sm, n as f64);
         Ok(Wave {
             n,
             batches: pf.chunks.max(1),
